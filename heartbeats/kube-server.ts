@@ -1,0 +1,102 @@
+/** kube_server resources (Teleport KubernetesServerV3 field names) and their keys. */
+
+/** Health of the path from the discovery service to a cluster's API. */
+export interface TargetHealth {
+  readonly status: 'healthy' | 'unhealthy' | 'unknown';
+  /** Short machine reason: `unreachable`, `unauthorized`, `forbidden`, `tls`, `no_credentials` ... */
+  readonly reason?: string;
+  /** What the operator should do. */
+  readonly message?: string;
+  /** RFC 3339 time of the probe. */
+  readonly transition_timestamp?: string;
+}
+
+/** A dynamic label: a command's output refreshed every period. */
+export interface CommandLabel {
+  readonly period: string;
+  readonly command: readonly string[];
+  readonly result: string;
+}
+
+/** KubernetesClusterV3 as embedded in a kube_server. */
+export interface KubeCluster {
+  readonly kind: 'kube_cluster';
+  readonly version: 'v3';
+  readonly metadata: {
+    readonly name: string;
+    readonly description: string;
+    readonly labels: Readonly<Record<string, string>>;
+  };
+  readonly spec: {
+    readonly aws?: {readonly region: string; readonly account_id: string; readonly name: string};
+    readonly azure?: {
+      readonly resource_name: string;
+      readonly resource_group: string;
+      readonly tenant_id: string;
+      readonly subscription_id: string;
+    };
+    readonly dynamic_labels?: Readonly<Record<string, CommandLabel>>;
+  };
+}
+
+/** KubernetesServerV3: the announced, heartbeated record of one discovered cluster. */
+export interface KubeServer {
+  readonly kind: 'kube_server';
+  readonly version: 'v3';
+  readonly metadata: {
+    readonly name: string;
+    readonly labels?: Readonly<Record<string, string>>;
+    /** RFC 3339 expiry; heartbeats move it forward. */
+    readonly expires: string;
+    /** Backend revision of the last write. */
+    readonly revision: string;
+  };
+  readonly spec: {
+    /** Version of kube-discovery that wrote it. */
+    readonly version: string;
+    readonly hostname: string;
+    readonly host_id: string;
+    readonly cluster: KubeCluster;
+    readonly proxy_ids: readonly string[];
+  };
+  readonly status?: {
+    readonly target_health?: TargetHealth;
+    /** Set while the cluster's source keeps failing: the entry is kept, but may be out of date. */
+    readonly stale?: boolean;
+    readonly stale_reason?: string;
+    /** Connection facts the CLI needs for kubeconfig; never a credential. */
+    readonly endpoint?: string;
+    readonly ca_data?: string;
+    /** How to mint a token for this cluster (exec plugin arguments); never a credential. */
+    readonly access?: KubeAccess;
+  };
+}
+
+/** Arguments the `token` command needs for one cluster. */
+export type KubeAccess =
+  | {
+      readonly kind: 'eks';
+      readonly cluster_name: string;
+      readonly region: string;
+      readonly role_arn?: string;
+      readonly external_id?: string;
+    }
+  | {
+      readonly kind: 'aks';
+      /** Entra ID server app id (AAD clusters); absent for local-account clusters. */
+      readonly server_id?: string;
+      readonly subscription_id: string;
+      readonly resource_group: string;
+      readonly resource_name: string;
+      readonly cloud?: string;
+    };
+
+/** Registry key prefix of a discovery group: `kube_servers/<group>/`. */
+export function kubeServerPrefix(group: string): string {
+  return `kube_servers/${group}/`;
+}
+
+/** Registry key of one kube_server: `kube_servers/<group>/<name>`. */
+export function kubeServerKey(group: string, name: string): string {
+  return `${kubeServerPrefix(group)}${name}`;
+}

@@ -1,0 +1,45 @@
+/** The small set of typed errors, mapped to exit codes, HTTP status and metric reasons in one place each. */
+import type {CloudName, FailureReason} from './types.ts';
+
+/** Bad user input (flags, config, query parameters). Exit code 2, HTTP 400. */
+export class InputError extends Error {
+  override readonly name = 'InputError';
+}
+
+/** A requested thing does not exist. HTTP 404. */
+export class NotFoundError extends Error {
+  override readonly name = 'NotFoundError';
+}
+
+/** Missing or wrong credentials on our own API. HTTP 401. */
+export class AuthenticationError extends Error {
+  override readonly name = 'AuthenticationError';
+}
+
+/** A write was refused because this replica no longer holds leadership. */
+export class FencedError extends Error {
+  override readonly name = 'FencedError';
+}
+
+/** Context of a failed cloud call. */
+export interface CloudErrorContext {
+  readonly cloud: CloudName;
+  readonly account: string;
+  readonly region: string;
+  readonly operation: string;
+  readonly code: string;
+  readonly reason: FailureReason;
+  readonly requestId?: string;
+  readonly cluster?: string;
+}
+
+/** A cloud API call failed; carries where and why, never credentials. */
+export class CloudError extends Error {
+  override readonly name = 'CloudError';
+  readonly context: CloudErrorContext;
+
+  constructor(message: string, context: CloudErrorContext, options?: {cause?: unknown}) {
+    super(message, options);
+    this.context = context;
+  }
+}

@@ -1,0 +1,92 @@
+/** Shared data shapes of the discovery pipeline: fetchers produce them, the pure core consumes them. */
+
+/** Which cloud a cluster or source belongs to; spelled like Teleport's `teleport.dev/cloud` label. */
+export type CloudName = 'AWS' | 'Azure';
+
+/** Discovery type, as in Teleport's `teleport.dev/discovery-type` label. */
+export type DiscoveryType = 'eks' | 'aks';
+
+/** One unit of listing: (matcher, cloud, region, account or subscription). Its id reads well in logs. */
+export interface SourceRef {
+  /** e.g. `eks:us-east-1:123456789012` or `aks:sub-1234:rg-a` */
+  readonly id: string;
+  readonly cloud: CloudName;
+  readonly type: DiscoveryType;
+  /** Region for EKS; `*` or a location for AKS sources that span regions. */
+  readonly region: string;
+  /** AWS account id or Azure subscription id ('' when not known yet). */
+  readonly account: string;
+  /** Index of the matcher in the config that produced this source. */
+  readonly matcherIndex: number;
+}
+
+/** How the discovery identity reaches a cluster's API; used to mint tokens for probes and kubeconfigs. */
+export type ClusterAccess =
+  | {readonly kind: 'eks'; readonly clusterName: string; readonly region: string; readonly roleArn?: string; readonly externalId?: string}
+  | {readonly kind: 'aks-entra'; readonly serverId: string}
+  | {readonly kind: 'aks-local'};
+
+/** A cluster as the cloud API reported it, before matching and naming. */
+export interface DiscoveredCluster {
+  readonly cloud: CloudName;
+  readonly type: DiscoveryType;
+  /** The cluster's own name in the cloud. */
+  readonly name: string;
+  /** Normalised region / location (`us-east-1`, `eastus`). */
+  readonly region: string;
+  /** AWS account id or Azure subscription id. */
+  readonly account: string;
+  readonly resourceGroup?: string;
+  readonly tenantId?: string;
+  /** ARN (EKS) or resource id (AKS). */
+  readonly id?: string;
+  /** Raw cloud tags. */
+  readonly tags: Readonly<Record<string, string>>;
+  /** Raw status: EKS `status`; AKS `provisioningState/powerState`. */
+  readonly status: string;
+  /** Whether the status is one discovery keeps (EKS ACTIVE/UPDATING; AKS Succeeded+Running). */
+  readonly statusOk: boolean;
+  /** API server URL, when the cloud reported one. */
+  readonly endpoint?: string;
+  /** Base64 PEM of the cluster CA, when the cloud reported one. */
+  readonly caData?: string;
+  /** Kubernetes version, when known. */
+  readonly kubernetesVersion?: string;
+  /** EKS authentication mode (API, API_AND_CONFIG_MAP, CONFIG_MAP) or AKS auth flavour. */
+  readonly authMode?: string;
+  readonly access?: ClusterAccess;
+  /** Id of the source that listed it. */
+  readonly sourceId: string;
+}
+
+/** A cluster record the fetcher could not use (missing endpoint, bad CA ...): skipped with a warning. */
+export interface MalformedCluster {
+  readonly name: string;
+  readonly sourceId: string;
+  readonly reason: string;
+}
+
+/** What one source returned in one cycle. */
+export interface SourceResult {
+  readonly source: SourceRef;
+  readonly ok: boolean;
+  readonly clusters: readonly DiscoveredCluster[];
+  readonly malformed: readonly MalformedCluster[];
+  /** Set when `ok` is false. */
+  readonly error?: SourceFailure;
+  /** Set when the source was skipped on purpose (e.g. a region not enabled for the account). */
+  readonly skippedReason?: string;
+}
+
+/** Bounded reasons a source can fail with; used as metric label values and in `/v1/status`. */
+export type FailureReason = 'throttled' | 'access_denied' | 'timeout' | 'not_found' | 'invalid_response' | 'other';
+
+/** A source failure, safe to print: it never carries credentials. */
+export interface SourceFailure {
+  readonly reason: FailureReason;
+  /** Cloud error code (`ThrottlingException`, `AuthorizationFailed` ...). */
+  readonly code: string;
+  readonly message: string;
+  readonly operation: string;
+  readonly requestId?: string;
+}

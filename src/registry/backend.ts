@@ -1,0 +1,66 @@
+/** The registry contract every backend (memory, sqlite, etcd) implements and the contract suite checks. */
+
+/** A lease groups entries that expire together; keeping it alive is one call whatever the number of entries. */
+export interface Lease {
+  /** Backend-assigned id (etcd lease id, or a generated id for memory/sqlite). */
+  readonly id: string;
+  readonly ttlMs: number;
+}
+
+/** One stored entry. */
+export interface RegistryItem {
+  readonly key: string;
+  /** The stored document (JSON text for kube_servers). */
+  readonly value: string;
+  /** Epoch ms after which the entry is gone; undefined for entries without a lease. */
+  readonly expires?: number;
+  /** Lease the entry is attached to, if any. */
+  readonly lease?: string;
+  /** Monotonic revision of the last write of this entry (etcd mod_revision or a backend counter), as a decimal string. */
+  readonly revision: string;
+}
+
+/** A change seen by a watcher. Deletes include expiry and lease revocation. */
+export type WatchEvent =
+  | {readonly type: 'put'; readonly item: RegistryItem}
+  | {readonly type: 'delete'; readonly key: string; readonly revision: string};
+
+/** A running watch; `close` stops it. */
+export interface Watcher {
+  close(): Promise<void>;
+}
+
+/** Options of a write. */
+export interface PutOptions {
+  /** Attach the entry to this lease: it expires with the lease. */
+  readonly lease?: Lease;
+}
+
+/** The storage behind the registry. */
+export interface RegistryBackend {
+  /** Backend name for logs and /v1/status (`memory`, `sqlite`, `etcd`). */
+  readonly name: string;
+  /** Creates a lease that expires `ttlMs` from now unless kept alive. */
+  grantLease(ttlMs: number): Promise<Lease>;
+  /** Extends the lease to now + its TTL; throws when the lease has already expired or is unknown. */
+  keepAlive(lease: Lease): Promise<void>;
+  /** Ends the lease and deletes every entry attached to it. */
+  revokeLease(lease: Lease): Promise<void>;
+  /** Creates or replaces an entry. */
+  put(key: string, value: string, options?: PutOptions): Promise<RegistryItem>;
+  /** One live entry, or undefined (expired entries are never returned). */
+  get(key: string): Promise<RegistryItem | undefined>;
+  /** Live entries whose key starts with `prefix`, sorted by key. */
+  list(prefix: string): Promise<RegistryItem[]>;
+  /** Deletes an entry; true when it existed. */
+  delete(key: string): Promise<boolean>;
+  /**
+   * Calls `onEvent` for every put/delete under `prefix` from now on (or after `fromRevision`
+   * where the backend keeps history). Expired entries produce delete events.
+   */
+  watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: {fromRevision?: string}): Promise<Watcher>;
+  /** Cheap liveness check for /readyz; throws with a reason when the backend cannot serve. */
+  ping(): Promise<void>;
+  /** Releases connections and files; entries stay (they expire on their own). */
+  close(): Promise<void>;
+}
