@@ -16,6 +16,8 @@ export interface SourceRef {
   readonly region: string;
   /** AWS account id or Azure subscription id ('' when not known yet). */
   readonly account: string;
+  /** Resource group an AKS source is limited to; undefined means all of the subscription. */
+  readonly resourceGroup?: string;
   /** Index of the matcher in the config that produced this source. */
   readonly matcherIndex: number;
 }

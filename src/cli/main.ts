@@ -1,0 +1,62 @@
+#!/usr/bin/env node
+/** The `kube-discovery` command line: dispatches to one sub-command and exits with its code. */
+import {runConfigCheck} from './config-check.ts';
+import {processIo, type CliIo, type Command} from './io.ts';
+import {runOnce} from './once.ts';
+import {runToken} from './token.ts';
+import {VERSION} from '../version.ts';
+
+const USAGE = `usage: kube-discovery <command> [flags]
+
+commands:
+  start -c FILE [--deregister-on-exit]     run the discovery service
+  once -c FILE [--output json|table] [--explain]
+                                           run one discovery cycle and print what it did
+  ls [--server URL] [--labels k=v,...] [--output json|table]
+                                           list discovered clusters
+  kubeconfig [--server URL] [-o FILE]      write a kubeconfig for the discovered clusters
+  token eks --cluster-name N --region R [--role-arn A] [--external-id X]
+                                           print an ExecCredential for kubectl
+  config check -c FILE                     validate a config and print the effective config
+  version                                  print the version
+`;
+
+const commands: Readonly<Record<string, Command>> = {
+  once: runOnce,
+  token: runToken,
+  config: async (argv, io) => {
+    if (argv[0] === 'check') return runConfigCheck(argv.slice(1), io);
+    io.stderr(`kube-discovery config: unknown sub-command ${JSON.stringify(argv[0] ?? '')}; known: check\n`);
+    return 2;
+  },
+  version: async (_argv, io) => {
+    io.stdout(`${VERSION}\n`);
+    return 0;
+  },
+};
+
+/** Runs the CLI with `argv` (without node and script) and returns the exit code. */
+export async function main(argv: readonly string[], io: CliIo = processIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
+    (name === undefined ? io.stderr : io.stdout)(USAGE);
+    return name === undefined ? 2 : 0;
+  }
+  if (name === '--version') return commands['version']!([], io);
+  const command = commands[name];
+  if (!command) {
+    io.stderr(`kube-discovery: unknown command ${JSON.stringify(name)}; known: ${Object.keys(commands).join(', ')}\n${USAGE}`);
+    return 2;
+  }
+  return command(rest, io);
+}
+
+if (import.meta.main) {
+  try {
+    process.exitCode = await main(process.argv.slice(2));
+  } catch (error) {
+    // Unexpected failures: one line, no stack, non-zero exit.
+    process.stderr.write(`kube-discovery: ${(error as Error).message}\n`);
+    process.exitCode = 1;
+  }
+}

@@ -1,0 +1,80 @@
+/** `kube-discovery once -c FILE [--output json|table] [--explain]`: one cycle, printed. Exit 0 ok, 1 partial, 2 usage/config. */
+import {parseArgs} from 'node:util';
+import {systemClock} from '../core/clock.ts';
+import type {CycleReport} from '../discovery/cycle.ts';
+import type {Command, CliIo} from './io.ts';
+import {openRuntime, usageError, withConfig} from './runtime.ts';
+import {formatLabels, renderTable} from './table.ts';
+
+/** Runs the `once` command. */
+export const runOnce: Command = async (argv, io) => {
+  let values;
+  try {
+    ({values} = parseArgs({
+      args: [...argv],
+      options: {
+        config: {type: 'string', short: 'c'},
+        output: {type: 'string', short: 'o'},
+        explain: {type: 'boolean', default: false},
+      },
+      strict: true,
+    }));
+  } catch (error) {
+    return usageError(io, 'once', (error as Error).message);
+  }
+  const output = values.output ?? (io.isTty ? 'table' : 'json');
+  if (output !== 'json' && output !== 'table') return usageError(io, 'once', `--output must be json or table, got ${JSON.stringify(output)}`);
+  return withConfig(io, 'once', values.config, async (config) => {
+    const runtime = await openRuntime(config, io, {clock: systemClock, logTo: 'stderr'});
+    let report: CycleReport;
+    try {
+      report = await runtime.discovery.runCycle(runtime.registrar);
+    } finally {
+      await runtime.close({deregister: false});
+    }
+    io.stdout(output === 'json' ? `${JSON.stringify(toJson(report, values.explain), null, 2)}\n` : toTable(report, values.explain));
+    return report.result === 'success' ? 0 : 1;
+  });
+};
+
+/** The documented, stable JSON schema of `once --output json`. */
+export function toJson(report: CycleReport, explain: boolean): unknown {
+  return {
+    result: report.result,
+    duration_ms: report.durationMs,
+    counts: report.counts,
+    sources: report.sources.map((s) => ({
+      id: s.id,
+      ok: s.ok,
+      clusters: s.clusters,
+      ...(s.skipped ? {skipped: s.skipped} : {}),
+      ...(s.error ? {error: {reason: s.error.reason, code: s.error.code, operation: s.error.operation, message: s.error.message}} : {}),
+    })),
+    clusters: report.items.map((i) => ({
+      name: i.name,
+      action: i.action,
+      reason: i.reason,
+      source: i.source,
+      labels: i.labels,
+      ...(explain && i.match ? {match: i.match} : {}),
+    })),
+    ...(report.applyErrors.length > 0 ? {apply_errors: report.applyErrors} : {}),
+    ...(explain && report.notes.length > 0 ? {notes: report.notes} : {}),
+  };
+}
+
+function toTable(report: CycleReport, explain: boolean): string {
+  const clusters = renderTable(
+    ['NAME', 'ACTION', 'SOURCE', 'REASON', ...(explain ? ['MATCH'] : []), 'LABELS'],
+    report.items.map((i) => [i.name, i.action, i.source, i.reason, ...(explain ? [i.match ?? ''] : []), formatLabels(i.labels)]),
+  );
+  const sources = renderTable(
+    ['SOURCE', 'OK', 'CLUSTERS', 'ERROR'],
+    report.sources.map((s) => [s.id, s.ok ? 'yes' : 'no', String(s.clusters), s.error ? `${s.error.operation}: ${s.error.code}: ${s.error.message}` : (s.skipped ?? '')]),
+  );
+  const c = report.counts;
+  const summary = `${report.result}: ${c.create} created, ${c.update} updated, ${c.delete} deleted, ${c.unchanged} unchanged, ${c.stale} stale, ${c.skip} skipped in ${report.durationMs} ms\n`;
+  return `${clusters}\n${sources}\n${summary}`;
+}
+
+export type {CliIo};

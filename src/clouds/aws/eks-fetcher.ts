@@ -1,0 +1,155 @@
+/** Lists the EKS clusters of one (matcher, region, account) source: ListClusters to the last page, DescribeCluster per name. */
+import {DescribeClusterCommand, ListClustersCommand, type Cluster, type EKSClient} from '@aws-sdk/client-eks';
+import type PQueue from 'p-queue';
+import type {ClusterFetcher} from '../fetcher.ts';
+import type {DiscoveredCluster, MalformedCluster, SourceRef, SourceResult} from '../../core/types.ts';
+import {awsErrorCode, awsFailure, REGION_NOT_ENABLED_CODES} from './errors.ts';
+
+/** EKS statuses whose clusters are kept (design §5). */
+export const EKS_KEPT_STATUSES: ReadonlySet<string> = new Set(['ACTIVE', 'UPDATING']);
+
+/** The narrow client surface the fetcher needs; a real EKSClient (or an aws-sdk-client-mock'ed one) satisfies it. */
+export type EksApi = Pick<EKSClient, 'send'>;
+
+/** What one EKS source needs. */
+export interface EksFetcherOptions {
+  readonly source: SourceRef;
+  readonly client: EksApi;
+  /** Bounds DescribeCluster calls in flight for this region (shared by every source of the region). */
+  readonly describeQueue: PQueue;
+  /** Role and external id the clusters are reached with (exec plugin arguments). */
+  readonly roleArn?: string;
+  readonly externalId?: string;
+  /** Treat a "credentials not recognised" answer as a region the account has not enabled (regions: ["*"]). */
+  readonly skipNotEnabledRegion?: boolean;
+  readonly pageSize?: number;
+}
+
+const EKS_NAME = /^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$/;
+
+/** Builds the fetcher of one EKS source. */
+export function createEksFetcher(options: EksFetcherOptions): ClusterFetcher {
+  const {source} = options;
+  return {
+    source,
+    async fetch(signal) {
+      let names: string[];
+      try {
+        names = await listAll(options, signal);
+      } catch (error) {
+        if (options.skipNotEnabledRegion && REGION_NOT_ENABLED_CODES.has(awsErrorCode(error))) {
+          return {source, ok: true, clusters: [], malformed: [], skippedReason: 'region not enabled for this account'};
+        }
+        return {source, ok: false, clusters: [], malformed: [], error: awsFailure(error, 'ListClusters')};
+      }
+      const clusters: DiscoveredCluster[] = [];
+      const malformed: MalformedCluster[] = [];
+      let failure: SourceResult['error'];
+      await Promise.all(
+        names.map((name) =>
+          options.describeQueue.add(async () => {
+            if (failure) return;
+            try {
+              const out = await options.client.send(new DescribeClusterCommand({name}), {abortSignal: signal});
+              const converted = toDiscovered(out.cluster, name, options);
+              if ('reason' in converted) malformed.push(converted);
+              else clusters.push(converted);
+            } catch (error) {
+              // Deleted between ListClusters and DescribeCluster: it is simply gone.
+              if (awsErrorCode(error) === 'ResourceNotFoundException') return;
+              failure ??= awsFailure(error, 'DescribeCluster');
+            }
+          }, {signal}),
+        ),
+      );
+      if (failure) return {source, ok: false, clusters: [], malformed: [], error: failure};
+      clusters.sort((a, b) => a.name.localeCompare(b.name));
+      return {source, ok: true, clusters, malformed};
+    },
+  };
+}
+
+async function listAll(options: EksFetcherOptions, signal: AbortSignal): Promise<string[]> {
+  const names: string[] = [];
+  const seenTokens = new Set<string>();
+  let nextToken: string | undefined;
+  do {
+    const page = await options.client.send(
+      new ListClustersCommand({maxResults: options.pageSize ?? 100, nextToken}),
+      {abortSignal: signal},
+    );
+    names.push(...(page.clusters ?? []));
+    nextToken = page.nextToken ?? undefined;
+    // A service that hands back the same token forever must not loop us forever.
+    if (nextToken !== undefined) {
+      if (seenTokens.has(nextToken)) throw Object.assign(new Error('ListClusters returned a repeated nextToken'), {name: 'InvalidResponse'});
+      seenTokens.add(nextToken);
+    }
+  } while (nextToken);
+  return [...new Set(names)];
+}
+
+/** Validates one DescribeCluster record; a record the service cannot use is reported, not thrown. */
+function toDiscovered(cluster: Cluster | undefined, listedName: string, options: EksFetcherOptions): DiscoveredCluster | MalformedCluster {
+  const {source} = options;
+  const bad = (reason: string): MalformedCluster => ({name: listedName, sourceId: source.id, reason});
+  if (!cluster) return bad('DescribeCluster returned no cluster');
+  const name = cluster.name ?? '';
+  if (!EKS_NAME.test(name)) return bad(`invalid cluster name ${JSON.stringify(name).slice(0, 80)}`);
+  const status = cluster.status ?? 'UNKNOWN';
+  const statusOk = EKS_KEPT_STATUSES.has(status);
+  const account = accountFromArn(cluster.arn) ?? source.account;
+  const base = {
+    cloud: 'AWS' as const,
+    type: 'eks' as const,
+    name,
+    region: source.region,
+    account,
+    tags: sanitizeTags(cluster.tags),
+    status,
+    statusOk,
+    sourceId: source.id,
+    ...(cluster.arn ? {id: cluster.arn} : {}),
+    ...(cluster.version ? {kubernetesVersion: cluster.version} : {}),
+    ...(cluster.accessConfig?.authenticationMode ? {authMode: cluster.accessConfig.authenticationMode} : {}),
+    access: {
+      kind: 'eks' as const,
+      clusterName: name,
+      region: source.region,
+      ...(options.roleArn ? {roleArn: options.roleArn} : {}),
+      ...(options.externalId ? {externalId: options.externalId} : {}),
+    },
+  };
+  // Clusters that are not kept are reported as they are: their endpoint may not exist yet.
+  if (!statusOk) return base;
+  const endpoint = cluster.endpoint;
+  if (!endpoint || !isHttpsUrl(endpoint)) return bad(`no usable API endpoint (${endpoint ? 'not an https URL' : 'missing'})`);
+  const caData = cluster.certificateAuthority?.data;
+  if (!caData || !isBase64Pem(caData)) return bad(`certificate authority data is ${caData ? 'not base64 PEM' : 'missing'}`);
+  return {...base, endpoint, caData};
+}
+
+/** Account id from an EKS ARN (`arn:aws:eks:us-east-1:123456789012:cluster/x`). */
+export function accountFromArn(arn: string | undefined): string | undefined {
+  const account = arn?.split(':')[4];
+  return account && /^\d{12}$/.test(account) ? account : undefined;
+}
+
+function sanitizeTags(tags: Record<string, string> | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(tags ?? {})) if (typeof v === 'string') out[k] = v;
+  return out;
+}
+
+function isHttpsUrl(value: string): boolean {
+  try {
+    return new URL(value).protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+function isBase64Pem(value: string): boolean {
+  if (!/^[A-Za-z0-9+/=\s]+$/.test(value)) return false;
+  return Buffer.from(value, 'base64').toString('utf8').includes('-----BEGIN CERTIFICATE-----');
+}

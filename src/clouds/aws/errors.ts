@@ -1,0 +1,65 @@
+/** Maps AWS SDK errors to the bounded failure reasons used by metrics, logs and /v1/status. */
+import type {FailureReason, SourceFailure} from '../../core/types.ts';
+
+interface SdkErrorShape {
+  name?: string;
+  code?: string;
+  message?: string;
+  $metadata?: {httpStatusCode?: number; requestId?: string};
+  $retryable?: {throttling?: boolean};
+}
+
+const THROTTLING = new Set([
+  'ThrottlingException', 'Throttling', 'TooManyRequestsException', 'RequestLimitExceeded',
+  'RequestThrottled', 'RequestThrottledException', 'SlowDown', 'PriorRequestNotComplete',
+]);
+const ACCESS_DENIED = new Set([
+  'AccessDeniedException', 'AccessDenied', 'UnauthorizedOperation', 'UnrecognizedClientException',
+  'InvalidClientTokenId', 'ExpiredTokenException', 'ExpiredToken', 'InvalidSignatureException',
+  'SignatureDoesNotMatch', 'AuthFailure', 'CredentialsProviderError',
+]);
+const TIMEOUT = new Set(['TimeoutError', 'RequestTimeout', 'RequestTimeoutException', 'AbortError', 'ETIMEDOUT', 'ECONNRESET']);
+
+/**
+ * Codes an opt-in region answers with when the account has not enabled it: the
+ * region's STS does not know the credentials. Discovery skips such regions quietly.
+ */
+export const REGION_NOT_ENABLED_CODES: ReadonlySet<string> = new Set([
+  'UnrecognizedClientException', 'InvalidClientTokenId', 'OptInRequired',
+]);
+
+/** The error's code as AWS reports it (`ThrottlingException`, `AccessDeniedException` ...). */
+export function awsErrorCode(error: unknown): string {
+  const e = error as SdkErrorShape | undefined;
+  return e?.name ?? e?.code ?? 'Unknown';
+}
+
+/** Classifies an AWS SDK error into a bounded reason. */
+export function classifyAwsError(error: unknown): FailureReason {
+  const e = error as SdkErrorShape | undefined;
+  const code = awsErrorCode(error);
+  if (THROTTLING.has(code) || e?.$retryable?.throttling === true) return 'throttled';
+  if (ACCESS_DENIED.has(code)) return 'access_denied';
+  if (TIMEOUT.has(code) || (e?.code !== undefined && TIMEOUT.has(e.code))) return 'timeout';
+  if (code === 'ResourceNotFoundException') return 'not_found';
+  if (code === 'SyntaxError' || code === 'SerializationException' || code === 'Deserialization') return 'invalid_response';
+  const status = e?.$metadata?.httpStatusCode;
+  if (status === 429) return 'throttled';
+  if (status === 403 || status === 401) return 'access_denied';
+  if (/deseriali[sz]|unexpected token|is not valid json|expected .* got/i.test(e?.message ?? '')) return 'invalid_response';
+  return 'other';
+}
+
+/** A printable failure: code, reason, a message cut to one line, the request id; never credentials. */
+export function awsFailure(error: unknown, operation: string): SourceFailure {
+  const e = error as SdkErrorShape | undefined;
+  const message = (e?.message ?? String(error)).split('\n')[0]?.slice(0, 300) ?? '';
+  const requestId = e?.$metadata?.requestId;
+  return {
+    reason: classifyAwsError(error),
+    code: awsErrorCode(error),
+    message,
+    operation,
+    ...(requestId ? {requestId} : {}),
+  };
+}

@@ -1,0 +1,177 @@
+/** Turns the `aws:` matchers of the config into one EKS fetcher per (matcher, region, account). */
+import {EKSClient} from '@aws-sdk/client-eks';
+import {GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
+import PQueue from 'p-queue';
+import type {ClusterFetcher} from '../fetcher.ts';
+import type {SourceRef, SourceResult} from '../../core/types.ts';
+import {awsCredentialProvider, type AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
+import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
+import {awsFailure} from './errors.ts';
+import {expandRegions, partitionOfArn, partitionOfRegion, type AwsPartition} from './regions.ts';
+
+/** The part of an `aws:` matcher that decides where to look. */
+export interface AwsSourceMatcher {
+  readonly types: readonly string[];
+  readonly regions: readonly string[];
+  readonly assume_role_arn?: string | undefined;
+  readonly external_id?: string | undefined;
+}
+
+/** Options of the AWS side of discovery; everything has a production default. */
+export interface AwsSourcesOptions {
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** Bound on DescribeCluster calls in flight per region. */
+  readonly perRegionConcurrency?: number;
+  /** Builds an EKS client; tests and metrics wrap it. */
+  readonly makeEksClient?: (region: string, credentials: AwsCredentialProvider) => EksApi;
+  /** Resolves the account of the default credential chain; defaults to STS GetCallerIdentity. */
+  readonly callerAccount?: (credentials: AwsCredentialProvider, region: string) => Promise<string>;
+  readonly credentialProvider?: (role: {roleArn?: string; externalId?: string; region: string}) => AwsCredentialProvider;
+  /** Called with every SDK client built, so observability can add its middleware once. */
+  readonly onClient?: (client: EKSClient | STSClient) => void;
+}
+
+/** Sources of one cycle: fetchers to run, and sources that already failed while being planned. */
+export interface PlannedSources {
+  readonly fetchers: ClusterFetcher[];
+  readonly failed: SourceResult[];
+}
+
+/** Plans AWS sources; clients, credentials and queues are kept across cycles. */
+export class AwsSources {
+  readonly #options: AwsSourcesOptions;
+  readonly #clients = new Map<string, EksApi>();
+  readonly #credentials = new Map<string, AwsCredentialProvider>();
+  readonly #queues = new Map<string, PQueue>();
+  readonly #accounts = new Map<string, string>();
+
+  constructor(options: AwsSourcesOptions = {}) {
+    this.#options = options;
+  }
+
+  /** Builds the fetchers for every (matcher, region); a matcher whose account cannot be resolved fails its sources. */
+  async plan(matchers: readonly AwsSourceMatcher[]): Promise<PlannedSources> {
+    const fetchers: ClusterFetcher[] = [];
+    const failed: SourceResult[] = [];
+    for (const [matcherIndex, matcher] of matchers.entries()) {
+      if (!matcher.types.includes('eks')) continue;
+      const partition = this.#partition(matcher);
+      const regions = expandRegions(matcher.regions, partition);
+      const wildcard = matcher.regions.includes('*');
+      const homeRegion = regions[0] ?? 'us-east-1';
+      const role = {
+        ...(matcher.assume_role_arn ? {roleArn: matcher.assume_role_arn} : {}),
+        ...(matcher.external_id ? {externalId: matcher.external_id} : {}),
+      };
+      let account: string;
+      try {
+        account = await this.#account(role, homeRegion);
+      } catch (error) {
+        for (const region of regions) {
+          const source = eksSource(matcherIndex, region, '');
+          failed.push({source, ok: false, clusters: [], malformed: [], error: awsFailure(error, 'GetCallerIdentity')});
+        }
+        continue;
+      }
+      for (const region of regions) {
+        fetchers.push(
+          createEksFetcher({
+            source: eksSource(matcherIndex, region, account),
+            client: this.#client(region, role),
+            describeQueue: this.#queue(region),
+            skipNotEnabledRegion: wildcard,
+            ...role,
+          }),
+        );
+      }
+    }
+    return {fetchers, failed};
+  }
+
+  #partition(matcher: AwsSourceMatcher): AwsPartition {
+    if (matcher.assume_role_arn) return partitionOfArn(matcher.assume_role_arn) ?? 'aws';
+    const env = this.#options.env ?? process.env;
+    const region = env['AWS_REGION'] ?? env['AWS_DEFAULT_REGION'];
+    const explicit = matcher.regions.find((r) => r !== '*');
+    return partitionOfRegion(explicit ?? region ?? 'us-east-1');
+  }
+
+  #provider(role: {roleArn?: string; externalId?: string}, region: string): AwsCredentialProvider {
+    const key = `${role.roleArn ?? ''}|${role.externalId ?? ''}`;
+    let provider = this.#credentials.get(key);
+    if (!provider) {
+      const make = this.#options.credentialProvider ?? ((r) => awsCredentialProvider({...r, ...(this.#options.env ? {env: this.#options.env} : {})}));
+      provider = make({...role, region});
+      this.#credentials.set(key, provider);
+    }
+    return provider;
+  }
+
+  async #account(role: {roleArn?: string; externalId?: string}, region: string): Promise<string> {
+    const fromArn = role.roleArn?.split(':')[4];
+    if (fromArn && /^\d{12}$/.test(fromArn)) return fromArn;
+    const cached = this.#accounts.get('default');
+    if (cached) return cached;
+    const credentials = this.#provider(role, region);
+    const lookup = this.#options.callerAccount ?? ((c, r) => this.#callerAccount(c, r));
+    const account = await lookup(credentials, region);
+    this.#accounts.set('default', account);
+    return account;
+  }
+
+  async #callerAccount(credentials: AwsCredentialProvider, region: string): Promise<string> {
+    const sts = new STSClient({region, credentials});
+    this.#options.onClient?.(sts);
+    try {
+      const out = await sts.send(new GetCallerIdentityCommand({}));
+      if (!out.Account) throw Object.assign(new Error('GetCallerIdentity returned no account'), {name: 'InvalidResponse'});
+      return out.Account;
+    } finally {
+      sts.destroy();
+    }
+  }
+
+  #client(region: string, role: {roleArn?: string; externalId?: string}): EksApi {
+    const key = `${region}|${role.roleArn ?? ''}|${role.externalId ?? ''}`;
+    let client = this.#clients.get(key);
+    if (!client) {
+      const credentials = this.#provider(role, region);
+      if (this.#options.makeEksClient) {
+        client = this.#options.makeEksClient(region, credentials);
+      } else {
+        const eks = new EKSClient({
+          region,
+          credentials,
+          maxAttempts: 6,
+          retryMode: 'adaptive',
+          requestHandler: {connectionTimeout: 5_000, requestTimeout: 20_000},
+        });
+        this.#options.onClient?.(eks);
+        client = eks;
+      }
+      this.#clients.set(key, client);
+    }
+    return client;
+  }
+
+  #queue(region: string): PQueue {
+    let queue = this.#queues.get(region);
+    if (!queue) {
+      queue = new PQueue({concurrency: this.#options.perRegionConcurrency ?? 10});
+      this.#queues.set(region, queue);
+    }
+    return queue;
+  }
+}
+
+/** The SourceRef of an EKS source; the id reads `eks:<region>:<account>` (account `unknown` when it could not be resolved). */
+export function eksSource(matcherIndex: number, region: string, account: string): SourceRef {
+  return {
+    id: `eks:${region}:${account || 'unknown'}${matcherIndex > 0 ? `#${matcherIndex}` : ''}`,
+    cloud: 'AWS',
+    type: 'eks',
+    region,
+    account,
+    matcherIndex,
+  };
+}

@@ -1,0 +1,151 @@
+/** One discovery cycle: plan sources, fetch them concurrently, evaluate, reconcile, apply. */
+import PQueue from 'p-queue';
+import type {KubeServer} from '../../heartbeats/kube-server.ts';
+import type {TagMatcher} from '../../matchers/index.ts';
+import type {ClusterFetcher} from '../clouds/fetcher.ts';
+import type {Clock} from '../core/clock.ts';
+import type {SourceRef, SourceResult} from '../core/types.ts';
+import {evaluate, type EvaluateContext, type KubeServerDraft} from './evaluate.ts';
+import {reconcile, type Action, type PlanItem} from './reconcile.ts';
+
+/** Where sources come from (one planner per cloud). */
+export interface SourcePlanner {
+  plan(): Promise<{fetchers: ClusterFetcher[]; failed: SourceResult[]}>;
+}
+
+/** Applies a plan to the registry (the heartbeat implements it). */
+export interface Registrar {
+  /** Current entries of this discovery group. */
+  current(): Promise<KubeServer[]>;
+  announce(server: KubeServerDraft): Promise<unknown>;
+  remove(name: string): Promise<unknown>;
+}
+
+/** Per-source outcome of a cycle, as printed by `once` and served by /v1/status. */
+export interface SourceReport {
+  readonly id: string;
+  readonly cloud: string;
+  readonly region: string;
+  readonly account: string;
+  readonly ok: boolean;
+  readonly clusters: number;
+  readonly skipped?: string;
+  readonly error?: SourceResult['error'];
+}
+
+/** The overall result of a cycle. */
+export type CycleResult = 'success' | 'partial' | 'failure';
+
+/** Everything a cycle did. */
+export interface CycleReport {
+  readonly startedAt: number;
+  readonly durationMs: number;
+  readonly result: CycleResult;
+  readonly sources: readonly SourceReport[];
+  readonly items: readonly PlanItem[];
+  readonly counts: Readonly<Record<Action, number>>;
+  readonly notes: readonly string[];
+  /** Writes that failed after retries (the entry is retried next cycle). */
+  readonly applyErrors: readonly {name: string; action: Action; message: string}[];
+  /** The source results themselves (for probes and status). */
+  readonly results: readonly SourceResult[];
+}
+
+/** Dependencies of a cycle. */
+export interface CycleOptions {
+  readonly planners: readonly SourcePlanner[];
+  readonly registrar: Registrar;
+  readonly clock: Clock;
+  readonly discoveryGroup: string;
+  readonly evaluateContext: Omit<EvaluateContext, 'discoveryGroup' | 'matcherFor'>;
+  readonly matcherFor: (source: SourceRef) => TagMatcher;
+  /** Global bound on sources fetched at once. */
+  readonly sourceConcurrency: number;
+  readonly signal?: AbortSignal;
+  /** Called when each source finishes (logs and metrics). */
+  readonly onSource?: (result: SourceResult, durationMs: number) => void;
+}
+
+/** Runs one cycle. Never throws for cloud errors; throws only when the registry cannot be read. */
+export async function runCycle(options: CycleOptions): Promise<CycleReport> {
+  const {clock} = options;
+  const startedAt = clock.now();
+  const signal = options.signal ?? new AbortController().signal;
+  const planned = await Promise.all(options.planners.map((p) => p.plan()));
+  const fetchers = planned.flatMap((p) => p.fetchers);
+  const results: SourceResult[] = planned.flatMap((p) => p.failed);
+  for (const failed of results) options.onSource?.(failed, 0);
+
+  const queue = new PQueue({concurrency: Math.max(1, options.sourceConcurrency)});
+  await Promise.all(
+    fetchers.map((fetcher) =>
+      queue.add(async () => {
+        const began = clock.now();
+        const result = await fetchSafely(fetcher, signal);
+        results.push(result);
+        options.onSource?.(result, clock.now() - began);
+      }),
+    ),
+  );
+
+  const evaluation = evaluate(results, {...options.evaluateContext, discoveryGroup: options.discoveryGroup, matcherFor: options.matcherFor});
+  const current = await options.registrar.current();
+  const plan = reconcile(current, evaluation, results, options.discoveryGroup);
+
+  const applyErrors: {name: string; action: Action; message: string}[] = [];
+  await Promise.all(
+    plan.items.map(async (item) => {
+      try {
+        if (item.action === 'delete') await options.registrar.remove(item.name);
+        else if (item.server) await options.registrar.announce(item.server);
+      } catch (error) {
+        applyErrors.push({name: item.name, action: item.action, message: (error as Error).message});
+      }
+    }),
+  );
+
+  const counts: Record<Action, number> = {create: 0, update: 0, delete: 0, unchanged: 0, stale: 0, skip: 0};
+  for (const item of plan.items) counts[item.action]++;
+  const failedSources = results.filter((r) => !r.ok).length;
+  const result: CycleResult =
+    failedSources === 0 && applyErrors.length === 0 ? 'success' : failedSources === results.length && results.length > 0 ? 'failure' : 'partial';
+  return {
+    startedAt,
+    durationMs: clock.now() - startedAt,
+    result,
+    sources: results.map(sourceReport).sort((a, b) => a.id.localeCompare(b.id)),
+    items: plan.items,
+    counts,
+    notes: evaluation.notes,
+    applyErrors,
+    results,
+  };
+}
+
+async function fetchSafely(fetcher: ClusterFetcher, signal: AbortSignal): Promise<SourceResult> {
+  try {
+    return await fetcher.fetch(signal);
+  } catch (error) {
+    // A fetcher bug must cost one source, never the cycle.
+    return {
+      source: fetcher.source,
+      ok: false,
+      clusters: [],
+      malformed: [],
+      error: {reason: 'other', code: (error as Error).name || 'Error', message: (error as Error).message, operation: 'fetch'},
+    };
+  }
+}
+
+function sourceReport(r: SourceResult): SourceReport {
+  return {
+    id: r.source.id,
+    cloud: r.source.cloud,
+    region: r.source.region,
+    account: r.source.account,
+    ok: r.ok,
+    clusters: r.clusters.length,
+    ...(r.skippedReason ? {skipped: r.skippedReason} : {}),
+    ...(r.error ? {error: r.error} : {}),
+  };
+}

@@ -1,0 +1,72 @@
+/** Assembles discovery from the config: source planners per cloud, compiled matchers, and the cycle. */
+import {compileTagMatcher, type TagMatcher} from '../../matchers/index.ts';
+import {AwsSources, type AwsSourcesOptions} from '../clouds/aws/sources.ts';
+import type {Clock} from '../core/clock.ts';
+import type {SourceRef, SourceResult} from '../core/types.ts';
+import type {Config} from '../config/schema.ts';
+import {runCycle, type CycleReport, type Registrar, type SourcePlanner} from './cycle.ts';
+import type {KubeServerDraft} from './evaluate.ts';
+
+/** What discovery needs besides the config. */
+export interface DiscoveryOptions {
+  readonly config: Config;
+  readonly clock: Clock;
+  readonly hostId: string;
+  readonly hostname: string;
+  readonly version: string;
+  readonly aws?: AwsSourcesOptions;
+  /** Extra planners (Azure, or tests). */
+  readonly planners?: readonly SourcePlanner[];
+  readonly onSource?: (result: SourceResult, durationMs: number) => void;
+  /** Dynamic labels as of now. */
+  readonly dynamicLabels?: () => KubeServerDraft['spec']['cluster']['spec']['dynamic_labels'];
+}
+
+/** Runs discovery cycles for one config; planners, SDK clients and credentials live as long as it does. */
+export class Discovery {
+  readonly #options: DiscoveryOptions;
+  readonly #planners: SourcePlanner[];
+  readonly #matchers: {aws: TagMatcher[]; azure: TagMatcher[]};
+
+  constructor(options: DiscoveryOptions) {
+    this.#options = options;
+    const ds = options.config.discovery_service;
+    this.#matchers = {
+      aws: ds.aws.map((m) => compileTagMatcher(m.tags)),
+      azure: ds.azure.map((m) => compileTagMatcher(m.tags)),
+    };
+    const aws = new AwsSources(options.aws ?? {perRegionConcurrency: ds.concurrency.per_region});
+    this.#planners = [{plan: () => aws.plan(ds.aws)}, ...(options.planners ?? [])];
+  }
+
+  /** The compiled matcher a source's clusters are judged by. */
+  matcherFor(source: SourceRef): TagMatcher {
+    const list = source.cloud === 'AWS' ? this.#matchers.aws : this.#matchers.azure;
+    const matcher = list[source.matcherIndex];
+    if (!matcher) throw new Error(`no ${source.cloud} matcher #${source.matcherIndex} for source ${source.id}`);
+    return matcher;
+  }
+
+  /** One cycle against the registrar. */
+  runCycle(registrar: Registrar, signal?: AbortSignal): Promise<CycleReport> {
+    const {config, clock} = this.#options;
+    const dynamic = this.#options.dynamicLabels?.();
+    return runCycle({
+      planners: this.#planners,
+      registrar,
+      clock,
+      discoveryGroup: config.discovery_service.discovery_group,
+      matcherFor: (s) => this.matcherFor(s),
+      sourceConcurrency: config.discovery_service.concurrency.sources,
+      evaluateContext: {
+        staticLabels: config.kubernetes_service.labels,
+        hostId: this.#options.hostId,
+        hostname: this.#options.hostname,
+        version: this.#options.version,
+        ...(dynamic ? {dynamicLabels: dynamic} : {}),
+      },
+      ...(signal ? {signal} : {}),
+      ...(this.#options.onSource ? {onSource: this.#options.onSource} : {}),
+    });
+  }
+}

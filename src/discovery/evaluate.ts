@@ -1,0 +1,167 @@
+/**
+ * The pure step between fetching and reconciling: turns each source's clusters into
+ * candidate kube_servers or skip decisions, each with a reason (`once --explain`).
+ */
+import type {KubeAccess, KubeServer} from '../../heartbeats/kube-server.ts';
+import {matchLabels, type TagMatcher} from '../../matchers/index.ts';
+import type {DiscoveredCluster, SourceRef, SourceResult} from '../core/types.ts';
+import {clusterLabels, LABEL} from './labels.ts';
+import {isValidKubeName, kubeServerName} from './naming.ts';
+
+/** A kube_server as discovery wants it, before the heartbeat stamps expiry and revision. */
+export type KubeServerDraft = Omit<KubeServer, 'metadata'> & {readonly metadata: Omit<KubeServer['metadata'], 'expires' | 'revision'>};
+
+/** A cluster discovery wants registered. */
+export interface Candidate {
+  readonly name: string;
+  readonly cluster: DiscoveredCluster;
+  readonly source: SourceRef;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly reason: string;
+  readonly server: KubeServerDraft;
+}
+
+/** Why a listed cluster is not registered. */
+export type SkipKind = 'filtered' | 'status' | 'malformed' | 'invalid_name' | 'collision';
+
+/** A listed cluster discovery does not register. */
+export interface Skip {
+  /** The kube_server name it would have had ('' when none could be built). */
+  readonly name: string;
+  readonly cloudName: string;
+  readonly source: SourceRef;
+  readonly kind: SkipKind;
+  readonly reason: string;
+  readonly labels?: Readonly<Record<string, string>>;
+}
+
+/** What evaluate needs to know about the config and this replica. */
+export interface EvaluateContext {
+  readonly discoveryGroup: string;
+  /** Compiled tag matcher per matcher index of each cloud. */
+  readonly matcherFor: (source: SourceRef) => TagMatcher;
+  /** `kubernetes_service.labels`, applied to every cluster. */
+  readonly staticLabels: Readonly<Record<string, string>>;
+  /** Dynamic labels as of now (command outputs). */
+  readonly dynamicLabels?: KubeServerDraft['spec']['cluster']['spec']['dynamic_labels'];
+  readonly hostId: string;
+  readonly hostname: string;
+  readonly version: string;
+}
+
+/** Result of evaluating one cycle's source results. */
+export interface Evaluation {
+  readonly candidates: ReadonlyMap<string, Candidate>;
+  readonly skips: readonly Skip[];
+  /** Debug notes: dropped tag keys and the like. */
+  readonly notes: readonly string[];
+}
+
+/** Evaluates clusters of successful sources in a stable order, so "first wins" on name collisions is deterministic. */
+export function evaluate(results: readonly SourceResult[], ctx: EvaluateContext): Evaluation {
+  const candidates = new Map<string, Candidate>();
+  const skips: Skip[] = [];
+  const notes: string[] = [];
+  const ordered = [...results].filter((r) => r.ok).sort((a, b) => a.source.id.localeCompare(b.source.id));
+  for (const result of ordered) {
+    for (const bad of result.malformed) {
+      skips.push({name: '', cloudName: bad.name, source: result.source, kind: 'malformed', reason: bad.reason});
+    }
+    for (const cluster of result.clusters) {
+      const {labels, dropped} = clusterLabels(cluster, ctx.discoveryGroup);
+      if (dropped.length > 0) notes.push(`${cluster.name}: dropped tags with invalid label keys: ${dropped.join(', ')}`);
+      const {name} = kubeServerName(cluster);
+      const skip = (kind: SkipKind, reason: string): void => {
+        skips.push({name, cloudName: cluster.name, source: result.source, kind, reason, labels});
+      };
+      if (!cluster.statusOk) {
+        skip('status', `status ${cluster.status} is not kept`);
+        continue;
+      }
+      const decision = matchLabels(ctx.matcherFor(result.source), labels);
+      if (!decision.matched) {
+        skip('filtered', decision.reason);
+        continue;
+      }
+      if (!isValidKubeName(name)) {
+        skip('invalid_name', `name ${JSON.stringify(name)} is not a valid kube cluster name`);
+        continue;
+      }
+      const existing = candidates.get(name);
+      if (existing) {
+        // The same cluster seen by two overlapping matchers is not a collision.
+        if (clusterIdentity(existing.cluster) !== clusterIdentity(cluster)) {
+          skip('collision', `name ${name} is already taken by ${clusterIdentity(existing.cluster)} (first wins); set the ${LABEL.nameOverride} tag to rename`);
+        }
+        continue;
+      }
+      candidates.set(name, {name, cluster, source: result.source, labels, reason: decision.reason, server: toServer(name, cluster, labels, ctx)});
+    }
+  }
+  return {candidates, skips, notes};
+}
+
+/** A cloud-unique identity: the ARN / resource id, else cloud/account/region/name. */
+export function clusterIdentity(cluster: DiscoveredCluster): string {
+  return cluster.id ?? `${cluster.cloud}/${cluster.account}/${cluster.region}/${cluster.resourceGroup ?? ''}/${cluster.name}`;
+}
+
+function toServer(name: string, cluster: DiscoveredCluster, labels: Record<string, string>, ctx: EvaluateContext): KubeServerDraft {
+  const allLabels = {...ctx.staticLabels, ...labels};
+  const cloudSpec =
+    cluster.cloud === 'AWS'
+      ? {aws: {region: cluster.region, account_id: cluster.account, name: cluster.name}}
+      : {
+          azure: {
+            resource_name: cluster.name,
+            resource_group: cluster.resourceGroup ?? '',
+            tenant_id: cluster.tenantId ?? '',
+            subscription_id: cluster.account,
+          },
+        };
+  const kind = cluster.cloud === 'AWS' ? 'EKS' : 'AKS';
+  return {
+    kind: 'kube_server',
+    version: 'v3',
+    metadata: {name, labels: {[LABEL.discoveryGroup]: ctx.discoveryGroup}},
+    spec: {
+      version: ctx.version,
+      hostname: ctx.hostname,
+      host_id: ctx.hostId,
+      cluster: {
+        kind: 'kube_cluster',
+        version: 'v3',
+        metadata: {name, description: `${kind} cluster "${cluster.name}" in ${cluster.region}`, labels: allLabels},
+        spec: {...cloudSpec, ...(ctx.dynamicLabels && Object.keys(ctx.dynamicLabels).length > 0 ? {dynamic_labels: ctx.dynamicLabels} : {})},
+      },
+      proxy_ids: [],
+    },
+    status: {
+      target_health: {status: 'unknown', reason: 'not_probed', message: 'not probed yet'},
+      ...(cluster.endpoint ? {endpoint: cluster.endpoint} : {}),
+      ...(cluster.caData ? {ca_data: cluster.caData} : {}),
+      ...(cluster.access ? {access: toAccess(cluster)} : {}),
+    },
+  };
+}
+
+function toAccess(cluster: DiscoveredCluster): KubeAccess | undefined {
+  const a = cluster.access;
+  if (!a) return undefined;
+  if (a.kind === 'eks') {
+    return {
+      kind: 'eks',
+      cluster_name: a.clusterName,
+      region: a.region,
+      ...(a.roleArn ? {role_arn: a.roleArn} : {}),
+      ...(a.externalId ? {external_id: a.externalId} : {}),
+    };
+  }
+  return {
+    kind: 'aks',
+    ...(a.kind === 'aks-entra' ? {server_id: a.serverId} : {}),
+    subscription_id: cluster.account,
+    resource_group: cluster.resourceGroup ?? '',
+    resource_name: cluster.name,
+  };
+}

@@ -1,0 +1,146 @@
+/**
+ * Reconcile is a pure function of (current registry of this discovery group, evaluated
+ * candidates, source outcomes). It creates what is new, updates what changed and deletes
+ * what vanished — but only where a source that covers the entry succeeded this cycle.
+ * Entries a failed source covers are kept and marked stale.
+ */
+import type {KubeServer} from '../../heartbeats/kube-server.ts';
+import type {SourceRef, SourceResult} from '../core/types.ts';
+import type {Candidate, Evaluation, KubeServerDraft, Skip} from './evaluate.ts';
+import {LABEL} from './labels.ts';
+
+/** What reconcile decided for one name. */
+export type Action = 'create' | 'update' | 'delete' | 'unchanged' | 'stale' | 'skip';
+
+/** One decision of the plan. */
+export interface PlanItem {
+  readonly name: string;
+  readonly action: Action;
+  readonly reason: string;
+  /** Source id that listed (or covers) the cluster. */
+  readonly source: string;
+  readonly labels: Readonly<Record<string, string>>;
+  /** The tag matcher's reason (shown by `once --explain`). */
+  readonly match?: string;
+  /** The document to announce for create / update / unchanged / stale. */
+  readonly server?: KubeServerDraft;
+}
+
+/** The whole plan of a cycle, in name order. */
+export interface Plan {
+  readonly items: readonly PlanItem[];
+}
+
+/** Whether a source's listing covers an existing entry (same cloud, type, region, account, resource group). */
+export function covers(source: SourceRef, entry: KubeServer): boolean {
+  const labels = entry.spec.cluster.metadata.labels;
+  if (labels[LABEL.cloud] !== source.cloud || labels[LABEL.discoveryType] !== source.type) return false;
+  if (source.region !== '*' && labels[LABEL.region] !== source.region) return false;
+  const account = source.cloud === 'AWS' ? labels[LABEL.accountId] : labels[LABEL.subscriptionId];
+  // An unresolved account ('') covers every account: a failure there must protect them all.
+  if (source.account !== '' && account !== source.account) return false;
+  if (source.resourceGroup !== undefined && source.resourceGroup !== '*' && labels[LABEL.resourceGroup] !== source.resourceGroup) {
+    return false;
+  }
+  return true;
+}
+
+/** Builds the plan. `current` must hold only this discovery group's entries; others are ignored defensively. */
+export function reconcile(current: readonly KubeServer[], evaluation: Evaluation, results: readonly SourceResult[], discoveryGroup: string): Plan {
+  const items: PlanItem[] = [];
+  const byName = new Map<string, KubeServer>();
+  for (const entry of current) {
+    if (entry.spec.cluster.metadata.labels[LABEL.discoveryGroup] !== discoveryGroup) continue;
+    byName.set(entry.metadata.name, entry);
+  }
+
+  for (const candidate of evaluation.candidates.values()) {
+    const existing = byName.get(candidate.name);
+    items.push(decideCandidate(candidate, existing));
+  }
+
+  const skipsByName = new Map<string, Skip>();
+  for (const skip of evaluation.skips) {
+    if (skip.name !== '' && !skipsByName.has(skip.name)) skipsByName.set(skip.name, skip);
+    items.push({
+      name: skip.name || skip.cloudName,
+      action: 'skip',
+      reason: `${skip.kind}: ${skip.reason}`,
+      source: skip.source.id,
+      labels: skip.labels ?? {},
+      ...(skip.kind === 'filtered' ? {match: skip.reason} : {}),
+    });
+  }
+
+  for (const [name, entry] of byName) {
+    if (evaluation.candidates.has(name)) continue;
+    items.push(decideVanished(name, entry, results, evaluation, skipsByName.get(name)));
+  }
+  items.sort((a, b) => a.name.localeCompare(b.name) || a.action.localeCompare(b.action));
+  return {items};
+}
+
+function decideCandidate(candidate: Candidate, existing: KubeServer | undefined): PlanItem {
+  const base = {name: candidate.name, source: candidate.source.id, labels: candidate.labels, match: candidate.reason};
+  if (!existing) return {...base, action: 'create', reason: 'new cluster', server: candidate.server};
+  // Keep what the probe learnt; discovery does not know health.
+  const health = existing.status?.target_health;
+  const server: KubeServerDraft = health ? {...candidate.server, status: {...candidate.server.status, target_health: health}} : candidate.server;
+  if (existing.status?.stale) return {...base, action: 'update', reason: 'source recovered; no longer stale', server};
+  const changed = changedFields(existing, server);
+  if (changed.length > 0) return {...base, action: 'update', reason: `changed: ${changed.join(', ')}`, server};
+  return {...base, action: 'unchanged', reason: 'still discovered', server};
+}
+
+function decideVanished(name: string, entry: KubeServer, results: readonly SourceResult[], evaluation: Evaluation, skip: Skip | undefined): PlanItem {
+  const labels = entry.spec.cluster.metadata.labels;
+  const covering = results.filter((r) => covers(r.source, entry));
+  const failed = covering.find((r) => !r.ok);
+  const keep = (reason: string, source: string): PlanItem => ({
+    name,
+    action: 'stale',
+    reason,
+    source,
+    labels,
+    server: markStale(entry, reason),
+  });
+  if (failed) {
+    const err = failed.error;
+    return keep(`source ${failed.source.id} failed (${err ? `${err.operation}: ${err.code}` : 'unknown error'}); kept until it answers again`, failed.source.id);
+  }
+  const cloudName = labels[LABEL.discoveredName];
+  const malformed = evaluation.skips.find((s) => s.kind === 'malformed' && s.cloudName === cloudName && covers(s.source, entry));
+  if (malformed) return keep(`cluster record unusable this cycle (${malformed.reason}); kept`, malformed.source.id);
+  const ok = covering.find((r) => r.ok);
+  if (skip) return {name, action: 'delete', reason: `no longer matches: ${skip.kind}: ${skip.reason}`, source: skip.source.id, labels};
+  if (ok) return {name, action: 'delete', reason: `no longer listed by ${ok.source.id}`, source: ok.source.id, labels};
+  return {name, action: 'delete', reason: 'no matcher in the config covers its cloud, region and account any more', source: '', labels};
+}
+
+function markStale(entry: KubeServer, reason: string): KubeServerDraft {
+  const {expires: _expires, revision: _revision, ...metadata} = entry.metadata;
+  return {...entry, metadata, status: {...entry.status, stale: true, stale_reason: reason}};
+}
+
+/** Fields that differ between the stored entry and the wanted document (ignoring expiry, revision, writer and health). */
+export function changedFields(existing: KubeServer, wanted: KubeServerDraft): string[] {
+  const pairs: [string, unknown, unknown][] = [
+    ['labels', existing.spec.cluster.metadata.labels, wanted.spec.cluster.metadata.labels],
+    ['description', existing.spec.cluster.metadata.description, wanted.spec.cluster.metadata.description],
+    ['cloud', {aws: existing.spec.cluster.spec.aws, azure: existing.spec.cluster.spec.azure}, {aws: wanted.spec.cluster.spec.aws, azure: wanted.spec.cluster.spec.azure}],
+    ['dynamic_labels', existing.spec.cluster.spec.dynamic_labels, wanted.spec.cluster.spec.dynamic_labels],
+    ['endpoint', existing.status?.endpoint, wanted.status?.endpoint],
+    ['ca', existing.status?.ca_data, wanted.status?.ca_data],
+    ['access', existing.status?.access, wanted.status?.access],
+  ];
+  return pairs.filter(([, a, b]) => stableJson(a) !== stableJson(b)).map(([field]) => field);
+}
+
+/** JSON with sorted object keys, so equal documents compare equal. */
+export function stableJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)))
+      : v,
+  ) ?? 'undefined';
+}

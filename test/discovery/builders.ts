@@ -1,0 +1,59 @@
+/** Builders of discovered clusters, source results and stored kube_servers for the pure-core tests. */
+import type {KubeServer} from '../../heartbeats/kube-server.ts';
+import {compileTagMatcher} from '../../matchers/index.ts';
+import {eksSource} from '../../src/clouds/aws/sources.ts';
+import type {DiscoveredCluster, SourceResult} from '../../src/core/types.ts';
+import type {EvaluateContext, KubeServerDraft} from '../../src/discovery/evaluate.ts';
+
+export const CA = Buffer.from('-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n').toString('base64');
+
+/** An ACTIVE EKS cluster as the fetcher reports it. */
+export function eksCluster(name: string, region: string, account: string, extra: Partial<DiscoveredCluster> = {}): DiscoveredCluster {
+  return {
+    cloud: 'AWS',
+    type: 'eks',
+    name,
+    region,
+    account,
+    id: `arn:aws:eks:${region}:${account}:cluster/${name}`,
+    tags: {env: 'prod'},
+    status: 'ACTIVE',
+    statusOk: true,
+    endpoint: `https://${name}.${region}.eks.example`,
+    caData: CA,
+    sourceId: eksSource(0, region, account).id,
+    access: {kind: 'eks', clusterName: name, region},
+    ...extra,
+  };
+}
+
+/** A successful source result. */
+export function okResult(region: string, account: string, clusters: DiscoveredCluster[], matcherIndex = 0): SourceResult {
+  return {source: eksSource(matcherIndex, region, account), ok: true, clusters, malformed: []};
+}
+
+/** A failed source result. */
+export function failedResult(region: string, account: string, code = 'ThrottlingException', matcherIndex = 0): SourceResult {
+  return {
+    source: eksSource(matcherIndex, region, account),
+    ok: false,
+    clusters: [],
+    malformed: [],
+    error: {reason: 'throttled', code, message: 'Rate exceeded', operation: 'ListClusters'},
+  };
+}
+
+/** Evaluate context matching everything (or the given tags). */
+export function context(group = 'g1', tags: Record<string, string | string[]> = {'*': '*'}): EvaluateContext {
+  const matcher = compileTagMatcher(tags);
+  return {discoveryGroup: group, matcherFor: () => matcher, staticLabels: {}, hostId: 'host-1', hostname: 'node-1', version: '0.0.0-test'};
+}
+
+/** A stored kube_server from a draft (what the registry would hold after announcing it). */
+export function stored(draft: KubeServerDraft, extra: Partial<KubeServer['status']> = {}): KubeServer {
+  return {
+    ...draft,
+    metadata: {...draft.metadata, expires: '2026-01-01T00:10:00Z', revision: '1'},
+    status: {...draft.status, ...extra},
+  };
+}
