@@ -1,0 +1,18 @@
+/** Valid but suspicious settings, printed by `config check` and logged at start. */
+import type {Config} from './schema.ts';
+
+/** Human warnings about a valid config (e.g. nothing to discover). */
+export function configWarnings(config: Config): string[] {
+  const warnings: string[] = [];
+  const service = config.discovery_service;
+  if (service.enabled && service.aws.length === 0 && service.azure.length === 0) {
+    warnings.push('discovery_service has no aws or azure matchers: nothing will be discovered');
+  }
+  if (!service.enabled) {
+    warnings.push('discovery_service.enabled is false: this instance only serves the registry');
+  }
+  if (config.storage.type === 'memory') {
+    warnings.push('storage.type is memory: the inventory is lost on restart');
+  }
+  return warnings;
+}
