@@ -1,0 +1,176 @@
+/**
+ * AWS credentials for signing EKS tokens: the SDK's default chain (env, SSO, profile, web
+ * identity / IRSA, container / pod identity, instance profile), then optionally a role per
+ * matcher assumed with that chain's credentials. Assumed-role credentials are cached per
+ * (role, external id) until five minutes before they expire; the base chain is memoized by
+ * the SDK itself.
+ */
+import {fromNodeProviderChain, fromTemporaryCredentials} from '@aws-sdk/credential-providers';
+import {systemClock, type Clock} from '../core/clock.ts';
+import type {AwsCredentials} from './eks-token.ts';
+import {configuredStsEndpoint, partitionOf, type Env} from './sts-endpoint.ts';
+import {halfLife, TokenCache} from './token-cache.ts';
+
+/** Resolves credentials; call it per use, it caches. */
+export type AwsCredentialProvider = () => Promise<AwsCredentials>;
+
+/** Which identity to sign as. */
+export interface AwsIdentityOptions {
+  /** Region whose regional STS endpoint AssumeRole calls. */
+  readonly region: string;
+  readonly roleArn?: string;
+  readonly externalId?: string;
+}
+
+/** The SDK's logger shape; the SDK warns through it (e.g. about conflicting credential sources). */
+export interface SdkLogger {
+  debug(...content: unknown[]): void;
+  info(...content: unknown[]): void;
+  warn(...content: unknown[]): void;
+  error(...content: unknown[]): void;
+}
+
+/** Options of an AwsCredentialProviders. */
+export interface AwsCredentialProvidersOptions {
+  /**
+   * Read for `AWS_ENDPOINT_URL_STS` / `AWS_ENDPOINT_URL`, passed to the AssumeRole client.
+   * The SDK's chain itself reads `process.env`. Default `process.env`.
+   */
+  readonly env?: Env;
+  readonly clock?: Clock;
+  /** Base credentials; default the SDK's node provider chain. */
+  readonly base?: AwsCredentialProvider;
+  readonly logger?: SdkLogger;
+}
+
+/** Getting credentials failed; the message says which identity and why, never a secret. */
+export class AwsCredentialError extends Error {
+  override readonly name = 'AwsCredentialError';
+  /** AWS error code (`AccessDenied`, ...) or `CredentialsProviderError` when none were found. */
+  readonly code: string;
+  readonly roleArn: string | undefined;
+
+  constructor(message: string, code: string, roleArn: string | undefined, options?: {cause?: unknown}) {
+    super(message, options);
+    this.code = code;
+    this.roleArn = roleArn;
+  }
+}
+
+/** Name of the assumed-role session, visible in CloudTrail and in the cluster's audit log. */
+export const ROLE_SESSION_NAME = 'kube-discovery';
+// Renew assumed-role credentials this long before they expire, like the SDK does for its own.
+const CREDENTIAL_REFRESH_WINDOW_MS = 5 * 60_000;
+const NO_CREDENTIALS_HINT =
+  'set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an IAM role (IRSA, pod identity, instance profile)';
+
+interface CachedCredentials {
+  readonly credentials: AwsCredentials;
+  readonly expiresAt: Date;
+}
+
+/** Credential providers by identity, each built once and reused. */
+export class AwsCredentialProviders {
+  readonly #env: Env;
+  readonly #clock: Clock;
+  readonly #logger: SdkLogger | undefined;
+  readonly #base: AwsCredentialProvider;
+  readonly #roleCredentials: TokenCache<CachedCredentials>;
+  readonly #providers = new Map<string, AwsCredentialProvider>();
+
+  constructor(options: AwsCredentialProvidersOptions = {}) {
+    this.#env = options.env ?? process.env;
+    this.#clock = options.clock ?? systemClock;
+    this.#logger = options.logger;
+    const base = options.base ?? fromNodeProviderChain(this.#logger ? {logger: this.#logger} : {});
+    this.#base = async () => {
+      try {
+        return await base();
+      } catch (error) {
+        throw new AwsCredentialError(`no AWS credentials found: ${messageOf(error)}; ${NO_CREDENTIALS_HINT}`, 'CredentialsProviderError', undefined, {cause: error});
+      }
+    };
+    this.#roleCredentials = new TokenCache<CachedCredentials>({
+      clock: this.#clock,
+      renewAt: (mintedAt, expiresAt) => Math.max(halfLife(mintedAt, expiresAt), expiresAt - CREDENTIAL_REFRESH_WINDOW_MS),
+    });
+  }
+
+  /** The provider for an identity: the base chain, or the role assumed with it. */
+  provider(identity: AwsIdentityOptions): AwsCredentialProvider {
+    const {region, roleArn, externalId} = identity;
+    if (!roleArn) return this.#base;
+    partitionOf(region); // a typo'd region fails here, not as an opaque network error later
+    // Credentials are shared per (role, external id); the STS client is per region so an
+    // AssumeRole for a region's clusters goes to that region's STS endpoint.
+    const cacheKey = `${roleArn}|${externalId ?? ''}`;
+    const providerKey = `${cacheKey}|${region}`;
+    let provider = this.#providers.get(providerKey);
+    if (!provider) {
+      const endpoint = configuredStsEndpoint(this.#env);
+      const assume = fromTemporaryCredentials({
+        params: {RoleArn: roleArn, RoleSessionName: ROLE_SESSION_NAME, ...(externalId ? {ExternalId: externalId} : {})},
+        masterCredentials: this.#base,
+        clientConfig: {
+          region,
+          // The SDK reads AWS_ENDPOINT_URL_STS from process.env by itself; passing it from our
+          // env as well keeps an injected environment (tests, CLI) effective.
+          ...(endpoint ? {endpoint: endpoint.href} : {}),
+          ...(this.#logger ? {logger: this.#logger} : {}),
+        },
+      });
+      const mint = async (): Promise<CachedCredentials> => {
+        try {
+          const credentials = await assume();
+          // AssumeRole always reports an expiry; an hour is its default should one be missing.
+          const expiresAt = credentials.expiration ?? new Date(this.#clock.now() + 3_600_000);
+          return {credentials: {...credentials, expiration: expiresAt}, expiresAt};
+        } catch (error) {
+          throw assumeRoleError(roleArn, error);
+        }
+      };
+      provider = async () => (await this.#roleCredentials.get(cacheKey, mint)).credentials;
+      this.#providers.set(providerKey, provider);
+    }
+    return provider;
+  }
+}
+
+// One registry per environment object, so callers passing the same env share cached credentials.
+const registries = new WeakMap<Env, AwsCredentialProviders>();
+
+/**
+ * The credential provider for an identity, from a process-wide registry per `env` (default
+ * `process.env`), so every caller shares the cached assumed-role credentials.
+ */
+export function awsCredentialProvider(options: AwsIdentityOptions & {readonly env?: Env}): AwsCredentialProvider {
+  const env = options.env ?? process.env;
+  let registry = registries.get(env);
+  if (!registry) {
+    registry = new AwsCredentialProviders({env});
+    registries.set(env, registry);
+  }
+  return registry.provider(options);
+}
+
+function assumeRoleError(roleArn: string, error: unknown): AwsCredentialError {
+  if (error instanceof AwsCredentialError) {
+    return new AwsCredentialError(`cannot assume role ${roleArn}: ${error.message}`, error.code, roleArn, {cause: error});
+  }
+  const code = codeOf(error);
+  if (code === 'CredentialsProviderError') {
+    return new AwsCredentialError(`cannot assume role ${roleArn}: no AWS credentials found: ${messageOf(error)}; ${NO_CREDENTIALS_HINT}`, code, roleArn, {cause: error});
+  }
+  return new AwsCredentialError(`cannot assume role ${roleArn}: ${code}: ${messageOf(error)}`, code, roleArn, {cause: error});
+}
+
+/** The AWS error code: query-protocol errors carry it as `Code`, SDK errors as `name`. */
+function codeOf(error: unknown): string {
+  if (!(error instanceof Error)) return 'Error';
+  const code = (error as {Code?: unknown}).Code;
+  return typeof code === 'string' && code ? code : error.name;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
