@@ -1,0 +1,246 @@
+/**
+ * The EKS REST-JSON API as @aws-sdk/client-eks speaks it (paths and members from its
+ * schemas): ListClusters, DescribeCluster, CreateAccessEntry, DescribeAccessEntry,
+ * ListAccessEntries. Errors carry `x-amzn-ErrorType` and `{"message"}`, which the SDK's
+ * REST-JSON error parser reads. Pages hold `pageSize` items (capped by maxResults) and
+ * nextToken is opaque, bound to (account, region, cluster) so a token reused elsewhere fails.
+ */
+import {createHash} from 'node:crypto';
+import {AwsApiError, type ApiResponse, type AwsApi, type BoundOperation, type CallContext} from './aws-api.ts';
+import {parseQuery, type WireRequest} from './aws-sigv4.ts';
+import type {FakeAccessEntry, FakeEksCluster} from './aws-world.ts';
+
+const JSON_TYPE = 'application/json';
+
+function ok(body: unknown): ApiResponse {
+  return {status: 200, contentType: JSON_TYPE, body: JSON.stringify(body)};
+}
+
+const epochSeconds = (ms: number): number => ms / 1000;
+
+function clusterJson(c: FakeEksCluster): Record<string, unknown> {
+  const shortId = createHash('sha256').update(c.arn).digest('hex').slice(0, 15);
+  return {
+    name: c.name,
+    arn: c.arn,
+    createdAt: epochSeconds(c.createdAt),
+    version: c.version,
+    ...(c.endpoint === undefined ? {} : {endpoint: c.endpoint}),
+    roleArn: c.roleArn,
+    resourcesVpcConfig: {
+      subnetIds: [`subnet-0a${shortId}`, `subnet-0b${shortId}`],
+      securityGroupIds: [],
+      clusterSecurityGroupId: `sg-0c${shortId}`,
+      vpcId: `vpc-0d${shortId}`,
+      endpointPublicAccess: true,
+      endpointPrivateAccess: false,
+      publicAccessCidrs: ['0.0.0.0/0'],
+    },
+    kubernetesNetworkConfig: {serviceIpv4Cidr: '10.100.0.0/16', ipFamily: 'ipv4'},
+    status: c.status,
+    certificateAuthority: c.caData === undefined ? {} : {data: c.caData},
+    platformVersion: c.platformVersion,
+    tags: c.tags,
+    accessConfig: {authenticationMode: c.authenticationMode, bootstrapClusterCreatorAdminPermissions: true},
+  };
+}
+
+function accessEntryJson(e: FakeAccessEntry): Record<string, unknown> {
+  return {
+    clusterName: e.clusterName,
+    principalArn: e.principalArn,
+    kubernetesGroups: e.kubernetesGroups,
+    accessEntryArn: e.accessEntryArn,
+    createdAt: epochSeconds(e.createdAt),
+    modifiedAt: epochSeconds(e.modifiedAt),
+    tags: e.tags,
+    username: e.username,
+    type: e.type,
+  };
+}
+
+/** Reads maxResults/nextToken and returns one page of `items` (sorted by `key`) plus the next token. */
+function page<T>(
+  items: readonly T[],
+  key: (item: T) => string,
+  rawQuery: string,
+  ctx: CallContext,
+  scope: string,
+): {items: T[]; nextToken?: string} {
+  const query = new Map(parseQuery(rawQuery));
+  const maxRaw = query.get('maxResults');
+  const max = maxRaw === undefined ? 100 : Number(maxRaw);
+  if (!Number.isInteger(max) || max < 1 || max > 100) {
+    throw new AwsApiError('InvalidParameterException', `maxResults must be an integer between 1 and 100, got ${maxRaw}`);
+  }
+  const token = query.get('nextToken');
+  let after: string | undefined;
+  if (token !== undefined) {
+    const decoded = decodeToken(token);
+    if (decoded?.scope !== `${ctx.caller.account}/${ctx.region}/${scope}`) {
+      throw new AwsApiError('InvalidParameterException', 'The nextToken provided is invalid.');
+    }
+    after = decoded.after;
+  }
+  const rest = after === undefined ? items : items.filter((i) => key(i) > after);
+  const size = Math.min(ctx.pageSize, max);
+  const out = rest.slice(0, size);
+  const last = out.at(-1);
+  return rest.length > size && last !== undefined
+    ? {items: out, nextToken: encodeToken({scope: `${ctx.caller.account}/${ctx.region}/${scope}`, after: key(last)})}
+    : {items: out};
+}
+
+function encodeToken(t: {scope: string; after: string}): string {
+  return Buffer.from(JSON.stringify(t)).toString('base64url');
+}
+
+function decodeToken(token: string): {scope: string; after: string} | undefined {
+  try {
+    const t = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as unknown;
+    if (typeof t === 'object' && t !== null && 'scope' in t && 'after' in t && typeof t.scope === 'string' && typeof t.after === 'string') {
+      return {scope: t.scope, after: t.after};
+    }
+  } catch {
+    // fall through: not a token of ours
+  }
+  return undefined;
+}
+
+function findCluster(ctx: CallContext, name: string): FakeEksCluster {
+  const cluster = ctx.world.cluster(ctx.caller.account, ctx.region, name);
+  if (!cluster) {
+    throw new AwsApiError('ResourceNotFoundException', `No cluster found for name: ${name}.`, {fields: {clusterName: name}});
+  }
+  return cluster;
+}
+
+function parseJsonBody(req: WireRequest): Record<string, unknown> {
+  try {
+    const parsed = JSON.parse(Buffer.from(req.body).toString('utf8') || '{}') as unknown;
+    if (typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
+  } catch {
+    // answered below
+  }
+  throw new AwsApiError('InvalidParameterException', 'Request body must be a JSON object');
+}
+
+function stringList(value: unknown, member: string): string[] {
+  if (value === undefined) return [];
+  if (Array.isArray(value) && value.every((v) => typeof v === 'string')) return value;
+  throw new AwsApiError('InvalidParameterException', `${member} must be a list of strings`);
+}
+
+function operation(name: string, run: (ctx: CallContext) => ApiResponse, missingFields: (ctx: CallContext) => unknown = () => ({})): BoundOperation {
+  return {
+    name,
+    run,
+    malformed: (kind, ctx) =>
+      kind === 'invalid-json'
+        ? {status: 200, contentType: JSON_TYPE, body: '{"cluster": {"name": "trunc'}
+        : ok(missingFields(ctx)),
+  };
+}
+
+function route(req: WireRequest): BoundOperation {
+  let segments: string[];
+  try {
+    segments = req.rawPath.split('/').slice(1).map(decodeURIComponent);
+  } catch {
+    throw unknownOperation(req);
+  }
+  const [root, clusterName, sub, principalArn, extra] = segments;
+  if (root !== 'clusters' || extra !== undefined) throw unknownOperation(req);
+  if (clusterName === undefined || clusterName === '') {
+    if (req.method !== 'GET') throw unknownOperation(req);
+    return operation('ListClusters', (ctx) => {
+      const clusters = ctx.world.clusters(ctx.caller.account, ctx.region).map((c) => c.name);
+      const p = page(clusters, (n) => n, req.rawQuery, ctx, 'clusters');
+      return ok({clusters: p.items, ...(p.nextToken ? {nextToken: p.nextToken} : {})});
+    });
+  }
+  if (sub === undefined) {
+    if (req.method !== 'GET') throw unknownOperation(req);
+    return operation(
+      'DescribeCluster',
+      (ctx) => ok({cluster: clusterJson(findCluster(ctx, clusterName))}),
+      () => ({cluster: {name: clusterName}}),
+    );
+  }
+  if (sub !== 'access-entries') throw unknownOperation(req);
+  if (principalArn !== undefined) {
+    if (req.method !== 'GET') throw unknownOperation(req);
+    return operation('DescribeAccessEntry', (ctx) => {
+      const entry = findCluster(ctx, clusterName).accessEntries.get(principalArn);
+      if (!entry) {
+        throw new AwsApiError(
+          'ResourceNotFoundException',
+          `The specified principalArn could not be found. You can view your available access entries with 'list-access-entries'.`,
+        );
+      }
+      return ok({accessEntry: accessEntryJson(entry)});
+    });
+  }
+  if (req.method === 'GET') {
+    return operation('ListAccessEntries', (ctx) => {
+      const arns = [...findCluster(ctx, clusterName).accessEntries.keys()].sort();
+      const p = page(arns, (a) => a, req.rawQuery, ctx, `access-entries/${clusterName}`);
+      return ok({accessEntries: p.items, ...(p.nextToken ? {nextToken: p.nextToken} : {})});
+    });
+  }
+  if (req.method !== 'POST') throw unknownOperation(req);
+  return operation('CreateAccessEntry', (ctx) => {
+    const cluster = findCluster(ctx, clusterName);
+    const body = parseJsonBody(req);
+    const principal = body['principalArn'];
+    if (typeof principal !== 'string' || !principal.startsWith('arn:')) {
+      throw new AwsApiError('InvalidParameterException', `principalArn must be an IAM principal ARN, got ${JSON.stringify(principal)}`);
+    }
+    if (cluster.authenticationMode === 'CONFIG_MAP') {
+      throw new AwsApiError(
+        'InvalidRequestException',
+        "The cluster's authentication mode must be set to one of [API, API_AND_CONFIG_MAP] to perform this operation.",
+      );
+    }
+    if (cluster.accessEntries.has(principal)) {
+      throw new AwsApiError('ResourceInUseException', 'The specified access entry resource is already in use on this cluster.');
+    }
+    const type = body['type'];
+    const username = body['username'];
+    const tags = body['tags'];
+    const entry = ctx.world.addAccessEntry(ctx.caller.account, ctx.region, clusterName, {
+      principalArn: principal,
+      kubernetesGroups: stringList(body['kubernetesGroups'], 'kubernetesGroups'),
+      ...(typeof type === 'string' ? {type} : {}),
+      ...(typeof username === 'string' ? {username} : {}),
+      ...(typeof tags === 'object' && tags !== null ? {tags: tags as Record<string, string>} : {}),
+    });
+    return ok({accessEntry: accessEntryJson(entry)});
+  });
+}
+
+function unknownOperation(req: WireRequest): AwsApiError {
+  return new AwsApiError('UnknownOperationException', `The fake EKS does not serve ${req.method} ${req.rawPath}`, {status: 404});
+}
+
+/** The fake EKS API. */
+export const eksApi: AwsApi = {
+  service: 'eks',
+  route,
+  errorResponse(error) {
+    return {
+      status: error.status,
+      contentType: JSON_TYPE,
+      headers: {'x-amzn-ErrorType': error.code},
+      body: JSON.stringify({...error.fields, message: error.message}),
+    };
+  },
+  authErrorCodes: {
+    'missing': 'MissingAuthenticationTokenException',
+    'malformed': 'IncompleteSignatureException',
+    'unknown-key': 'UnrecognizedClientException',
+    'bad-signature': 'InvalidSignatureException',
+    'expired': 'ExpiredTokenException',
+    'opt-in-required': 'UnrecognizedClientException',
+  },
+};
