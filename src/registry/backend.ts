@@ -7,6 +7,11 @@ export interface Lease {
   readonly ttlMs: number;
 }
 
+/** A lease is unknown or expired (keepAlive, put with a lease): the holder must grant a new one and re-announce. */
+export class LeaseNotFoundError extends Error {
+  override readonly name = 'LeaseNotFoundError';
+}
+
 /** One stored entry. */
 export interface RegistryItem {
   readonly key: string;
@@ -44,8 +49,13 @@ export interface RegistryBackend {
   grantLease(ttlMs: number): Promise<Lease>;
   /** Extends the lease to now + its TTL; throws when the lease has already expired or is unknown. */
   keepAlive(lease: Lease): Promise<void>;
-  /** Ends the lease and deletes every entry attached to it. */
+  /** Ends the lease and deletes every entry attached to it; resolves when the lease is already gone. */
   revokeLease(lease: Lease): Promise<void>;
+  /**
+   * The still-valid lease with this id (without extending it), or undefined when it expired or is unknown.
+   * Lets a restarted replica adopt its own lease instead of re-writing every entry.
+   */
+  resumeLease?(id: string): Promise<Lease | undefined>;
   /** Creates or replaces an entry. */
   put(key: string, value: string, options?: PutOptions): Promise<RegistryItem>;
   /** One live entry, or undefined (expired entries are never returned). */

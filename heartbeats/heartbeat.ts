@@ -1,0 +1,391 @@
+/**
+ * The announce / keepalive / delete lifecycle of one replica's kube_server entries in one
+ * discovery group. Every entry hangs on one lease, so a keepalive is one backend call however
+ * many clusters there are; announces that change nothing cost no I/O.
+ */
+import type {Clock} from '../src/core/clock.ts';
+import type {Lease, RegistryBackend, RegistryItem} from '../src/registry/backend.ts';
+import {LeaseNotFoundError} from '../src/registry/backend.ts';
+import type {KubeServer} from './kube-server.ts';
+import {kubeServerKey, kubeServerPrefix} from './kube-server.ts';
+
+/** A kube_server as the reconciler builds it: expiry and revision come from the registry, identity from the heartbeat. */
+export type KubeServerDraft = Omit<KubeServer, 'metadata' | 'spec'> & {
+  readonly metadata: Omit<KubeServer['metadata'], 'expires' | 'revision'>;
+  readonly spec: Omit<KubeServer['spec'], 'version' | 'hostname' | 'host_id'> &
+    Partial<Pick<KubeServer['spec'], 'version' | 'hostname' | 'host_id'>>;
+};
+
+/** Which registry operation failed: put (`announce`), lease upkeep (`keepalive`), or delete / revoke (`delete`). */
+export type HeartbeatFailureKind = 'announce' | 'keepalive' | 'delete';
+
+type LogFn = (fields: Record<string, unknown>, message: string) => void;
+
+/** The pino-compatible subset the heartbeat logs with. */
+export interface HeartbeatLogger {
+  readonly debug: LogFn;
+  readonly info: LogFn;
+  readonly warn: LogFn;
+  readonly error: LogFn;
+}
+
+/** How failed registry calls are retried: `attempts` tries in all, waiting baseMs, 2×baseMs, 4×baseMs ... between them. */
+export interface RetryPolicy {
+  readonly attempts: number;
+  readonly baseMs: number;
+}
+
+/** Options of a Heartbeat. */
+export interface HeartbeatOptions {
+  readonly backend: RegistryBackend;
+  readonly clock: Clock;
+  /** Discovery group whose `kube_servers/<group>/` entries this heartbeat writes. */
+  readonly group: string;
+  readonly ttlMs: number;
+  /** Default ttlMs / 3, so two keepalives may fail before anything expires. */
+  readonly keepaliveIntervalMs?: number;
+  /** Identity written into every entry's spec (host_id, hostname, version). */
+  readonly hostId: string;
+  readonly hostname: string;
+  readonly version: string;
+  readonly logger?: HeartbeatLogger;
+  /** Called once per failed registry call (each retry attempt counts), e.g. to bump a metric. */
+  readonly onFailure?: (kind: HeartbeatFailureKind) => void;
+  /** Default 3 attempts, 200 ms base delay. */
+  readonly retry?: RetryPolicy;
+}
+
+interface Entry {
+  /** Canonical JSON of the document without expires/revision: what "unchanged" compares. */
+  readonly doc: string;
+  readonly server: KubeServerDraft;
+  /** Lease of the stored copy; undefined while a write is pending or after it failed. */
+  readonly lease: string | undefined;
+  readonly revision: string;
+  /** Written by this heartbeat (as opposed to adopted from the registry and not announced yet). */
+  readonly mine: boolean;
+}
+
+const silent: HeartbeatLogger = {debug: () => {}, info: () => {}, warn: () => {}, error: () => {}};
+
+/** One replica's lease and the kube_server entries on it; see the file comment. */
+export class Heartbeat {
+  readonly #backend: RegistryBackend;
+  readonly #clock: Clock;
+  readonly #group: string;
+  readonly #ttlMs: number;
+  readonly #intervalMs: number;
+  readonly #identity: {readonly host_id: string; readonly hostname: string; readonly version: string};
+  readonly #log: HeartbeatLogger;
+  readonly #onFailure: (kind: HeartbeatFailureKind) => void;
+  readonly #retry: RetryPolicy;
+  readonly #entries = new Map<string, Entry>();
+  readonly #abort = new AbortController();
+  #lease: Lease | undefined;
+  /** When the lease lapses as far as we know: the last successful grant or keepalive plus the TTL. */
+  #leaseExpires = 0;
+  #state: 'new' | 'running' | 'stopped' = 'new';
+  #cancelTick: (() => void) | undefined;
+  #ticking: Promise<void> | undefined;
+  #replacing: Promise<void> | undefined;
+
+  constructor(options: HeartbeatOptions) {
+    const {ttlMs, retry = {attempts: 3, baseMs: 200}} = options;
+    const intervalMs = options.keepaliveIntervalMs ?? Math.floor(ttlMs / 3);
+    if (!Number.isFinite(ttlMs) || ttlMs <= 0) throw new RangeError(`Expected ttlMs to be a finite number > 0, got ${ttlMs}`);
+    if (!Number.isFinite(intervalMs) || intervalMs <= 0 || intervalMs >= ttlMs) {
+      throw new RangeError(`Expected keepaliveIntervalMs to be > 0 and < ttlMs (${ttlMs}), got ${intervalMs}`);
+    }
+    if (!Number.isInteger(retry.attempts) || retry.attempts < 1 || !(retry.baseMs >= 0)) {
+      throw new RangeError(`Expected retry {attempts: integer >= 1, baseMs: >= 0}, got ${JSON.stringify(retry)}`);
+    }
+    if (options.group === '' || options.group.includes('/')) {
+      throw new RangeError(`Expected group to be a non-empty name without "/", got ${JSON.stringify(options.group)}`);
+    }
+    this.#backend = options.backend;
+    this.#clock = options.clock;
+    this.#group = options.group;
+    this.#ttlMs = ttlMs;
+    this.#intervalMs = intervalMs;
+    this.#identity = {host_id: options.hostId, hostname: options.hostname, version: options.version};
+    this.#log = options.logger ?? silent;
+    this.#onFailure = options.onFailure ?? (() => {});
+    this.#retry = retry;
+  }
+
+  /** The lease our entries hang on (undefined before start). */
+  get lease(): Lease | undefined {
+    return this.#lease;
+  }
+
+  /** Names of the entries this heartbeat announced and keeps alive. */
+  owned(): string[] {
+    return [...this.#entries].filter(([, e]) => e.mine).map(([name]) => name);
+  }
+
+  /**
+   * Reads the group's current entries (kept as the baseline for "unchanged"), resumes our own
+   * lease from a previous run when it is still valid, else grants a new one, and starts keepalives.
+   */
+  async start(): Promise<void> {
+    if (this.#state !== 'new') throw new Error(`heartbeat of group ${this.#group} was already started; expected a new one`);
+    this.#state = 'running';
+    const prefix = kubeServerPrefix(this.#group);
+    this.adopt(await this.#retrying('announce', prefix, () => this.#backend.list(prefix)));
+    this.#lease = await this.#resumeOwnLease();
+    if (!this.#lease) {
+      const grantedAt = this.#clock.now();
+      this.#lease = await this.#retrying('keepalive', `lease of ${prefix}`, () => this.#backend.grantLease(this.#ttlMs));
+      this.#leaseExpires = grantedAt + this.#ttlMs;
+    }
+    this.#log.info({group: this.#group, lease: this.#lease.id, entries: this.#entries.size}, 'heartbeat started');
+    this.#schedule();
+  }
+
+  /**
+   * Takes registry entries of the group (from a previous run or another replica) as the known
+   * stored state. Those on another lease are re-put under ours when next announced; the rest
+   * expire unless announced.
+   */
+  adopt(items: readonly RegistryItem[]): void {
+    const prefix = kubeServerPrefix(this.#group);
+    for (const item of items) {
+      if (!item.key.startsWith(prefix)) continue;
+      const name = item.key.slice(prefix.length);
+      try {
+        const server = stripRegistryFields(JSON.parse(item.value) as KubeServer);
+        this.#entries.set(name, {doc: canonicalJson(server), server, lease: item.lease, revision: item.revision, mine: false});
+      } catch {
+        // Unreadable: no baseline, so the next announce simply overwrites it.
+        this.#log.warn({key: item.key}, 'registry entry is not valid JSON; it will be overwritten when announced');
+      }
+    }
+  }
+
+  /**
+   * Writes the kube_server under our lease, unless the stored copy already has the same content
+   * on our lease. Returns it with `expires` and `revision` filled in from the registry.
+   */
+  async announce(draft: KubeServerDraft): Promise<KubeServer> {
+    this.#requireRunning('announce');
+    const server = stripRegistryFields({...draft, spec: {...draft.spec, ...this.#identity}} as KubeServer);
+    const name = server.metadata.name;
+    if (name === '' || name.includes('/')) throw new RangeError(`Expected a kube_server name without "/", got ${JSON.stringify(name)}`);
+    const doc = canonicalJson(server);
+    const lease = await this.#currentLease();
+    const known = this.#entries.get(name);
+    if (known && known.doc === doc && known.lease === lease.id) {
+      this.#entries.set(name, {...known, mine: true});
+      return withRegistryFields(known.server, this.#leaseExpires, known.revision);
+    }
+    return this.#write(name, doc, server);
+  }
+
+  /** Deletes the entry of `name`; true when it existed. */
+  async remove(name: string): Promise<boolean> {
+    const key = kubeServerKey(this.#group, name);
+    // Deletes during stop() must not be cut short by the stop itself.
+    const existed = await this.#retrying('delete', key, () => this.#backend.delete(key), this.#state === 'running');
+    this.#entries.delete(name);
+    return existed;
+  }
+
+  /**
+   * Stops keepalives. With `deregister` our entries are deleted at once (lease revoked);
+   * otherwise they stay until the lease expires, so a rolling restart causes no flapping.
+   */
+  async stop(options: {deregister: boolean}): Promise<void> {
+    if (this.#state === 'stopped') return;
+    const wasRunning = this.#state === 'running';
+    this.#state = 'stopped';
+    this.#cancelTick?.();
+    this.#abort.abort(new Error(`heartbeat of group ${this.#group} stopped`));
+    await this.#ticking;
+    await this.#replacing;
+    const lease = this.#lease;
+    if (!wasRunning || !lease) return;
+    if (!options.deregister) {
+      this.#log.info({group: this.#group, entries: this.owned().length, expires: iso(this.#leaseExpires)}, 'heartbeat stopped; entries left to expire');
+      return;
+    }
+    await this.#retrying('delete', `lease ${lease.id} of ${kubeServerPrefix(this.#group)}`, () => this.#backend.revokeLease(lease), false);
+    // Entries of ours not on the lease (a write that failed half-way) are deleted one by one.
+    for (const [name, entry] of this.#entries) {
+      if (entry.mine && entry.lease !== lease.id) await this.remove(name);
+    }
+    this.#log.info({group: this.#group}, 'heartbeat stopped; entries deregistered');
+    this.#entries.clear();
+  }
+
+  async #write(name: string, doc: string, server: KubeServerDraft, fixedLease?: Lease): Promise<KubeServer> {
+    const key = kubeServerKey(this.#group, name);
+    const previous = this.#entries.get(name);
+    this.#entries.set(name, {doc, server, lease: undefined, revision: previous?.revision ?? '', mine: true});
+    const item = await this.#retrying('announce', key, async () => {
+      const lease = fixedLease ?? (await this.#currentLease());
+      const value = JSON.stringify(withRegistryFields(server, this.#clock.now() + this.#ttlMs, undefined));
+      try {
+        return await this.#backend.put(key, value, {lease});
+      } catch (err) {
+        // A lost lease takes every entry with it: replace it (re-announcing all) and try again.
+        if (err instanceof LeaseNotFoundError && !fixedLease) await this.#replaceLease(lease);
+        throw err;
+      }
+    });
+    // A newer announce of the same name may have finished meanwhile; keep the newest.
+    const current = this.#entries.get(name);
+    if (!current || current.doc === doc) this.#entries.set(name, {doc, server, lease: item.lease, revision: item.revision, mine: true});
+    return withRegistryFields(server, item.expires ?? this.#leaseExpires, item.revision);
+  }
+
+  async #resumeOwnLease(): Promise<Lease | undefined> {
+    if (!this.#backend.resumeLease) return undefined;
+    const ours = new Set<string>();
+    for (const entry of this.#entries.values()) {
+      if (entry.lease !== undefined && entry.server.spec.host_id === this.#identity.host_id) ours.add(entry.lease);
+    }
+    for (const id of ours) {
+      const lease = await this.#backend.resumeLease(id).catch(() => undefined);
+      // A TTL changed by config gets a new lease; the entries are re-put on announce.
+      if (!lease || lease.ttlMs !== this.#ttlMs) continue;
+      try {
+        const at = this.#clock.now();
+        await this.#backend.keepAlive(lease);
+        this.#leaseExpires = at + this.#ttlMs;
+        this.#log.info({group: this.#group, lease: id}, 'resumed the lease of a previous run');
+        return lease;
+      } catch {
+        // Expired between the two calls: grant a new one.
+      }
+    }
+    return undefined;
+  }
+
+  #schedule(): void {
+    if (this.#state !== 'running') return;
+    this.#cancelTick = this.#clock.setTimeout(() => {
+      this.#ticking = this.#keepAliveOnce().finally(() => {
+        this.#ticking = undefined;
+        this.#schedule();
+      });
+    }, this.#intervalMs);
+  }
+
+  /** One keepalive; never rejects. A failure waits for the next tick unless the lease is surely gone. */
+  async #keepAliveOnce(): Promise<void> {
+    const lease = this.#lease;
+    if (!lease || this.#replacing) return;
+    const at = this.#clock.now();
+    try {
+      await this.#backend.keepAlive(lease);
+      this.#leaseExpires = at + this.#ttlMs;
+    } catch (err) {
+      this.#onFailure('keepalive');
+      const lost = err instanceof LeaseNotFoundError || this.#clock.now() >= this.#leaseExpires;
+      this.#log.warn(
+        {group: this.#group, lease: lease.id, lost, err: errorMessage(err)},
+        lost ? 'lease lost; granting a new one and re-announcing' : 'keepalive failed; retrying on the next tick',
+      );
+      if (lost) await this.#replaceLease(lease);
+    }
+  }
+
+  /** Grants a new lease and re-puts every entry the lost one held; never rejects, one at a time. */
+  #replaceLease(lost: Lease): Promise<void> {
+    if (this.#replacing) return this.#replacing;
+    if (this.#lease?.id !== lost.id) return Promise.resolve();
+    this.#replacing = (async () => {
+      const prefix = kubeServerPrefix(this.#group);
+      try {
+        const at = this.#clock.now();
+        const lease = await this.#retrying('keepalive', `lease of ${prefix}`, () => this.#backend.grantLease(this.#ttlMs));
+        this.#lease = lease;
+        this.#leaseExpires = at + this.#ttlMs;
+        const held = [...this.#entries].filter(([, e]) => e.mine || e.lease === lost.id);
+        const results = await Promise.allSettled(held.map(([name, e]) => this.#write(name, e.doc, e.server, lease)));
+        const failed = results.filter((r) => r.status === 'rejected').length;
+        this.#log.warn({group: this.#group, lost: lost.id, lease: lease.id, reannounced: held.length - failed, failed}, 'replaced a lost lease');
+      } catch (err) {
+        this.#log.error({group: this.#group, err: errorMessage(err)}, 'could not grant a new lease; trying again on the next keepalive');
+      }
+    })().finally(() => {
+      this.#replacing = undefined;
+    });
+    return this.#replacing;
+  }
+
+  async #currentLease(): Promise<Lease> {
+    if (this.#replacing) await this.#replacing;
+    this.#requireRunning('announce');
+    if (!this.#lease) throw new Error(`heartbeat of group ${this.#group} has no lease; expected start() to have granted one`);
+    return this.#lease;
+  }
+
+  /** Runs `fn` up to `attempts` times with exponential backoff on the clock; the final error names `what`, never a value. */
+  async #retrying<T>(kind: HeartbeatFailureKind, what: string, fn: () => Promise<T>, abortable = true): Promise<T> {
+    const {attempts, baseMs} = this.#retry;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await fn();
+      } catch (err) {
+        this.#onFailure(kind);
+        if (attempt >= attempts || (abortable && this.#abort.signal.aborted)) {
+          throw new Error(`${kind} of ${what} failed after ${attempt} attempt(s): ${errorMessage(err)}`, {cause: err});
+        }
+        this.#log.debug({kind, key: what, attempt, err: errorMessage(err)}, 'registry call failed; retrying');
+        await this.#clock.sleep(baseMs * 2 ** (attempt - 1), abortable ? this.#abort.signal : undefined);
+      }
+    }
+  }
+
+  #requireRunning(operation: string): void {
+    if (this.#state !== 'running') {
+      throw new Error(`cannot ${operation}: heartbeat of group ${this.#group} is ${this.#state === 'new' ? 'not started' : 'stopped'}`);
+    }
+  }
+}
+
+/** Reads a stored kube_server, with `expires` and `revision` taken from the registry (keepalives move the expiry without rewriting it). */
+export function kubeServerFromItem(item: RegistryItem): KubeServer {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(item.value);
+  } catch (err) {
+    throw new Error(`registry entry ${item.key} is not valid JSON: ${errorMessage(err)}`, {cause: err});
+  }
+  const kind = (parsed as {kind?: unknown} | null)?.kind;
+  if (kind !== 'kube_server') throw new Error(`registry entry ${item.key}: expected kind "kube_server", found ${JSON.stringify(kind)}`);
+  const server = parsed as KubeServer;
+  const expires = item.expires === undefined ? server.metadata.expires : iso(item.expires);
+  return {...server, metadata: {...server.metadata, expires, revision: item.revision}};
+}
+
+function stripRegistryFields(server: KubeServer | KubeServerDraft): KubeServerDraft {
+  const {expires: _expires, revision: _revision, ...metadata} = server.metadata as KubeServer['metadata'];
+  return {...server, metadata};
+}
+
+/** The document with registry fields; `revision` undefined leaves it out (it is only known after the write). */
+function withRegistryFields(server: KubeServerDraft, expiresMs: number, revision: string | undefined): KubeServer {
+  return {
+    ...server,
+    metadata: {...server.metadata, expires: iso(expiresMs), ...(revision === undefined ? {} : {revision})},
+  } as KubeServer;
+}
+
+/** JSON with object keys sorted, so label order never looks like a change. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

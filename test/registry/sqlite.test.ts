@@ -1,0 +1,156 @@
+import {chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync} from 'node:fs';
+import {tmpdir} from 'node:os';
+import {join} from 'node:path';
+import {DatabaseSync, StatementSync} from 'node:sqlite';
+import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
+import {FakeClock, systemClock} from '../../src/core/clock.ts';
+import {LeaseNotFoundError} from '../../src/registry/backend.ts';
+import {SqliteBackend} from '../../src/registry/sqlite.ts';
+import {backendContract} from './contract.ts';
+
+function tempDir(): string {
+  return mkdtempSync(join(tmpdir(), 'kd-sqlite-'));
+}
+
+backendContract('sqlite', async (clock) => {
+  const dir = tempDir();
+  const backend = await SqliteBackend.open({path: join(dir, 'registry.db'), clock: clock ?? systemClock});
+  return {backend, cleanup: async () => rmSync(dir, {recursive: true, force: true})};
+});
+
+describe('sqlite backend file', () => {
+  let dir: string;
+  let clock: FakeClock;
+  const open = (path = join(dir, 'data', 'registry.db')) => SqliteBackend.open({path, clock});
+
+  beforeEach(() => {
+    dir = tempDir();
+    clock = new FakeClock();
+  });
+  afterEach(() => {
+    vi.restoreAllMocks();
+    rmSync(dir, {recursive: true, force: true});
+  });
+
+  it('creates the parent directory and runs in WAL mode', async () => {
+    const backend = await open();
+    await backend.close();
+    const db = new DatabaseSync(join(dir, 'data', 'registry.db'));
+    expect(db.prepare('PRAGMA journal_mode').get()).toMatchObject({journal_mode: 'wal'});
+    expect(db.prepare('PRAGMA user_version').get()).toMatchObject({user_version: 1});
+    db.close();
+  });
+
+  it('serves entries and leases written before a restart, until the lease expires', async () => {
+    const first = await open();
+    const lease = await first.grantLease(60_000);
+    const leased = await first.put('kube_servers/g/a', '{"n":1}', {lease});
+    const plain = await first.put('host_ids/replica-0', 'uuid-1');
+    await first.close();
+
+    await clock.advance(30_000);
+    const second = await open();
+    expect(await second.get('kube_servers/g/a')).toEqual(leased);
+    expect(await second.get('host_ids/replica-0')).toEqual(plain);
+    // The restarted replica adopts its own lease and keeps its entries alive.
+    const resumed = await second.resumeLease(lease.id);
+    expect(resumed).toEqual({id: lease.id, ttlMs: 60_000});
+    if (resumed) await second.keepAlive(resumed);
+    await clock.advance(50_000);
+    expect(await second.get('kube_servers/g/a')).toMatchObject({value: '{"n":1}', expires: clock.now() + 10_000});
+    // Revisions continue from the persisted counter instead of restarting.
+    const next = await second.put('kube_servers/g/b', '{}');
+    expect(BigInt(next.revision)).toBeGreaterThan(BigInt(plain.revision));
+    await second.close();
+  });
+
+  it('does not resume a lease that expired while the process was down', async () => {
+    const first = await open();
+    const lease = await first.grantLease(60_000);
+    await first.put('kube_servers/g/a', 'x', {lease});
+    await first.close();
+
+    await clock.advance(60_000);
+    const second = await open();
+    expect(await second.resumeLease(lease.id)).toBeUndefined();
+    await expect(second.keepAlive(lease)).rejects.toBeInstanceOf(LeaseNotFoundError);
+    expect(await second.list('kube_servers/')).toEqual([]);
+    await second.close();
+  });
+
+  it('fails at open naming the path when the file is not a database', async () => {
+    const path = join(dir, 'registry.db');
+    writeFileSync(path, 'this is not a sqlite database, just some garbage bytes '.repeat(100));
+    await expect(open(path)).rejects.toThrow(`cannot open registry database ${path}: file is not a database`);
+  });
+
+  it('fails at open naming the path when the file belongs to something else', async () => {
+    const path = join(dir, 'other.db');
+    const db = new DatabaseSync(path);
+    db.exec('CREATE TABLE users (id INTEGER)');
+    db.close();
+    await expect(open(path)).rejects.toThrow(new RegExp(`^cannot open registry database ${path}: .*found other tables: users`));
+  });
+
+  it('fails at open naming the path when its directory cannot be created', async () => {
+    writeFileSync(join(dir, 'plain-file'), '');
+    const path = join(dir, 'plain-file', 'registry.db');
+    await expect(open(path)).rejects.toThrow(`cannot open registry database ${path}: `);
+  });
+
+  it.skipIf(process.getuid?.() === 0)('fails at open naming the path when the directory is not writable', async () => {
+    const locked = join(dir, 'locked');
+    mkdirSync(locked, {mode: 0o555});
+    chmodSync(locked, 0o555);
+    const path = join(locked, 'registry.db');
+    await expect(open(path)).rejects.toThrow(`cannot open registry database ${path}: `);
+  });
+
+  it('keeps a lease alive with one statement changing one row, whether 10 or 10,000 entries hang on it', async () => {
+    const backend = await open();
+    const costs: Array<{statements: number; changes: number}> = [];
+    for (const count of [10, 10_000]) {
+      const lease = await backend.grantLease(60_000);
+      for (let i = 0; i < count; i++) await backend.put(`kube_servers/g${count}/c${i}`, '{}', {lease});
+      costs.push(await measure(() => backend.keepAlive(lease)));
+      expect(await backend.list(`kube_servers/g${count}/`)).toHaveLength(count);
+    }
+    expect(costs).toEqual([
+      {statements: 1, changes: 1},
+      {statements: 1, changes: 1},
+    ]);
+    await backend.close();
+  });
+});
+
+/** Counts the SQL statements the driver executes during `fn`, and the rows they change. */
+async function measure(fn: () => Promise<void>): Promise<{statements: number; changes: number}> {
+  const cost = {statements: 0, changes: 0};
+  const run = StatementSync.prototype.run;
+  const exec = DatabaseSync.prototype.exec;
+  const spies = [
+    vi.spyOn(StatementSync.prototype, 'run').mockImplementation(function (this: StatementSync, ...args) {
+      cost.statements++;
+      const result = run.apply(this, args);
+      cost.changes += Number(result.changes);
+      return result;
+    }),
+    ...(['get', 'all', 'iterate'] as const).map((method) => {
+      const original = StatementSync.prototype[method] as (...a: unknown[]) => unknown;
+      return vi.spyOn(StatementSync.prototype, method).mockImplementation(function (this: StatementSync, ...args: unknown[]) {
+        cost.statements++;
+        return original.apply(this, args);
+      } as never);
+    }),
+    vi.spyOn(DatabaseSync.prototype, 'exec').mockImplementation(function (this: DatabaseSync, sql: string) {
+      cost.statements++;
+      exec.call(this, sql);
+    }),
+  ];
+  try {
+    await fn();
+  } finally {
+    for (const spy of spies) spy.mockRestore();
+  }
+  return cost;
+}
