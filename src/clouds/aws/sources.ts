@@ -136,14 +136,16 @@ export class AwsSources {
     let client = this.#clients.get(key);
     if (!client) {
       const credentials = this.#provider(role, region);
+      const env = this.#options.env ?? process.env;
       if (this.#options.makeEksClient) {
         client = this.#options.makeEksClient(region, credentials);
       } else {
         const eks = new EKSClient({
           region,
           credentials,
-          maxAttempts: 6,
-          retryMode: 'adaptive',
+          // Throttling is retried with backoff by the SDK; AWS_MAX_ATTEMPTS / AWS_RETRY_MODE still win.
+          maxAttempts: Number(env['AWS_MAX_ATTEMPTS']) || 8,
+          retryMode: env['AWS_RETRY_MODE'] ?? 'adaptive',
           requestHandler: {connectionTimeout: 5_000, requestTimeout: 20_000},
         });
         this.#options.onClient?.(eks);

@@ -1,0 +1,149 @@
+/**
+ * The in-memory view of the registry that the HTTP API serves: listed once, then kept
+ * current by the backend's watch, and re-listed periodically. When the backend is
+ * unreachable it keeps serving the last known inventory (and says so in its state).
+ */
+import {kubeServerFromItem} from '../../heartbeats/heartbeat.ts';
+import {kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
+import type {Clock} from '../core/clock.ts';
+import type {RegistryBackend, WatchEvent, Watcher} from '../registry/backend.ts';
+
+/** A change of the inventory, as /v1/watch streams it. */
+export type InventoryEvent = {readonly type: 'put'; readonly server: KubeServer} | {readonly type: 'delete'; readonly name: string};
+
+/** Options of an Inventory. */
+export interface InventoryOptions {
+  readonly backend: RegistryBackend;
+  readonly group: string;
+  readonly clock: Clock;
+  /** Full re-list period; catches writes of other processes and lapsed expiries. */
+  readonly resyncMs?: number;
+  readonly onError?: (error: unknown) => void;
+}
+
+/** The live inventory of one discovery group. */
+export class Inventory {
+  readonly #options: InventoryOptions;
+  readonly #prefix: string;
+  #servers = new Map<string, KubeServer>();
+  #listeners = new Set<(event: InventoryEvent) => void>();
+  #watcher: Watcher | undefined;
+  #cancelResync: (() => void) | undefined;
+  #lastError: string | undefined;
+  #synced = false;
+  #stopped = false;
+
+  constructor(options: InventoryOptions) {
+    this.#options = options;
+    this.#prefix = kubeServerPrefix(options.group);
+  }
+
+  /** Whether the first listing succeeded. */
+  get synced(): boolean {
+    return this.#synced;
+  }
+
+  /** The last error reading the backend, cleared by the next success. */
+  get lastError(): string | undefined {
+    return this.#lastError;
+  }
+
+  /** Lists the registry and starts watching. A failing first listing is reported, not thrown: it is retried on resync. */
+  async start(): Promise<void> {
+    await this.resync();
+    try {
+      this.#watcher = await this.#options.backend.watch(this.#prefix, (e) => this.#apply(e));
+    } catch (error) {
+      this.#fail(error);
+    }
+    this.#scheduleResync();
+  }
+
+  /** Re-lists the registry now, replacing the cached view and emitting the differences. */
+  async resync(): Promise<void> {
+    try {
+      const items = await this.#options.backend.list(this.#prefix);
+      const next = new Map<string, KubeServer>();
+      for (const item of items) {
+        try {
+          const server = kubeServerFromItem(item);
+          next.set(server.metadata.name, server);
+        } catch (error) {
+          this.#options.onError?.(error);
+        }
+      }
+      for (const name of this.#servers.keys()) if (!next.has(name)) this.#emit({type: 'delete', name});
+      for (const [name, server] of next) {
+        if (this.#servers.get(name)?.metadata.revision !== server.metadata.revision) this.#emit({type: 'put', server});
+      }
+      this.#servers = next;
+      this.#synced = true;
+      this.#lastError = undefined;
+    } catch (error) {
+      this.#fail(error);
+    }
+  }
+
+  /** Live entries sorted by name; entries past their expiry are left out even before the backend purges them. */
+  list(): KubeServer[] {
+    const now = this.#options.clock.now();
+    return [...this.#servers.values()].filter((s) => Date.parse(s.metadata.expires) > now).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+  }
+
+  /** One live entry. */
+  get(name: string): KubeServer | undefined {
+    const server = this.#servers.get(name);
+    return server && Date.parse(server.metadata.expires) > this.#options.clock.now() ? server : undefined;
+  }
+
+  /** Subscribes to changes; returns the unsubscribe function. */
+  subscribe(listener: (event: InventoryEvent) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Stops watching and resyncing. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#cancelResync?.();
+    await this.#watcher?.close();
+    this.#listeners.clear();
+  }
+
+  #apply(event: WatchEvent): void {
+    if (event.type === 'put') {
+      try {
+        const server = kubeServerFromItem(event.item);
+        this.#servers.set(server.metadata.name, server);
+        this.#emit({type: 'put', server});
+      } catch (error) {
+        this.#options.onError?.(error);
+      }
+      return;
+    }
+    const name = event.key.slice(this.#prefix.length);
+    if (this.#servers.delete(name)) this.#emit({type: 'delete', name});
+  }
+
+  #emit(event: InventoryEvent): void {
+    for (const listener of this.#listeners) {
+      try {
+        listener(event);
+      } catch (error) {
+        this.#options.onError?.(error);
+      }
+    }
+  }
+
+  #fail(error: unknown): void {
+    this.#lastError = (error as Error).message ?? String(error);
+    this.#options.onError?.(error);
+  }
+
+  #scheduleResync(): void {
+    if (this.#stopped) return;
+    this.#cancelResync = this.#options.clock.setTimeout(() => {
+      void this.resync().finally(() => this.#scheduleResync());
+    }, this.#options.resyncMs ?? 30_000);
+  }
+}
