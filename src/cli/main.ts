@@ -2,7 +2,9 @@
 /** The `kube-discovery` command line: dispatches to one sub-command and exits with its code. */
 import {runConfigCheck} from './config-check.ts';
 import {processIo, type CliIo, type Command} from './io.ts';
+import {runLs} from './ls.ts';
 import {runOnce} from './once.ts';
+import {runStart} from './start.ts';
 import {runToken} from './token.ts';
 import {VERSION} from '../version.ts';
 
@@ -22,7 +24,9 @@ commands:
 `;
 
 const commands: Readonly<Record<string, Command>> = {
+  start: runStart,
   once: runOnce,
+  ls: runLs,
   token: runToken,
   config: async (argv, io) => {
     if (argv[0] === 'check') return runConfigCheck(argv.slice(1), io);

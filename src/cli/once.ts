@@ -3,7 +3,8 @@ import {parseArgs} from 'node:util';
 import {systemClock} from '../core/clock.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
 import type {Command, CliIo} from './io.ts';
-import {openRuntime, usageError, withConfig} from './runtime.ts';
+import {openRuntime} from '../service/runtime.ts';
+import {usageError, withConfig} from './common.ts';
 import {formatLabels, renderTable} from './table.ts';
 
 /** Runs the `once` command. */

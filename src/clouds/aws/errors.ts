@@ -31,6 +31,8 @@ export const REGION_NOT_ENABLED_CODES: ReadonlySet<string> = new Set([
 /** The error's code as AWS reports it (`ThrottlingException`, `AccessDeniedException` ...). */
 export function awsErrorCode(error: unknown): string {
   const e = error as SdkErrorShape | undefined;
+  // Our credential wrapper keeps the AWS code (AccessDenied, CredentialsProviderError) in `code`.
+  if (e?.name === 'AwsCredentialError' && e.code) return e.code;
   return e?.name ?? e?.code ?? 'Unknown';
 }
 

@@ -1,11 +1,9 @@
-/** What `once` and `start` share: loading the config, opening the registry, the heartbeat and discovery. */
+/** What `once` and `start` share: opening the logger, the registry, the heartbeat and discovery for a config. */
 import os from 'node:os';
 import {pino} from 'pino';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
 import {loadOrCreateHostId} from '../../heartbeats/host-id.ts';
 import type {Clock} from '../core/clock.ts';
-import {InputError} from '../core/errors.ts';
-import {ConfigError, loadConfigFile} from '../config/load.ts';
 import type {Config} from '../config/schema.ts';
 import type {Registrar} from '../discovery/cycle.ts';
 import {Discovery, type DiscoveryOptions} from '../discovery/discovery.ts';
@@ -14,34 +12,7 @@ import {createLogger, type Logger} from '../observability/logger.ts';
 import type {RegistryBackend} from '../registry/backend.ts';
 import {createBackend} from '../registry/index.ts';
 import {VERSION} from '../version.ts';
-import type {CliIo} from './io.ts';
-
-/** Prints a usage problem and returns exit code 2. */
-export function usageError(io: CliIo, command: string, message: string): number {
-  io.stderr(`kube-discovery ${command}: ${message}\n`);
-  return 2;
-}
-
-/** Loads the config named by `-c`; prints every problem and returns 2 when it is missing or invalid. */
-export async function withConfig(io: CliIo, command: string, path: string | undefined, run: (config: Config) => Promise<number>): Promise<number> {
-  if (!path) return usageError(io, command, 'missing -c FILE (the config file)');
-  let config: Config;
-  try {
-    config = await loadConfigFile(path);
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      io.stderr(`${error.message}\n`);
-      return 2;
-    }
-    throw error;
-  }
-  try {
-    return await run(config);
-  } catch (error) {
-    if (error instanceof InputError) return usageError(io, command, error.message);
-    throw error;
-  }
-}
+import type {CliIo} from '../cli/io.ts';
 
 /** The replica's name: `KUBE_DISCOVERY_REPLICA`, else the pod/host name. Stable across restarts of one pod. */
 export function replicaName(env: Readonly<Record<string, string | undefined>>): string {
@@ -68,6 +39,8 @@ export interface RuntimeOptions {
   readonly logger?: Logger;
   readonly discovery?: Partial<DiscoveryOptions>;
   readonly backend?: RegistryBackend;
+  /** Counts failed registry writes of the heartbeat. */
+  readonly onHeartbeatFailure?: (kind: 'announce' | 'keepalive' | 'delete') => void;
 }
 
 /** Opens logger, backend, host id, heartbeat and discovery for a config. */
@@ -95,6 +68,7 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
       hostname,
       version: VERSION,
       logger,
+      ...(options.onHeartbeatFailure ? {onFailure: options.onHeartbeatFailure} : {}),
     });
     await heartbeat.start();
     const discovery = new Discovery({config, clock: options.clock, hostId, hostname, version: VERSION, ...options.discovery});

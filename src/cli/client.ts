@@ -1,0 +1,41 @@
+/** A small client of the HTTP API for the CLI (`ls`, `kubeconfig`). */
+import {readFile} from 'node:fs/promises';
+import type {KubeServer} from '../../heartbeats/kube-server.ts';
+
+/** Where and how to reach the API. */
+export interface ApiClientOptions {
+  readonly server: string;
+  readonly token?: string;
+}
+
+/** The bearer token from `--token-file` or `KUBE_DISCOVERY_TOKEN`. */
+export async function resolveToken(tokenFile: string | undefined, env: Readonly<Record<string, string | undefined>>): Promise<string | undefined> {
+  if (tokenFile) return (await readFile(tokenFile, 'utf8')).trim();
+  return env['KUBE_DISCOVERY_TOKEN'] || undefined;
+}
+
+/** Lists every kube_server (all pages), optionally filtered by a label selector `k=v,...`. */
+export async function listKubeServers(options: ApiClientOptions & {labels?: string}): Promise<KubeServer[]> {
+  const out: KubeServer[] = [];
+  let token: string | undefined;
+  do {
+    const url = new URL('/v1/kube_servers', options.server);
+    url.searchParams.set('limit', '500');
+    if (options.labels) url.searchParams.set('labels', options.labels);
+    if (token) url.searchParams.set('next_page_token', token);
+    let res: Response;
+    try {
+      res = await fetch(url, {headers: options.token ? {authorization: `Bearer ${options.token}`} : {}, signal: AbortSignal.timeout(30_000)});
+    } catch (error) {
+      throw new Error(`cannot reach ${options.server}: ${((error as Error).cause as Error | undefined)?.message ?? (error as Error).message}`, {cause: error});
+    }
+    if (!res.ok) {
+      const body = (await res.json().catch(() => ({}))) as {message?: string};
+      throw new Error(`${url.origin}${url.pathname} answered HTTP ${res.status}${body.message ? `: ${body.message}` : ''}`);
+    }
+    const page = (await res.json()) as {items: KubeServer[]; next_page_token?: string};
+    out.push(...page.items);
+    token = page.next_page_token;
+  } while (token);
+  return out;
+}

@@ -1,0 +1,111 @@
+/**
+ * Who may call /v1/*: bearer tokens listed in a file (compared in constant time), and, in
+ * Kubernetes, service-account tokens checked with a TokenReview and limited to an
+ * allow-list of `namespace:serviceaccount` (the RFD on Kubernetes joining).
+ */
+import {createHash, timingSafeEqual} from 'node:crypto';
+import {readFile, stat} from 'node:fs/promises';
+import type {Clock} from '../core/clock.ts';
+
+/** Decides whether a request's Authorization header is allowed. */
+export type Authenticator = (authorization: string | undefined) => Promise<boolean>;
+
+/** Reviews a service-account token; resolves to `namespace:serviceaccount` when authenticated. */
+export type TokenReviewer = (token: string) => Promise<string | undefined>;
+
+/** Options of createAuthenticator. */
+export interface AuthOptions {
+  readonly tokenFile?: string;
+  readonly allowedServiceAccounts?: readonly string[];
+  readonly tokenReview?: TokenReviewer;
+  readonly clock: Clock;
+  /** How long a TokenReview verdict is reused. */
+  readonly reviewCacheMs?: number;
+}
+
+const digest = (text: string): Buffer => createHash('sha256').update(text).digest();
+
+/** Builds the authenticator; `undefined` when no auth is configured (the API is then open, on loopback by default). */
+export function createAuthenticator(options: AuthOptions): Authenticator | undefined {
+  if (!options.tokenFile && !options.allowedServiceAccounts?.length) return undefined;
+  let cached: {mtimeMs: number; digests: Buffer[]} | undefined;
+  const reviews = new Map<string, {allowed: boolean; until: number}>();
+
+  async function fileTokens(): Promise<Buffer[]> {
+    if (!options.tokenFile) return [];
+    const info = await stat(options.tokenFile);
+    // Re-read when the file changes, so tokens rotate without a restart.
+    if (!cached || cached.mtimeMs !== info.mtimeMs) {
+      const text = await readFile(options.tokenFile, 'utf8');
+      const tokens = text.split('\n').map((t) => t.trim()).filter((t) => t !== '' && !t.startsWith('#'));
+      cached = {mtimeMs: info.mtimeMs, digests: tokens.map(digest)};
+    }
+    return cached.digests;
+  }
+
+  return async (authorization) => {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
+    const token = match?.[1];
+    if (!token) return false;
+    const presented = digest(token);
+    // Compare against every token so timing says nothing about which one matched.
+    let ok = false;
+    for (const known of await fileTokens()) ok = timingSafeEqual(known, presented) || ok;
+    if (ok) return true;
+    if (!options.tokenReview || !options.allowedServiceAccounts?.length) return false;
+    const key = presented.toString('hex');
+    const now = options.clock.now();
+    const hit = reviews.get(key);
+    if (hit && hit.until > now) return hit.allowed;
+    const identity = await options.tokenReview(token).catch(() => undefined);
+    const allowed = identity !== undefined && options.allowedServiceAccounts.includes(identity);
+    if (reviews.size > 10_000) reviews.clear();
+    reviews.set(key, {allowed, until: now + (options.reviewCacheMs ?? 60_000)});
+    return allowed;
+  };
+}
+
+/** In-cluster TokenReview against the Kubernetes API, with the pod's own service-account credentials. */
+export function inClusterTokenReviewer(options: {
+  readonly apiServer: string;
+  readonly caPem: string;
+  readonly bearer: () => Promise<string>;
+  readonly timeoutMs?: number;
+}): TokenReviewer {
+  return async (token) => {
+    const {request} = await import('node:https');
+    const body = JSON.stringify({apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: {token}});
+    const url = new URL('/apis/authentication.k8s.io/v1/tokenreviews', options.apiServer);
+    const bearer = await options.bearer();
+    const text = await new Promise<string>((resolve, reject) => {
+      const req = request(
+        url,
+        {method: 'POST', ca: options.caPem, timeout: options.timeoutMs ?? 5000, headers: {'content-type': 'application/json', authorization: `Bearer ${bearer}`}},
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => (res.statusCode === 201 || res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString('utf8')) : reject(new Error(`TokenReview answered HTTP ${res.statusCode}`))));
+        },
+      );
+      req.on('timeout', () => req.destroy(new Error('TokenReview timed out')));
+      req.on('error', reject);
+      req.end(body);
+    });
+    const review = JSON.parse(text) as {status?: {authenticated?: boolean; user?: {username?: string}}};
+    const username = review.status?.authenticated ? review.status.user?.username : undefined;
+    const m = /^system:serviceaccount:([^:]+):([^:]+)$/.exec(username ?? '');
+    return m ? `${m[1]}:${m[2]}` : undefined;
+  };
+}
+
+/** The reviewer for the pod this runs in, or undefined outside Kubernetes. */
+export async function podTokenReviewer(env: Readonly<Record<string, string | undefined>>): Promise<TokenReviewer | undefined> {
+  const host = env['KUBERNETES_SERVICE_HOST'];
+  const port = env['KUBERNETES_SERVICE_PORT'] ?? '443';
+  if (!host) return undefined;
+  const dir = '/var/run/secrets/kubernetes.io/serviceaccount';
+  const caPem = await readFile(`${dir}/ca.crt`, 'utf8').catch(() => undefined);
+  if (!caPem) return undefined;
+  const apiServer = `https://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  return inClusterTokenReviewer({apiServer, caPem, bearer: async () => (await readFile(`${dir}/token`, 'utf8')).trim()});
+}

@@ -1,0 +1,211 @@
+/**
+ * The JSON HTTP API (design §8): health, readiness, metrics, the kube_server inventory
+ * with label selectors and pagination, a server-sent-event watch, per-source status,
+ * and a manual discovery trigger. Errors map to HTTP status in one place.
+ */
+import {createServer, type IncomingMessage, type Server, type ServerResponse} from 'node:http';
+import type {AddressInfo} from 'node:net';
+import type {KubeServer} from '../../heartbeats/kube-server.ts';
+import {AuthenticationError, InputError, NotFoundError} from '../core/errors.ts';
+import type {Inventory} from '../inventory/inventory.ts';
+import type {Logger} from '../observability/logger.ts';
+import type {Authenticator} from './auth.ts';
+
+/** Readiness as /readyz reports it. */
+export interface Readiness {
+  readonly ready: boolean;
+  /** `ready`, `degraded` (serving the cached inventory while the backend is unreachable) or `not_ready`. */
+  readonly status: 'ready' | 'degraded' | 'not_ready';
+  readonly reason?: string;
+}
+
+/** What the server serves. */
+export interface HttpServerOptions {
+  readonly listenAddr: string;
+  readonly inventory: Inventory;
+  readonly readiness: () => Promise<Readiness>;
+  readonly status: () => unknown;
+  readonly metrics?: () => Promise<{contentType: string; body: string}>;
+  /** Runs a discovery cycle now; undefined on replicas that don't run cycles. */
+  readonly trigger?: () => {accepted: boolean; reason?: string};
+  readonly auth?: Authenticator;
+  readonly logger?: Logger;
+  /** Interval of SSE keep-alive comments. */
+  readonly sseKeepaliveMs?: number;
+}
+
+/** A listening API server. */
+export interface HttpServer {
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+const MAX_LIMIT = 1000;
+const DEFAULT_LIMIT = 100;
+
+/** Parses `env=prod,team=a` into pairs; an item without `=` is a usage error. */
+export function parseLabelSelector(text: string | null): [string, string][] {
+  if (!text) return [];
+  return text.split(',').filter((p) => p.trim() !== '').map((pair) => {
+    const i = pair.indexOf('=');
+    if (i <= 0) throw new InputError(`labels: expected key=value pairs separated by commas, found ${JSON.stringify(pair)}`);
+    return [pair.slice(0, i).trim(), pair.slice(i + 1).trim()];
+  });
+}
+
+/** Whether a kube_server has every selected label (cluster labels, server labels or dynamic label results). */
+export function matchesSelector(server: KubeServer, selector: readonly [string, string][]): boolean {
+  const cluster = server.spec.cluster;
+  return selector.every(([k, v]) => {
+    const value = cluster.metadata.labels[k] ?? server.metadata.labels?.[k] ?? cluster.spec.dynamic_labels?.[k]?.result;
+    return value === v;
+  });
+}
+
+/** Starts the API server on `listenAddr` (`host:port`; port 0 picks a free one). */
+export async function startHttpServer(options: HttpServerOptions): Promise<HttpServer> {
+  const sockets = new Set<ServerResponse>();
+  const server: Server = createServer((req, res) => {
+    handle(req, res, options, sockets).catch((error: unknown) => sendError(res, error, options.logger));
+  });
+  const {host, port} = splitHostPort(options.listenAddr);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  return {
+    url: `http://${shownHost}:${address.port}`,
+    async close() {
+      for (const res of sockets) res.end();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** `host:port` → parts; `[::1]:3000` works too. */
+export function splitHostPort(addr: string): {host: string; port: number} {
+  const m = /^\[?([^\]]*?)\]?:(\d+)$/.exec(addr);
+  if (!m) throw new InputError(`listen address: expected host:port, found ${JSON.stringify(addr)}`);
+  return {host: m[1] ?? '', port: Number(m[2])};
+}
+
+async function handle(req: IncomingMessage, res: ServerResponse, options: HttpServerOptions, sockets: Set<ServerResponse>): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://localhost');
+  const path = url.pathname;
+  const method = req.method ?? 'GET';
+
+  if (path === '/healthz') return sendJson(res, 200, {status: 'ok'});
+  if (path === '/readyz') {
+    const r = await options.readiness();
+    return sendJson(res, r.ready ? 200 : 503, r);
+  }
+  if (path === '/metrics' && options.metrics) {
+    const m = await options.metrics();
+    res.writeHead(200, {'content-type': m.contentType});
+    res.end(m.body);
+    return;
+  }
+  if (!path.startsWith('/v1/')) throw new NotFoundError(`no such endpoint ${path}`);
+  if (options.auth && !(await options.auth(req.headers.authorization))) {
+    throw new AuthenticationError('a valid bearer token is required');
+  }
+
+  if (path === '/v1/kube_servers' && method === 'GET') {
+    const selector = parseLabelSelector(url.searchParams.get('labels'));
+    const limit = parseLimit(url.searchParams.get('limit'));
+    const after = decodePageToken(url.searchParams.get('next_page_token'));
+    const all = options.inventory.list().filter((s) => matchesSelector(s, selector) && (after === undefined || s.metadata.name > after));
+    const items = all.slice(0, limit);
+    const last = items.at(-1);
+    return sendJson(res, 200, {items, ...(all.length > limit && last ? {next_page_token: encodePageToken(last.metadata.name)} : {})});
+  }
+  const one = /^\/v1\/kube_servers\/([^/]+)$/.exec(path);
+  if (one && method === 'GET') {
+    const name = decodeURIComponent(one[1] ?? '');
+    const item = options.inventory.get(name);
+    if (!item) throw new NotFoundError(`kube_server ${JSON.stringify(name)} not found`);
+    return sendJson(res, 200, item);
+  }
+  if (path === '/v1/status' && method === 'GET') return sendJson(res, 200, options.status());
+  if (path === '/v1/watch' && method === 'GET') return watch(req, res, url, options, sockets);
+  if (path === '/v1/discover' && method === 'POST') {
+    if (!options.trigger) return sendJson(res, 409, {error: 'conflict', message: 'this replica does not run discovery (not the leader)'});
+    const r = options.trigger();
+    return sendJson(res, r.accepted ? 202 : 409, r.accepted ? {triggered: true} : {error: 'conflict', message: r.reason});
+  }
+  throw new NotFoundError(`no such endpoint ${method} ${path}`);
+}
+
+function watch(req: IncomingMessage, res: ServerResponse, url: URL, options: HttpServerOptions, sockets: Set<ServerResponse>): void {
+  const selector = parseLabelSelector(url.searchParams.get('labels'));
+  res.writeHead(200, {'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive'});
+  const send = (event: string, data: unknown): void => {
+    res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  };
+  // Subscribe first so nothing between the snapshot and the live stream is lost.
+  const unsubscribe = options.inventory.subscribe((e) => {
+    if (e.type === 'put') {
+      if (matchesSelector(e.server, selector)) send('put', e.server);
+    } else {
+      send('delete', {name: e.name});
+    }
+  });
+  for (const server of options.inventory.list()) if (matchesSelector(server, selector)) send('put', server);
+  send('synced', {});
+  const keepalive = setInterval(() => res.write(': keepalive\n\n'), options.sseKeepaliveMs ?? 15_000);
+  keepalive.unref();
+  sockets.add(res);
+  const done = (): void => {
+    clearInterval(keepalive);
+    unsubscribe();
+    sockets.delete(res);
+  };
+  req.on('close', done);
+  res.on('close', done);
+}
+
+function parseLimit(text: string | null): number {
+  if (text === null) return DEFAULT_LIMIT;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1 || n > MAX_LIMIT) throw new InputError(`limit: expected an integer from 1 to ${MAX_LIMIT}, found ${JSON.stringify(text)}`);
+  return n;
+}
+
+function encodePageToken(name: string): string {
+  return Buffer.from(name, 'utf8').toString('base64url');
+}
+
+function decodePageToken(token: string | null): string | undefined {
+  if (!token) return undefined;
+  const name = Buffer.from(token, 'base64url').toString('utf8');
+  if (name === '' || encodePageToken(name) !== token) throw new InputError('next_page_token: not a token this server issued');
+  return name;
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, {'content-type': 'application/json', 'content-length': Buffer.byteLength(text)});
+  res.end(text);
+}
+
+/** The one place errors become HTTP answers; unexpected errors never leak their message. */
+function sendError(res: ServerResponse, error: unknown, logger: Logger | undefined): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  if (error instanceof InputError) return sendJson(res, 400, {error: 'bad_request', message: error.message});
+  if (error instanceof NotFoundError) return sendJson(res, 404, {error: 'not_found', message: error.message});
+  if (error instanceof AuthenticationError) {
+    res.setHeader('www-authenticate', 'Bearer');
+    return sendJson(res, 401, {error: 'unauthorized', message: error.message});
+  }
+  logger?.error({err: error}, 'HTTP handler failed');
+  return sendJson(res, 500, {error: 'internal', message: 'internal error; see the service log'});
+}

@@ -1,0 +1,208 @@
+/**
+ * The long-running service: opens the registry, serves the last known inventory at once,
+ * runs discovery cycles on schedule, keeps entries alive, and serves the HTTP API.
+ */
+import type {Clock} from '../core/clock.ts';
+import type {Config} from '../config/schema.ts';
+import type {CliIo} from '../cli/io.ts';
+import type {CycleReport} from '../discovery/cycle.ts';
+import type {DiscoveryOptions} from '../discovery/discovery.ts';
+import {DynamicLabels} from '../discovery/dynamic-labels.ts';
+import {createAuthenticator, podTokenReviewer, type TokenReviewer} from '../http/auth.ts';
+import {startHttpServer, type HttpServer, type Readiness} from '../http/server.ts';
+import {Inventory} from '../inventory/inventory.ts';
+import {logCycleSummary, logSourceResult} from '../observability/log-events.ts';
+import type {Logger} from '../observability/logger.ts';
+import {Metrics} from '../observability/metrics.ts';
+import type {RegistryBackend} from '../registry/backend.ts';
+import {cronSchedule, intervalSchedule} from '../scheduler/schedule.ts';
+import {Scheduler} from '../scheduler/scheduler.ts';
+import {StatusTracker} from '../status/status.ts';
+import {VERSION} from '../version.ts';
+import {openRuntime, type Runtime} from './runtime.ts';
+
+/** Options of startService. */
+export interface ServiceOptions {
+  readonly config: Config;
+  readonly io: CliIo;
+  readonly clock: Clock;
+  readonly logger?: Logger;
+  readonly metrics?: Metrics;
+  readonly backend?: RegistryBackend;
+  readonly discovery?: Partial<DiscoveryOptions>;
+  readonly tokenReviewer?: TokenReviewer;
+  /** Overrides `http.listen_addr` (tests use port 0). */
+  readonly listenAddr?: string;
+}
+
+/** A running service. */
+export interface RunningService {
+  readonly url: string;
+  readonly runtime: Runtime;
+  readonly metrics: Metrics;
+  readonly inventory: Inventory;
+  /** Runs a cycle now (SIGHUP, POST /v1/discover). */
+  trigger(): void;
+  /** Resolves with the report of the next completed cycle. */
+  nextCycle(): Promise<CycleReport>;
+  /** Stops scheduling, lets a running cycle finish (bounded), stops heartbeats and closes everything. */
+  stop(options: {deregister: boolean; graceMs?: number}): Promise<void>;
+}
+
+const NO_CREDENTIALS = /CredentialsProviderError|Could not load credentials|no AWS credentials/i;
+
+/** Starts the service. */
+export async function startService(options: ServiceOptions): Promise<RunningService> {
+  const {config, clock} = options;
+  const metrics = options.metrics ?? new Metrics();
+  const status = new StatusTracker();
+  const group = config.discovery_service.discovery_group;
+  let logger: Logger | undefined = options.logger;
+  const dynamic = new DynamicLabels({
+    commands: config.kubernetes_service.commands,
+    clock,
+    onError: (name, error) => logger?.warn({label: name, err: error}, `dynamic label ${name}: command failed; keeping the last result`),
+  });
+
+  const runtime = await openRuntime(config, options.io, {
+    clock,
+    logTo: 'stdout',
+    ...(options.logger ? {logger: options.logger} : {}),
+    ...(options.backend ? {backend: options.backend} : {}),
+    onHeartbeatFailure: (kind) => metrics.heartbeatFailure(kind),
+    discovery: {
+      dynamicLabels: () => dynamic.current(),
+      onSource: (result, durationMs) => {
+        status.recordSource(result, clock.now());
+        metrics.observeSource(result, durationMs);
+        logSourceResult(runtime.logger, result, durationMs);
+      },
+      ...options.discovery,
+    },
+  });
+  logger = runtime.logger;
+  const log = runtime.logger;
+  await dynamic.start();
+
+  // Serve what the registry already holds (a restart shows the last inventory at once).
+  const inventory = new Inventory({backend: runtime.backend, group, clock, onError: (error) => log.warn({err: error}, 'registry read failed; serving the last known inventory')});
+  await inventory.start();
+  metrics.observeInventory(inventory.list());
+  inventory.subscribe(() => metrics.observeInventory(inventory.list()));
+
+  let firstCycleDone = false;
+  let backendEverOk = false;
+  const waiters: ((report: CycleReport) => void)[] = [];
+
+  const scheduler = new Scheduler({
+    clock,
+    next: config.discovery_service.schedule ? cronSchedule(config.discovery_service.schedule) : intervalSchedule(config.discovery_service.poll_interval ?? 300_000),
+    onOverrun: (lateByMs) => {
+      metrics.cycleOverrun();
+      log.warn({late_ms: lateByMs}, 'discovery cycle overran its schedule; the next cycle starts now');
+    },
+    onError: (error) => log.error({err: error}, 'discovery cycle failed; the registry was left as it was'),
+    run: async (signal) => {
+      const report = await runtime.discovery.runCycle(runtime.registrar, signal);
+      status.recordCycle(report);
+      metrics.observeCycle(report);
+      logCycleSummary(log, report);
+      warnIfNoCredentials(log, report);
+      firstCycleDone = true;
+      for (const waiter of waiters.splice(0)) waiter(report);
+    },
+  });
+
+  const readiness = async (): Promise<Readiness> => {
+    try {
+      await runtime.backend.ping();
+      backendEverOk = true;
+    } catch (error) {
+      const reason = `registry backend ${runtime.backend.name} unreachable: ${(error as Error).message}`;
+      // After a good start, serve the cached inventory and say so rather than drop out of the load balancer.
+      return firstCycleDone && backendEverOk ? {ready: true, status: 'degraded', reason: `${reason}; serving the last known inventory`} : {ready: false, status: 'not_ready', reason};
+    }
+    if (!firstCycleDone) return {ready: false, status: 'not_ready', reason: 'the first discovery cycle has not completed yet'};
+    return {ready: true, status: 'ready'};
+  };
+
+  const auth = createAuthenticator({
+    clock,
+    ...(config.http.auth?.token_file ? {tokenFile: config.http.auth.token_file} : {}),
+    ...(config.http.auth?.allowed_service_accounts ? {allowedServiceAccounts: config.http.auth.allowed_service_accounts} : {}),
+    ...(await tokenReviewerFor(options)),
+  });
+
+  const statusBody = (): unknown => ({
+    discovery_group: group,
+    version: VERSION,
+    host_id: runtime.hostId,
+    role: 'leader',
+    backend: {type: runtime.backend.name, synced: inventory.synced, ...(inventory.lastError ? {error: inventory.lastError} : {})},
+    inventory: {count: inventory.list().length},
+    last_cycle: status.lastCycle ?? null,
+    last_success: status.lastSuccess ?? null,
+    next_cycle: scheduler.nextDue ? new Date(scheduler.nextDue).toISOString() : null,
+    cycle_running: scheduler.busy,
+    sources: status.sources(),
+  });
+
+  let http: HttpServer;
+  try {
+    http = await startHttpServer({
+      listenAddr: options.listenAddr ?? config.http.listen_addr,
+      inventory,
+      readiness,
+      status: statusBody,
+      metrics: () => metrics.render(),
+      trigger: () => {
+        scheduler.trigger();
+        return {accepted: true};
+      },
+      ...(auth ? {auth} : {}),
+      logger: log,
+    });
+  } catch (error) {
+    await inventory.stop();
+    await runtime.close({deregister: false});
+    throw error;
+  }
+  log.info({url: http.url, discovery_group: group, backend: runtime.backend.name, entries: inventory.list().length}, `kube-discovery ${VERSION} serving on ${http.url}`);
+  scheduler.start();
+
+  return {
+    url: http.url,
+    runtime,
+    metrics,
+    inventory,
+    trigger: () => scheduler.trigger(),
+    nextCycle: () => new Promise((resolve) => waiters.push(resolve)),
+    async stop({deregister, graceMs}) {
+      log.info({deregister}, 'stopping');
+      await scheduler.stop(graceMs ?? 10_000);
+      dynamic.stop();
+      await http.close();
+      await inventory.stop();
+      await runtime.close({deregister});
+      log.info('stopped');
+    },
+  };
+}
+
+async function tokenReviewerFor(options: ServiceOptions): Promise<{tokenReview?: TokenReviewer}> {
+  if (options.tokenReviewer) return {tokenReview: options.tokenReviewer};
+  if (!options.config.http.auth?.allowed_service_accounts?.length) return {};
+  const reviewer = await podTokenReviewer(options.io.env);
+  return reviewer ? {tokenReview: reviewer} : {};
+}
+
+/** Says plainly when discovery cannot run at all for lack of credentials, instead of only failing sources. */
+function warnIfNoCredentials(log: Logger, report: CycleReport): void {
+  const aws = report.sources.filter((s) => s.cloud === 'AWS');
+  if (aws.length > 0 && aws.every((s) => !s.ok && NO_CREDENTIALS.test(`${s.error?.code} ${s.error?.message}`))) {
+    log.warn(
+      {event: 'no_credentials', cloud: 'AWS'},
+      'no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or run with an IAM role (IRSA, EKS Pod Identity, instance profile). The service keeps serving the registry and retries every cycle.',
+    );
+  }
+}
