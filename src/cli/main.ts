@@ -1,11 +1,6 @@
 #!/usr/bin/env node
 /** The `kube-discovery` command line: dispatches to one sub-command and exits with its code. */
-import {runConfigCheck} from './config-check.ts';
 import {processIo, type CliIo, type Command} from './io.ts';
-import {runLs} from './ls.ts';
-import {runOnce} from './once.ts';
-import {runStart} from './start.ts';
-import {runToken} from './token.ts';
 import {VERSION} from '../version.ts';
 
 const USAGE = `usage: kube-discovery <command> [flags]
@@ -16,20 +11,23 @@ commands:
                                            run one discovery cycle and print what it did
   ls [--server URL] [--labels k=v,...] [--output json|table]
                                            list discovered clusters
-  kubeconfig [--server URL] [-o FILE]      write a kubeconfig for the discovered clusters
+  kubeconfig [--server URL | -c FILE] [-o FILE] [--labels k=v,...]
+                                           write a kubeconfig for the discovered clusters
   token eks --cluster-name N --region R [--role-arn A] [--external-id X]
                                            print an ExecCredential for kubectl
   config check -c FILE                     validate a config and print the effective config
   version                                  print the version
 `;
 
+// Commands load on first use: kubectl runs `token` for every request, so it must start fast.
 const commands: Readonly<Record<string, Command>> = {
-  start: runStart,
-  once: runOnce,
-  ls: runLs,
-  token: runToken,
+  start: async (argv, io) => (await import('./start.ts')).runStart(argv, io),
+  once: async (argv, io) => (await import('./once.ts')).runOnce(argv, io),
+  ls: async (argv, io) => (await import('./ls.ts')).runLs(argv, io),
+  kubeconfig: async (argv, io) => (await import('./kubeconfig.ts')).runKubeconfig(argv, io),
+  token: async (argv, io) => (await import('./token.ts')).runToken(argv, io),
   config: async (argv, io) => {
-    if (argv[0] === 'check') return runConfigCheck(argv.slice(1), io);
+    if (argv[0] === 'check') return (await import('./config-check.ts')).runConfigCheck(argv.slice(1), io);
     io.stderr(`kube-discovery config: unknown sub-command ${JSON.stringify(argv[0] ?? '')}; known: check\n`);
     return 2;
   },

@@ -1,0 +1,222 @@
+/**
+ * `kube-discovery kubeconfig [--server URL | -c FILE] [-o FILE] [--labels k=v,...] [--token-file F]`:
+ * a kubeconfig with one cluster, user and context per discovered kube_server. Users are exec
+ * credential plugins calling this CLI's `token` command, so the file never holds a token.
+ */
+import {open} from 'node:fs/promises';
+import {fileURLToPath} from 'node:url';
+import {parseArgs} from 'node:util';
+import {stringify} from 'yaml';
+import {kubeServerPrefix, type KubeAccess, type KubeServer} from '../../heartbeats/kube-server.ts';
+import {systemClock} from '../core/clock.ts';
+import {parseKubeServers} from '../discovery/registrar.ts';
+import {matchesSelector, parseLabelSelector} from '../http/server.ts';
+import {createBackend} from '../registry/index.ts';
+import {listKubeServers, resolveToken} from './client.ts';
+import {usageError, withConfig} from './common.ts';
+import type {CliIo, Command} from './io.ts';
+
+/** Where `--server` points by default (else `KUBE_DISCOVERY_SERVER`): the service's default listen address. */
+export const DEFAULT_SERVER = 'http://127.0.0.1:3000';
+/** Absolute path of the CLI entry point, so the exec plugin works without a global install. */
+export const MAIN_PATH = fileURLToPath(new URL('./main.ts', import.meta.url));
+
+const EXEC_API_VERSION = 'client.authentication.k8s.io/v1beta1';
+
+const USAGE = `usage: kube-discovery kubeconfig [--server URL | -c FILE] [-o FILE] [--labels k=v,...] [--token-file FILE] [--exec-command PATH]
+Writes a kubeconfig with a context per discovered cluster (stdout, or FILE with mode 0600).
+  --server URL        the service's HTTP API (default ${DEFAULT_SERVER})
+  -c FILE             read the registry named by this config file instead
+  --labels k=v,...    only clusters with all of these labels
+  --token-file FILE   bearer token for the API (else KUBE_DISCOVERY_TOKEN)
+  --exec-command PATH credential plugin command (default: this node and CLI, by absolute path)
+`;
+
+/** How the exec plugin entries invoke the `token` command. */
+export interface ExecInvocation {
+  /** Absolute path of the program kubectl runs. */
+  readonly command: string;
+  /** Arguments before `token ...` (the script path when the command is node). */
+  readonly prefixArgs: readonly string[];
+}
+
+/** A kube_server left out of the kubeconfig, and why. */
+export interface SkippedServer {
+  readonly name: string;
+  readonly reason: string;
+}
+
+/** The kubeconfig document (the fields kubectl reads). */
+export interface KubeconfigDocument {
+  readonly apiVersion: 'v1';
+  readonly kind: 'Config';
+  readonly preferences: Record<string, never>;
+  readonly clusters: readonly {readonly name: string; readonly cluster: {readonly server: string; readonly 'certificate-authority-data': string}}[];
+  readonly users: readonly {readonly name: string; readonly user: {readonly exec: Readonly<Record<string, unknown>>}}[];
+  readonly contexts: readonly {readonly name: string; readonly context: {readonly cluster: string; readonly user: string}}[];
+  readonly 'current-context'?: string;
+}
+
+/** The default invocation: this Node binary running this CLI's entry point. */
+export function selfInvocation(): ExecInvocation {
+  return {command: process.execPath, prefixArgs: [MAIN_PATH]};
+}
+
+/** The `token` command arguments for a cluster's access. */
+export function tokenArgs(access: KubeAccess): string[] {
+  if (access.kind === 'eks') {
+    return [
+      'token', 'eks',
+      '--cluster-name', access.cluster_name,
+      '--region', access.region,
+      ...(access.role_arn ? ['--role-arn', access.role_arn] : []),
+      ...(access.external_id ? ['--external-id', access.external_id] : []),
+    ];
+  }
+  return [
+    'token', 'aks',
+    ...(access.server_id ? ['--server-id', access.server_id] : []),
+    '--subscription', access.subscription_id,
+    '--resource-group', access.resource_group,
+    '--name', access.resource_name,
+  ];
+}
+
+/** Builds the kubeconfig for `servers` (in order; the first is the current context). */
+export function buildKubeconfig(servers: readonly KubeServer[], exec: ExecInvocation): {document: KubeconfigDocument; skipped: SkippedServer[]} {
+  const skipped: SkippedServer[] = [];
+  const clusters: KubeconfigDocument['clusters'][number][] = [];
+  const users: KubeconfigDocument['users'][number][] = [];
+  const contexts: KubeconfigDocument['contexts'][number][] = [];
+  const seen = new Set<string>();
+  for (const server of servers) {
+    const name = server.metadata.name;
+    const {endpoint, ca_data: caData, access} = server.status ?? {};
+    const missing = [endpoint ? '' : 'endpoint', caData ? '' : 'CA', access ? '' : 'access information'].filter(Boolean);
+    if (seen.has(name)) {
+      skipped.push({name, reason: 'a cluster of the same name is already in the kubeconfig'});
+      continue;
+    }
+    if (!endpoint || !caData || !access || missing.length > 0) {
+      skipped.push({name, reason: `no ${missing.join(', ')} recorded yet`});
+      continue;
+    }
+    seen.add(name);
+    clusters.push({name, cluster: {server: endpoint, 'certificate-authority-data': caData}});
+    users.push({
+      name,
+      user: {
+        exec: {
+          apiVersion: EXEC_API_VERSION,
+          command: exec.command,
+          args: [...exec.prefixArgs, ...tokenArgs(access)],
+          env: null,
+          installHint: 'the kube-discovery CLI (and its Node.js runtime) must be installed at the path in `command`; regenerate with `kube-discovery kubeconfig`',
+          interactiveMode: 'Never',
+          provideClusterInfo: false,
+        },
+      },
+    });
+    contexts.push({name, context: {cluster: name, user: name}});
+  }
+  const first = contexts[0]?.name;
+  return {
+    document: {apiVersion: 'v1', kind: 'Config', preferences: {}, clusters, users, contexts, ...(first ? {'current-context': first} : {})},
+    skipped,
+  };
+}
+
+/** Writes `text` to `path` readable by the owner only, also when the file already existed. */
+export async function writePrivateFile(path: string, text: string): Promise<void> {
+  const handle = await open(path, 'w', 0o600);
+  try {
+    // Tighten before writing, so an existing 0644 file never shows the new content to others.
+    await handle.chmod(0o600);
+    await handle.writeFile(text, 'utf8');
+  } finally {
+    await handle.close();
+  }
+}
+
+/** `kube-discovery kubeconfig ...`: exit 0, 1 when the clusters cannot be read, 2 for usage errors. */
+export const runKubeconfig: Command = async (argv, io) => {
+  let values;
+  try {
+    ({values} = parseArgs({
+      args: [...argv],
+      options: {
+        server: {type: 'string'},
+        config: {type: 'string', short: 'c'},
+        output: {type: 'string', short: 'o'},
+        labels: {type: 'string'},
+        'token-file': {type: 'string'},
+        'exec-command': {type: 'string'},
+        help: {type: 'boolean', short: 'h'},
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    return usageError(io, 'kubeconfig', `${(error as Error).message}\n${USAGE}`);
+  }
+  if (values.help) {
+    io.stdout(USAGE);
+    return 0;
+  }
+  if (values.server !== undefined && values.config !== undefined) return usageError(io, 'kubeconfig', 'use either --server URL or -c FILE, not both');
+  let selector: [string, string][];
+  try {
+    selector = parseLabelSelector(values.labels ?? null);
+  } catch (error) {
+    return usageError(io, 'kubeconfig', (error as Error).message);
+  }
+  const exec: ExecInvocation = values['exec-command'] ? {command: values['exec-command'], prefixArgs: []} : selfInvocation();
+  const output = values.output;
+
+  const emit = async (servers: readonly KubeServer[]): Promise<number> => {
+    // The API filters too; filtering here as well covers -c and servers that ignore `labels`.
+    const {document, skipped} = buildKubeconfig(servers.filter((s) => matchesSelector(s, selector)), exec);
+    for (const s of skipped) io.stderr(`kube-discovery kubeconfig: skipping ${s.name}: ${s.reason}\n`);
+    const text = stringify(document, {lineWidth: 0});
+    const count = document.contexts.length;
+    if (count === 0) io.stderr('kube-discovery kubeconfig: no cluster matched; the kubeconfig has no contexts\n');
+    if (output === undefined) {
+      io.stdout(text);
+      return 0;
+    }
+    await writePrivateFile(output, text);
+    io.stderr(`kube-discovery kubeconfig: wrote ${count} context${count === 1 ? '' : 's'} to ${output}\n`);
+    return 0;
+  };
+
+  if (values.config !== undefined) return fromRegistry(io, values.config, emit);
+  let servers: KubeServer[];
+  try {
+    const token = await resolveToken(values['token-file'], io.env);
+    const server = values.server ?? io.env['KUBE_DISCOVERY_SERVER'] ?? DEFAULT_SERVER;
+    servers = await listKubeServers({server, ...(token ? {token} : {}), ...(values.labels ? {labels: values.labels} : {})});
+  } catch (error) {
+    io.stderr(`kube-discovery kubeconfig: ${(error as Error).message}\n`);
+    return 1;
+  }
+  return emit(servers);
+};
+
+/** Lists the discovery group's kube_servers straight from the registry the config names. */
+function fromRegistry(io: CliIo, path: string, emit: (servers: readonly KubeServer[]) => Promise<number>): Promise<number> {
+  return withConfig(io, 'kubeconfig', path, async (config) => {
+    if (config.storage.type === 'memory') {
+      io.stderr('kube-discovery kubeconfig: storage type memory lives inside the running service; use --server URL instead\n');
+    }
+    const backend = await createBackend(config.storage, {clock: systemClock});
+    let servers: KubeServer[];
+    try {
+      const items = await backend.list(kubeServerPrefix(config.discovery_service.discovery_group));
+      servers = parseKubeServers(items, (key, error) => io.stderr(`kube-discovery kubeconfig: skipping unreadable entry ${key}: ${error.message}\n`));
+    } finally {
+      await backend.close();
+    }
+    return emit(servers);
+  });
+}
+
