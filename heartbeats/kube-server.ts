@@ -67,6 +67,8 @@ export interface KubeServer {
     /** Connection facts the CLI needs for kubeconfig; never a credential. */
     readonly endpoint?: string;
     readonly ca_data?: string;
+    /** EKS authentication mode (API, API_AND_CONFIG_MAP, CONFIG_MAP) or AKS auth flavour, for probe messages. */
+    readonly auth_mode?: string;
     /** How to mint a token for this cluster (exec plugin arguments); never a credential. */
     readonly access?: KubeAccess;
   };

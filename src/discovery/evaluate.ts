@@ -140,6 +140,7 @@ function toServer(name: string, cluster: DiscoveredCluster, labels: Record<strin
       target_health: {status: 'unknown', reason: 'not_probed', message: 'not probed yet'},
       ...(cluster.endpoint ? {endpoint: cluster.endpoint} : {}),
       ...(cluster.caData ? {ca_data: cluster.caData} : {}),
+      ...(cluster.authMode ? {auth_mode: cluster.authMode} : {}),
       ...(cluster.access ? {access: toAccess(cluster)} : {}),
     },
   };

@@ -132,6 +132,7 @@ export function changedFields(existing: KubeServer, wanted: KubeServerDraft): st
     ['endpoint', existing.status?.endpoint, wanted.status?.endpoint],
     ['ca', existing.status?.ca_data, wanted.status?.ca_data],
     ['access', existing.status?.access, wanted.status?.access],
+    ['auth_mode', existing.status?.auth_mode, wanted.status?.auth_mode],
   ];
   return pairs.filter(([, a, b]) => stableJson(a) !== stableJson(b)).map(([field]) => field);
 }

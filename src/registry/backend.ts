@@ -1,4 +1,5 @@
 /** The registry contract every backend (memory, sqlite, etcd) implements and the contract suite checks. */
+import type {Fence} from './fence.ts';
 
 /** A lease groups entries that expire together; keeping it alive is one call whatever the number of entries. */
 export interface Lease {
@@ -73,4 +74,9 @@ export interface RegistryBackend {
   ping(): Promise<void>;
   /** Releases connections and files; entries stay (they expire on their own). */
   close(): Promise<void>;
+  /**
+   * A view whose put, delete and revokeLease throw FencedError once `fence` (from the leader
+   * election) no longer holds; reads pass through. Only backends shared by replicas (etcd) have it.
+   */
+  withFence?(fence: Fence): RegistryBackend;
 }

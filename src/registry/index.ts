@@ -2,6 +2,7 @@
 import type {Clock} from '../core/clock.ts';
 import {InputError} from '../core/errors.ts';
 import type {RegistryBackend} from './backend.ts';
+import {etcdBackendFromConfig} from './etcd.ts';
 import {MemoryBackend} from './memory.ts';
 import {SqliteBackend} from './sqlite.ts';
 
@@ -28,7 +29,7 @@ export interface SqliteStorageConfig {
 export const backends = {
   memory: (_config: MemoryStorageConfig, deps: BackendDeps) => Promise.resolve(new MemoryBackend({clock: deps.clock})),
   sqlite: (config: SqliteStorageConfig, deps: BackendDeps) => SqliteBackend.open({path: config.path, clock: deps.clock}),
-  // etcd: (config: EtcdStorageConfig, deps) => EtcdBackend.open(...) — added with src/registry/etcd.ts.
+  etcd: etcdBackendFromConfig,
 } as const satisfies Record<string, BackendFactory<never>>;
 
 /** Names of the registered backends (`memory`, `sqlite`, ...). */

@@ -19,6 +19,7 @@ import {cronSchedule, intervalSchedule} from '../scheduler/schedule.ts';
 import {Scheduler} from '../scheduler/scheduler.ts';
 import {StatusTracker} from '../status/status.ts';
 import {VERSION} from '../version.ts';
+import {createProbeStage} from './probes.ts';
 import {openRuntime, type Runtime} from './runtime.ts';
 
 /** Options of startService. */
@@ -90,6 +91,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   metrics.observeInventory(inventory.list());
   inventory.subscribe(() => metrics.observeInventory(inventory.list()));
 
+  const probe = createProbeStage({config, clock, logger: log, metrics, env: options.io.env});
   let firstCycleDone = false;
   let backendEverOk = false;
   const waiters: ((report: CycleReport) => void)[] = [];
@@ -109,6 +111,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       logCycleSummary(log, report);
       warnIfNoCredentials(log, report);
       firstCycleDone = true;
+      // Probes run after registration, inside the cycle's slot so their writes never race the next cycle.
+      const changed = await probe(report, runtime.registrar, signal);
+      if (changed > 0) log.info({event: 'probe', changed}, `probes changed the health of ${changed} clusters`);
       for (const waiter of waiters.splice(0)) waiter(report);
     },
   });

@@ -1,0 +1,71 @@
+/**
+ * After each cycle, probe every registered cluster and re-announce those whose health
+ * changed. Registration never waits for probes, and a probe failure never deregisters.
+ */
+import type {TargetHealth} from '../../heartbeats/kube-server.ts';
+import type {Clock} from '../core/clock.ts';
+import type {Config} from '../config/schema.ts';
+import type {Registrar} from '../discovery/cycle.ts';
+import type {CycleReport} from '../discovery/cycle.ts';
+import type {KubeServerDraft} from '../discovery/evaluate.ts';
+import type {Logger} from '../observability/logger.ts';
+import type {Metrics} from '../observability/metrics.ts';
+import {eksTokenSource} from '../probe/eks-token-source.ts';
+import {healthChanged, ProbeRunner} from '../probe/probe-runner.ts';
+import {tokenSources, type TokenSource} from '../probe/token-source.ts';
+
+/** Options of the probe stage. */
+export interface ProbeStageOptions {
+  readonly config: Config;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Token source for AKS clusters, when Azure discovery is configured. */
+  readonly aks?: TokenSource;
+}
+
+/** Probes after a cycle; returns how many entries were re-announced with new health. */
+export type ProbeStage = (report: CycleReport, registrar: Registrar, signal: AbortSignal) => Promise<number>;
+
+/** Builds the probe stage, or a no-op when `probe.enabled` is false. */
+export function createProbeStage(options: ProbeStageOptions): ProbeStage {
+  const {config, clock, logger, metrics} = options;
+  if (!config.probe.enabled) return async () => 0;
+  const tokens = tokenSources({
+    eks: eksTokenSource({clock, env: options.env, onMint: () => metrics.tokenMinted('AWS'), onError: () => metrics.tokenError('AWS')}),
+    ...(options.aks ? {aks: options.aks} : {}),
+  });
+  const runner = new ProbeRunner({
+    clock,
+    concurrency: config.probe.concurrency,
+    timeoutMs: config.probe.timeout,
+    tokenFor: (access) => tokens.token(access),
+    forgetToken: (access) => tokens.forget?.(access),
+    authModeFor: (server) => server.status?.auth_mode,
+    logger,
+    onResult: (health) => metrics.probeResult(health),
+  });
+  return async (report, registrar, signal) => {
+    const drafts = report.items.filter((i) => i.action !== 'delete' && i.action !== 'skip' && i.server).map((i) => i.server as KubeServerDraft);
+    const results = await runner.probeAll(drafts, signal);
+    let changed = 0;
+    for (const draft of drafts) {
+      const health = results.get(draft.metadata.name);
+      const before = draft.status?.target_health;
+      if (!health || !healthChanged(before, health)) continue;
+      if (signal.aborted) break;
+      try {
+        await registrar.announce(withHealth(draft, health));
+        changed++;
+      } catch (error) {
+        logger.warn({kube_server: draft.metadata.name, err: error}, 'could not record probe result');
+      }
+    }
+    return changed;
+  };
+}
+
+function withHealth(draft: KubeServerDraft, health: TargetHealth): KubeServerDraft {
+  return {...draft, status: {...draft.status, target_health: health}};
+}
