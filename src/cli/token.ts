@@ -6,6 +6,9 @@
 import {parseArgs} from 'node:util';
 import {systemClock, type Clock} from '../core/clock.ts';
 import {InputError} from '../core/errors.ts';
+import {AZURE_CLOUD_NAMES, isAzureCloudName} from '../clouds/azure/clouds.ts';
+import {defaultAzureCredential, type AzureCredentialFactory} from '../credentials/aks-credential.ts';
+import {mintEntraToken} from '../credentials/aks-token.ts';
 import {AwsCredentialProviders} from '../credentials/aws-credentials.ts';
 import {mintEksToken} from '../credentials/eks-token.ts';
 import {execCredential} from '../credentials/exec-credential.ts';
@@ -21,12 +24,14 @@ interface MintedToken {
 /** Injected dependencies of the token command; only tests change them. */
 export interface TokenCommandDeps {
   readonly clock?: Clock;
+  /** Builds the Entra ID credential of `token aks`; default DefaultAzureCredential. */
+  readonly azureCredential?: AzureCredentialFactory;
 }
 
 type TokenMinter = (argv: readonly string[], io: CliIo, deps: Required<TokenCommandDeps>) => Promise<MintedToken>;
 
 const USAGE = `usage: kube-discovery token eks --cluster-name NAME --region REGION [--role-arn ARN] [--external-id ID]
-       kube-discovery token aks --server-id ID
+       kube-discovery token aks --server-id ID [--tenant-id TENANT] [--client-id ID] [--environment AzurePublicCloud|AzureChinaCloud|AzureUSGovernment]
 Prints a client.authentication.k8s.io ExecCredential for kubectl (honours KUBERNETES_EXEC_INFO).
 `;
 
@@ -56,14 +61,31 @@ const mintEks: TokenMinter = async (argv, io, {clock}) => {
   return mintEksToken({clusterName, region, credentials, clock, env: io.env});
 };
 
-const mintAks: TokenMinter = () => Promise.reject(new InputError('token aks is not supported yet'));
+// Like `kubelogin get-token --login azurecli|msi|workloadidentity`: whatever DefaultAzureCredential finds.
+const mintAks: TokenMinter = async (argv, _io, {azureCredential}) => {
+  const {values} = parse(argv, {
+    'server-id': {type: 'string'},
+    'tenant-id': {type: 'string'},
+    'client-id': {type: 'string'},
+    environment: {type: 'string'},
+  });
+  const serverId = stringValue(values['server-id']);
+  if (!serverId) throw new InputError('expected --server-id ID (the AKS Entra ID server application, 6dae42f8-4368-4678-94ff-3960e28e3630 for AKS-managed Entra ID), got none');
+  if (!/^[\w.:/-]+$/.test(serverId)) throw new InputError(`expected --server-id to be an application id or URI, got ${JSON.stringify(serverId)}`);
+  const environment = stringValue(values['environment']) ?? 'AzurePublicCloud';
+  if (!isAzureCloudName(environment)) throw new InputError(`expected --environment to be one of ${AZURE_CLOUD_NAMES.join(', ')}, got ${JSON.stringify(environment)}`);
+  const tenantId = stringValue(values['tenant-id']);
+  const clientId = stringValue(values['client-id']);
+  const credential = azureCredential({cloud: environment, ...(tenantId ? {tenantId} : {}), ...(clientId ? {clientId} : {})});
+  return mintEntraToken(credential, serverId);
+};
 
 // Explicit registration: adding a cloud is one function and one line here.
 const minters = {eks: mintEks, aks: mintAks} as const satisfies Record<string, TokenMinter>;
 
 /** Builds the token command with injected dependencies. */
 export function tokenCommand(deps: TokenCommandDeps = {}): Command {
-  const resolved: Required<TokenCommandDeps> = {clock: deps.clock ?? systemClock};
+  const resolved: Required<TokenCommandDeps> = {clock: deps.clock ?? systemClock, azureCredential: deps.azureCredential ?? defaultAzureCredential};
   return async (argv, io) => {
     const [cloud, ...rest] = argv;
     if (cloud === undefined || cloud === '-h' || cloud === '--help' || cloud === 'help') {
@@ -108,7 +130,7 @@ function stringValue(value: unknown): string | undefined {
 /** The error as one line, with any secret from the environment cut out as a last line of defence. */
 function oneLine(error: unknown, io: CliIo): string {
   let text = (error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, ' ').trim();
-  for (const name of ['AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN']) {
+  for (const name of ['AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AZURE_CLIENT_SECRET', 'AZURE_CLIENT_CERTIFICATE_PASSWORD', 'AZURE_PASSWORD']) {
     for (const secret of [io.env[name], process.env[name]]) {
       if (secret && secret.length >= 8) text = text.split(secret).join('[redacted]');
     }

@@ -94,7 +94,7 @@ describe('token eks', () => {
     [['eks', '--cluster-name', 'prod', '--region', 'us-east-1', '--bogus'], /Unknown option '--bogus'/],
     [['eks', '--cluster-name', 'prod', '--region', 'mars-1'], /expected an AWS region .* got "mars-1"/],
     [['gke'], /expected one of eks, aks, got "gke"/],
-    [['aks', '--server-id', 'x'], /token aks is not supported yet/],
+    [['aks'], /expected --server-id ID/],
   ])('usage error %j: exit 2', async (argv, message) => {
     useEnvCredentials();
     const {io, out} = capture();

@@ -1,0 +1,262 @@
+/**
+ * Lists the AKS clusters of one (matcher, subscription[, resource group]) source: the managed
+ * clusters list to its last page, then per kept cluster the user kubeconfig
+ * (`listClusterUserCredential`, format=exec) for the API server URL and CA.
+ */
+import type {ContainerServiceClient, ManagedCluster} from '@azure/arm-containerservice';
+import type PQueue from 'p-queue';
+import type {Clock} from '../../core/clock.ts';
+import type {ClusterAccess, DiscoveredCluster, MalformedCluster, SourceRef} from '../../core/types.ts';
+import {parseAksKubeconfig, type AksUserKubeconfig} from '../../credentials/aks-kubeconfig.ts';
+import {accountOf, type AksClusterRef, type AksLocalAccounts} from '../../credentials/aks-local-accounts.ts';
+import {AKS_SERVER_ID} from '../../credentials/aks-token.ts';
+import {silentLogger, type Logger} from '../../observability/logger.ts';
+import type {ClusterFetcher} from '../fetcher.ts';
+import {azureErrorCode, azureFailure} from './errors.ts';
+
+/** Provisioning states of a running cluster that discovery keeps: an upgrade or update must not deregister it. */
+export const AKS_KEPT_PROVISIONING_STATES: ReadonlySet<string> = new Set(['Succeeded', 'Updating', 'Upgrading']);
+
+/** The narrow client surface the fetcher needs; a real `ContainerServiceClient.managedClusters` satisfies it. */
+export type AksApi = Pick<ContainerServiceClient['managedClusters'], 'list' | 'listByResourceGroup' | 'listClusterUserCredentials'>;
+
+/** Server and CA of a cluster, remembered across cycles while the cluster record does not change. */
+export interface CachedUserCredential {
+  /** eTag, fqdn and private fqdn of the record the kubeconfig was fetched for. */
+  readonly version: string;
+  readonly at: number;
+  readonly kubeconfig: AksUserKubeconfig;
+}
+
+/** What one AKS source needs. */
+export interface AksFetcherOptions {
+  readonly source: SourceRef;
+  readonly client: AksApi;
+  /** Bounds listClusterUserCredential calls in flight for this subscription (shared by its sources). */
+  readonly credentialQueue: PQueue;
+  /** `["*"]` or location names; clusters elsewhere are not this source's business. */
+  readonly regions: readonly string[];
+  /** Tenant of the subscription, when the subscription list said. */
+  readonly tenantId?: string;
+  readonly clock: Clock;
+  /** Where local-account tokens are kept for the probe (in memory only). */
+  readonly localAccounts?: AksLocalAccounts;
+  /** Kubeconfigs by cluster id, shared across cycles; omitted, every cycle asks ARM again. */
+  readonly credentialCache?: Map<string, CachedUserCredential>;
+  /** Longest a cached kubeconfig is reused even if the record did not change. Default 1 h. */
+  readonly credentialMaxAgeMs?: number;
+  readonly logger?: Logger;
+}
+
+const AKS_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
+const CLUSTER_ID = /^\/subscriptions\/([^/]+)\/resourcegroups\/([^/]+)\/providers\/microsoft\.containerservice\/managedclusters\/([^/]+)$/i;
+const LOCAL_ACCOUNTS_DISABLED = /disable local accounts|local accounts? (?:are|is) disabled/i;
+
+/** Builds the fetcher of one AKS source. */
+export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
+  const {source} = options;
+  const logger = options.logger ?? silentLogger;
+  const regions = options.regions.includes('*') ? undefined : new Set(options.regions.map(normalizeLocation));
+  const operation = source.resourceGroup ? 'ManagedClusters.ListByResourceGroup' : 'ManagedClusters.List';
+  return {
+    source,
+    async fetch(signal) {
+      let records: ManagedCluster[];
+      try {
+        records = await listAll(options, signal);
+      } catch (error) {
+        if (source.resourceGroup && azureErrorCode(error) === 'ResourceGroupNotFound') {
+          // A deleted resource group holds no clusters; a succeeded, empty listing lets its entries go.
+          return {source, ok: true, clusters: [], malformed: [], skippedReason: `resource group ${source.resourceGroup} not found`};
+        }
+        return {source, ok: false, clusters: [], malformed: [], error: azureFailure(error, operation)};
+      }
+
+      const clusters: DiscoveredCluster[] = [];
+      const malformed: MalformedCluster[] = [];
+      const pending: Promise<void>[] = [];
+      for (const record of records) {
+        const converted = toDiscovered(record, options);
+        if ('reason' in converted) {
+          malformed.push(converted);
+          continue;
+        }
+        if (regions && !regions.has(converted.region)) continue;
+        if (!converted.statusOk) {
+          logger.debug({source: source.id, cluster: converted.name, status: converted.status}, 'AKS cluster skipped by status');
+          clusters.push(converted);
+          continue;
+        }
+        pending.push(
+          options.credentialQueue.add(async () => {
+            clusters.push(await withEndpoint(converted, record, options, logger, signal));
+          }, {signal}),
+        );
+      }
+      try {
+        await Promise.all(pending);
+      } catch (error) {
+        // Only an abort gets here (the cycle is stopping): a partial listing must not be published.
+        return {source, ok: false, clusters: [], malformed: [], error: azureFailure(error, 'ManagedClusters.ListClusterUserCredentials')};
+      }
+      clusters.sort((a, b) => a.name.localeCompare(b.name) || (a.resourceGroup ?? '').localeCompare(b.resourceGroup ?? ''));
+      return {source, ok: true, clusters, malformed};
+    },
+  };
+}
+
+/** Every page of the listing; the pager follows `nextLink`, we make sure it cannot loop. */
+async function listAll(options: AksFetcherOptions, signal: AbortSignal): Promise<ManagedCluster[]> {
+  const {client, source} = options;
+  const pager = source.resourceGroup
+    ? client.listByResourceGroup(source.resourceGroup, {abortSignal: signal})
+    : client.list({abortSignal: signal});
+  const records: ManagedCluster[] = [];
+  const seenLinks = new Set<string>();
+  for await (const page of pager.byPage()) {
+    records.push(...page);
+    const next = page.continuationToken;
+    if (next !== undefined) {
+      if (seenLinks.has(next)) throw Object.assign(new Error('the managed clusters list returned a nextLink it had already returned'), {code: 'InvalidResponse'});
+      seenLinks.add(next);
+    }
+    // Pages after the first are sent without the caller's signal; stop asking for more once it fired.
+    signal.throwIfAborted();
+  }
+  return records;
+}
+
+/** Validates one listed record; a record discovery cannot use is reported, not thrown. */
+function toDiscovered(record: ManagedCluster, options: AksFetcherOptions): DiscoveredCluster | MalformedCluster {
+  const {source} = options;
+  const listedName = typeof record.name === 'string' ? record.name : '';
+  const bad = (reason: string): MalformedCluster => ({name: listedName || '(unnamed)', sourceId: source.id, reason});
+  if (!AKS_NAME.test(listedName)) return bad(`invalid cluster name ${JSON.stringify(listedName).slice(0, 80)}`);
+  const ref = parseClusterId(record.id);
+  if (!ref) return bad(`resource id ${JSON.stringify(record.id ?? null).slice(0, 200)} is not a managed cluster id`);
+  if (ref.subscriptionId !== source.account && source.account !== '') {
+    return bad(`resource id names subscription ${ref.subscriptionId}, the source lists ${source.account}`);
+  }
+  if (typeof record.location !== 'string' || normalizeLocation(record.location) === '') return bad('location is missing');
+
+  const provisioning = record.provisioningState ?? 'Unknown';
+  const power = record.powerState?.code ?? 'Unknown';
+  const aad = record.aadProfile;
+  const tenantId = aad?.tenantID ?? options.tenantId ?? record.identity?.tenantId;
+  const kubernetesVersion = record.currentKubernetesVersion ?? record.kubernetesVersion;
+  return {
+    cloud: 'Azure',
+    type: 'aks',
+    name: listedName,
+    region: normalizeLocation(record.location),
+    account: ref.subscriptionId,
+    resourceGroup: ref.resourceGroup,
+    ...(tenantId ? {tenantId} : {}),
+    ...(record.id ? {id: record.id} : {}),
+    tags: sanitizeTags(record.tags),
+    status: `${provisioning}/${power}`,
+    statusOk: AKS_KEPT_PROVISIONING_STATES.has(provisioning) && power === 'Running',
+    ...(kubernetesVersion ? {kubernetesVersion} : {}),
+    authMode: aad ? (aad.enableAzureRbac ? 'EntraID+AzureRBAC' : 'EntraID') : record.disableLocalAccounts ? 'None' : 'LocalAccounts',
+    access: accessOf(record, undefined),
+    sourceId: source.id,
+  };
+}
+
+/** Adds server and CA from the user kubeconfig. A failure costs this cluster its endpoint, never the source. */
+async function withEndpoint(
+  cluster: DiscoveredCluster,
+  record: ManagedCluster,
+  options: AksFetcherOptions,
+  logger: Logger,
+  signal: AbortSignal,
+): Promise<DiscoveredCluster> {
+  const ref: AksClusterRef = {subscriptionId: cluster.account, resourceGroup: cluster.resourceGroup ?? '', name: cluster.name};
+  const fqdnEndpoint = (): {endpoint?: string} => {
+    const fqdn = record.fqdn ?? record.privateFqdn;
+    return fqdn ? {endpoint: `https://${fqdn}:443`} : {};
+  };
+  if (!record.aadProfile && record.disableLocalAccounts) {
+    // ARM refuses the user credential of such a cluster; the probe reports why nobody can sign in.
+    options.localAccounts?.record(ref, {kind: 'disabled'});
+    return {...cluster, ...fqdnEndpoint()};
+  }
+  let kubeconfig: AksUserKubeconfig;
+  try {
+    kubeconfig = await userKubeconfig(record, ref, options, signal);
+  } catch (error) {
+    const failure = azureFailure(error, 'ManagedClusters.ListClusterUserCredentials');
+    if (LOCAL_ACCOUNTS_DISABLED.test(failure.message) && !record.aadProfile) {
+      options.localAccounts?.record(ref, {kind: 'disabled'});
+      return {...cluster, ...fqdnEndpoint()};
+    }
+    if (signal.aborted) throw error;
+    logger.warn(
+      {source: options.source.id, cluster: cluster.name, resourceGroup: ref.resourceGroup, operation: failure.operation, code: failure.code, reason: failure.reason, requestId: failure.requestId, error: failure.message},
+      'AKS user credential unavailable; cluster kept without endpoint',
+    );
+    return cluster;
+  }
+  options.localAccounts?.record(ref, accountOf(kubeconfig));
+  return {
+    ...cluster,
+    endpoint: kubeconfig.server,
+    ...(kubeconfig.caData ? {caData: kubeconfig.caData} : {}),
+    access: accessOf(record, kubeconfig),
+  };
+}
+
+async function userKubeconfig(record: ManagedCluster, ref: AksClusterRef, options: AksFetcherOptions, signal: AbortSignal): Promise<AksUserKubeconfig> {
+  const id = record.id ?? '';
+  const version = `${record.eTag ?? ''}|${record.fqdn ?? ''}|${record.privateFqdn ?? ''}`;
+  const now = options.clock.now();
+  const cached = options.credentialCache?.get(id);
+  if (cached && cached.version === version && now - cached.at < (options.credentialMaxAgeMs ?? 3_600_000)) return cached.kubeconfig;
+  const result = await options.client.listClusterUserCredentials(ref.resourceGroup, ref.name, {format: 'exec', abortSignal: signal});
+  const value = result.kubeconfigs?.find((k) => k.value !== undefined)?.value;
+  if (!value) throw Object.assign(new Error('listClusterUserCredential returned no kubeconfig'), {code: 'InvalidResponse'});
+  let kubeconfig: AksUserKubeconfig;
+  try {
+    kubeconfig = parseAksKubeconfig(value);
+  } catch (error) {
+    throw Object.assign(new Error((error as Error).message), {code: 'InvalidResponse'});
+  }
+  options.credentialCache?.set(id, {version, at: now, kubeconfig});
+  return kubeconfig;
+}
+
+/** How the probe signs in: Entra ID for clusters integrated with it, else the local account. */
+function accessOf(record: ManagedCluster, kubeconfig: AksUserKubeconfig | undefined): ClusterAccess {
+  const aad = record.aadProfile;
+  if (!aad && kubeconfig?.user.kind !== 'entra') return {kind: 'aks-local'};
+  const fromKubeconfig = kubeconfig?.user.kind === 'entra' ? kubeconfig.user.serverId : undefined;
+  // Legacy (non-managed) Entra ID integration has its own server application.
+  const legacy = aad && aad.managed !== true ? aad.serverAppID : undefined;
+  return {kind: 'aks-entra', serverId: fromKubeconfig ?? legacy ?? AKS_SERVER_ID};
+}
+
+/** `East US` → `eastus`: ARM's location names are the display names lower-cased without spaces. */
+export function normalizeLocation(location: string): string {
+  return location.toLowerCase().replace(/\s+/g, '');
+}
+
+/** Subscription (lower case), resource group (as given) and name of a managed cluster resource id. */
+export function parseClusterId(id: string | undefined): AksClusterRef | undefined {
+  const m = id ? CLUSTER_ID.exec(id) : null;
+  if (!m?.[1] || !m[2] || !m[3]) return undefined;
+  return {subscriptionId: m[1].toLowerCase(), resourceGroup: decode(m[2]), name: decode(m[3])};
+}
+
+function decode(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+function sanitizeTags(tags: Record<string, string> | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(tags ?? {})) if (typeof v === 'string') out[k] = v;
+  return out;
+}

@@ -1,0 +1,283 @@
+/**
+ * Turns the `azure:` matchers of the config into one AKS fetcher per (matcher, subscription)
+ * or (matcher, subscription, resource group). `subscriptions: ["*"]` is re-listed every
+ * cycle, so a subscription granted to the identity is picked up without a restart.
+ */
+import {ContainerServiceClient} from '@azure/arm-containerservice';
+import {SubscriptionClient} from '@azure/arm-resources-subscriptions';
+import PQueue from 'p-queue';
+import {systemClock, type Clock} from '../../core/clock.ts';
+import type {SourceRef, SourceResult} from '../../core/types.ts';
+import {defaultAzureCredential, identityKey, type AzureCredentialFactory, type TokenCredential} from '../../credentials/aks-credential.ts';
+import {parseAksKubeconfig} from '../../credentials/aks-kubeconfig.ts';
+import {AksLocalAccounts} from '../../credentials/aks-local-accounts.ts';
+import {aksTokenSource, type AksTokenSource} from '../../credentials/aks-token.ts';
+import {silentLogger, type Logger} from '../../observability/logger.ts';
+import type {ClusterFetcher} from '../fetcher.ts';
+import {createAksFetcher, type AksApi, type CachedUserCredential} from './aks-fetcher.ts';
+import {azureCloud, type AzureCloudName} from './clouds.ts';
+import {azureFailure} from './errors.ts';
+import {armClientOptions, type AzureClientOptions, type DiscoveryPolicyOptions} from './pipeline.ts';
+
+/** The part of an `azure:` matcher that decides where to look. */
+export interface AzureSourceMatcher {
+  readonly types: readonly string[];
+  readonly subscriptions: readonly string[];
+  readonly resource_groups: readonly string[];
+  readonly regions: readonly string[];
+  readonly cloud?: AzureCloudName | undefined;
+  readonly resource_manager_endpoint?: string | undefined;
+  readonly client_id?: string | undefined;
+}
+
+/** Options of the Azure side of discovery; everything has a production default. */
+export interface AzureSourcesOptions {
+  /** One credential for every matcher (tests inject a fake); default DefaultAzureCredential per (cloud, client_id). */
+  readonly credential?: TokenCredential;
+  readonly credentialFactory?: AzureCredentialFactory;
+  readonly clock?: Clock;
+  readonly logger?: Logger;
+  /** TLS, retry and extra pipeline policies (metrics) for every ARM client. */
+  readonly clientOptions?: AzureClientOptions;
+  readonly policyOptions?: DiscoveryPolicyOptions;
+  /** Bound on listClusterUserCredential calls in flight per subscription. Default 10. */
+  readonly perSubscriptionConcurrency?: number;
+  /** Store of local-account tokens shared with the probe's token source; default a new one. */
+  readonly localAccounts?: AksLocalAccounts;
+  /** Longest a cluster's kubeconfig is reused while its record is unchanged. Default 1 h. */
+  readonly credentialMaxAgeMs?: number;
+}
+
+/** Sources of one cycle: fetchers to run, and sources that already failed while being planned. */
+export interface PlannedSources {
+  readonly fetchers: ClusterFetcher[];
+  readonly failed: SourceResult[];
+}
+
+/** Subscription states whose resources can be listed. */
+const LISTABLE_STATES: ReadonlySet<string> = new Set(['Enabled', 'Warned', 'PastDue']);
+
+interface Target {
+  readonly subscriptionId: string;
+  readonly tenantId?: string;
+}
+
+/** Plans Azure sources; credentials, clients, queues and cached kubeconfigs are kept across cycles. */
+export class AzureSources {
+  readonly #options: AzureSourcesOptions;
+  readonly #clock: Clock;
+  readonly #logger: Logger;
+  readonly #credentials = new Map<string, TokenCredential>();
+  readonly #clusterClients = new Map<string, ContainerServiceClient>();
+  readonly #subscriptionClients = new Map<string, SubscriptionClient>();
+  readonly #queues = new Map<string, PQueue>();
+  readonly #kubeconfigs = new Map<string, CachedUserCredential>();
+  /** Client of each subscription seen by the last plan, for loading local-account credentials on demand. */
+  #bySubscription = new Map<string, ContainerServiceClient>();
+  /** Local-account tokens, shared with the probe's token source. */
+  readonly localAccounts: AksLocalAccounts;
+
+  constructor(options: AzureSourcesOptions = {}) {
+    this.#options = options;
+    this.#clock = options.clock ?? systemClock;
+    this.#logger = options.logger ?? silentLogger;
+    this.localAccounts = options.localAccounts ?? new AksLocalAccounts({clock: this.#clock});
+    this.localAccounts.setLoader(async (ref) => {
+      const client = this.#bySubscription.get(ref.subscriptionId.toLowerCase());
+      if (!client) throw new Error(`no azure matcher covers subscription ${ref.subscriptionId}`);
+      const result = await client.managedClusters.listClusterUserCredentials(ref.resourceGroup, ref.name, {format: 'exec'});
+      const value = result.kubeconfigs?.find((k) => k.value !== undefined)?.value;
+      if (!value) throw new Error(`listClusterUserCredential returned no kubeconfig for AKS cluster ${ref.name}`);
+      return parseAksKubeconfig(value);
+    });
+  }
+
+  /** Builds the fetchers of every matcher; a subscription listing that fails becomes a failed source covering every subscription. */
+  async plan(matchers: readonly AzureSourceMatcher[]): Promise<PlannedSources> {
+    const fetchers: ClusterFetcher[] = [];
+    const failed: SourceResult[] = [];
+    const bySubscription = new Map<string, ContainerServiceClient>();
+    const planned = await Promise.all(
+      matchers.map(async (matcher, matcherIndex) => ({matcher, matcherIndex, targets: matcher.types.includes('aks') ? await this.#targets(matcher) : []})),
+    );
+    for (const {matcher, matcherIndex, targets} of planned) {
+      if ('error' in targets) {
+        const source = aksSource(matcherIndex, '');
+        failed.push({source, ok: false, clusters: [], malformed: [], error: azureFailure(targets.error, 'Subscriptions.List')});
+        this.#logger.warn({source: source.id, code: failed.at(-1)?.error?.code}, 'Azure subscription listing failed; every subscription of the matcher is kept as it is');
+        continue;
+      }
+      const groups = matcher.resource_groups.includes('*') ? [undefined] : uniqueCaseless(matcher.resource_groups);
+      for (const target of targets) {
+        const client = this.#clusterClient(matcher, target.subscriptionId);
+        bySubscription.set(target.subscriptionId, client);
+        for (const resourceGroup of groups) {
+          fetchers.push(
+            createAksFetcher({
+              source: aksSource(matcherIndex, target.subscriptionId, resourceGroup),
+              client: client.managedClusters satisfies AksApi,
+              credentialQueue: this.#queue(target.subscriptionId),
+              regions: matcher.regions,
+              ...(target.tenantId ? {tenantId: target.tenantId} : {}),
+              clock: this.#clock,
+              localAccounts: this.localAccounts,
+              credentialCache: this.#kubeconfigs,
+              ...(this.#options.credentialMaxAgeMs !== undefined ? {credentialMaxAgeMs: this.#options.credentialMaxAgeMs} : {}),
+              logger: this.#logger,
+            }),
+          );
+        }
+      }
+    }
+    this.#bySubscription = bySubscription;
+    this.#prune();
+    return {fetchers, failed};
+  }
+
+  /** Drops kubeconfigs and local-account tokens of clusters no cycle has seen for a while (they vanished). */
+  #prune(): void {
+    const now = this.#clock.now();
+    const maxAge = this.#options.credentialMaxAgeMs ?? 3_600_000;
+    for (const [id, cached] of this.#kubeconfigs) if (now - cached.at >= maxAge) this.#kubeconfigs.delete(id);
+    this.localAccounts.prune();
+  }
+
+  /** The probe's AKS token source, on the identity of the first `azure:` matcher (or the injected credential). */
+  tokenSource(matchers: readonly AzureSourceMatcher[]): AksTokenSource {
+    const first = matchers[0];
+    return aksTokenSource({
+      credential: first ? this.#credential(first) : this.#options.credential ?? this.#credentialFor({}),
+      clock: this.#clock,
+      localAccounts: this.localAccounts,
+      ...(first ? {identity: identityKey(identityOf(first))} : {}),
+    });
+  }
+
+  async #targets(matcher: AzureSourceMatcher): Promise<Target[] | {error: unknown}> {
+    if (!matcher.subscriptions.includes('*')) {
+      return uniqueCaseless(matcher.subscriptions).map((s) => ({subscriptionId: s.toLowerCase()}));
+    }
+    const client = this.#subscriptionClient(matcher);
+    const targets: Target[] = [];
+    const seen = new Set<string>();
+    try {
+      for await (const page of client.subscriptions.list().byPage()) {
+        for (const sub of page) {
+          const id = sub.subscriptionId?.toLowerCase();
+          if (!id || seen.has(id)) continue;
+          seen.add(id);
+          if (sub.state && !LISTABLE_STATES.has(sub.state)) {
+            this.#logger.debug({subscription: id, state: sub.state}, 'Azure subscription skipped: not listable in its state');
+            continue;
+          }
+          targets.push({subscriptionId: id, ...(sub.tenantId ? {tenantId: sub.tenantId} : {})});
+        }
+      }
+    } catch (error) {
+      return {error};
+    }
+    return targets;
+  }
+
+  #credentialFor(identity: {cloud?: AzureCloudName; clientId?: string}): TokenCredential {
+    if (this.#options.credential) return this.#options.credential;
+    const key = identityKey(identity);
+    let credential = this.#credentials.get(key);
+    if (!credential) {
+      credential = (this.#options.credentialFactory ?? defaultAzureCredential)(identity);
+      this.#credentials.set(key, credential);
+    }
+    return credential;
+  }
+
+  #credential(matcher: AzureSourceMatcher): TokenCredential {
+    return this.#credentialFor(identityOf(matcher));
+  }
+
+  #clientOptions(matcher: AzureSourceMatcher) {
+    const cloud = azureCloud(matcher.cloud, matcher.resource_manager_endpoint);
+    return {cloud, options: armClientOptions(cloud.armEndpoint, cloud.armScope, this.#options.clientOptions, this.#options.policyOptions)};
+  }
+
+  #clusterClient(matcher: AzureSourceMatcher, subscriptionId: string): ContainerServiceClient {
+    const {cloud, options} = this.#clientOptions(matcher);
+    const key = `${cloud.armEndpoint}|${identityKey(identityOf(matcher))}|${subscriptionId}`;
+    let client = this.#clusterClients.get(key);
+    if (!client) {
+      client = new ContainerServiceClient(this.#credential(matcher), subscriptionId, options);
+      this.#clusterClients.set(key, client);
+    }
+    return client;
+  }
+
+  #subscriptionClient(matcher: AzureSourceMatcher): SubscriptionClient {
+    const {cloud, options} = this.#clientOptions(matcher);
+    const key = `${cloud.armEndpoint}|${identityKey(identityOf(matcher))}`;
+    let client = this.#subscriptionClients.get(key);
+    if (!client) {
+      client = new SubscriptionClient(this.#credential(matcher), options);
+      this.#subscriptionClients.set(key, client);
+    }
+    return client;
+  }
+
+  #queue(subscriptionId: string): PQueue {
+    let queue = this.#queues.get(subscriptionId);
+    if (!queue) {
+      queue = new PQueue({concurrency: this.#options.perSubscriptionConcurrency ?? 10});
+      this.#queues.set(subscriptionId, queue);
+    }
+    return queue;
+  }
+}
+
+/** A SourcePlanner (see src/discovery/cycle.ts) over the `azure:` matchers, plus the probe's AKS token source. */
+export interface AzurePlanner {
+  plan(): Promise<PlannedSources>;
+  /** Mints AKS tokens for the probe with the discovery identity and the local accounts discovery recorded. */
+  readonly tokenSource: AksTokenSource;
+  readonly sources: AzureSources;
+}
+
+/** The planner discovery registers for `discovery_service.azure`. */
+export function azurePlanner(matchers: readonly AzureSourceMatcher[], options: AzureSourcesOptions = {}): AzurePlanner {
+  const sources = new AzureSources(options);
+  // Built on first use: a config without Azure matchers never constructs a credential.
+  let tokenSource: AksTokenSource | undefined;
+  return {
+    plan: () => sources.plan(matchers),
+    tokenSource: (access, request) => (tokenSource ??= sources.tokenSource(matchers))(access, request),
+    sources,
+  };
+}
+
+/**
+ * The SourceRef of an AKS source: `aks:<subscription>` or `aks:<subscription>:<resource group>`
+ * (`aks:*` when the subscriptions could not be listed: it then covers every subscription).
+ */
+export function aksSource(matcherIndex: number, subscriptionId: string, resourceGroup?: string): SourceRef {
+  const suffix = matcherIndex > 0 ? `#${matcherIndex}` : '';
+  return {
+    id: `aks:${subscriptionId || '*'}${resourceGroup ? `:${resourceGroup}` : ''}${suffix}`,
+    cloud: 'Azure',
+    type: 'aks',
+    region: '*',
+    account: subscriptionId,
+    ...(resourceGroup ? {resourceGroup} : {}),
+    matcherIndex,
+  };
+}
+
+function identityOf(matcher: AzureSourceMatcher): {cloud?: AzureCloudName; clientId?: string} {
+  return {...(matcher.cloud ? {cloud: matcher.cloud} : {}), ...(matcher.client_id ? {clientId: matcher.client_id} : {})};
+}
+
+function uniqueCaseless(values: readonly string[]): string[] {
+  const seen = new Set<string>();
+  return values.filter((v) => {
+    const key = v.toLowerCase();
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}

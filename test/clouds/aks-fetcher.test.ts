@@ -1,0 +1,190 @@
+// The AKS fetcher against the fake ARM, through the real @azure/arm-containerservice client:
+// paging, conversion, region and status filters, endpoint and CA from the user kubeconfig.
+import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
+import {AKS_SERVER_ID} from '../../src/credentials/aks-token.ts';
+import type {DiscoveredCluster} from '../../src/core/types.ts';
+import {ARM_API_VERSIONS, FAKE_ARM_TOKEN, startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
+import {ArmWorld, type ManagedClusterInput} from '../fakes/arm-world.ts';
+import {startFakeKubeApi, type FakeKubeApi} from '../fakes/kube-api-server.ts';
+import {SUB_A, SUB_B, TENANT, fakeSources, matcher, resultOf, runPlan} from './aks-helpers.ts';
+
+let world: ArmWorld;
+let arm: FakeArm;
+let kube: FakeKubeApi;
+
+beforeAll(async () => {
+  kube = await startFakeKubeApi({authenticate: () => undefined});
+});
+
+afterAll(async () => {
+  await arm.close();
+  await kube.close();
+});
+
+beforeEach(async () => {
+  await arm?.close();
+  world = new ArmWorld();
+  world.addSubscription({subscriptionId: SUB_A, tenantId: TENANT});
+  world.addSubscription({subscriptionId: SUB_B, tenantId: TENANT});
+  arm = await startFakeArm({world});
+});
+
+function addRunning(name: string, resourceGroup = 'rg-a', extra: Partial<ManagedClusterInput> = {}) {
+  return world.addCluster({subscriptionId: SUB_A, resourceGroup, name, server: kube.url, caPem: kube.caPem, ...extra});
+}
+
+const names = (clusters: readonly DiscoveredCluster[]) => clusters.map((c) => c.name);
+
+describe('listing', () => {
+  it('reads every page of the subscription-wide list, with the bearer token and api-version the fake checks', async () => {
+    for (const n of ['c1', 'c2', 'c3', 'c4', 'c5']) addRunning(n, n === 'c5' ? 'rg-b' : 'rg-a');
+    const {sources, credential} = fakeSources(arm);
+
+    const result = resultOf(await runPlan(await sources.plan([matcher(arm, {subscriptions: [SUB_A]})])), `aks:${SUB_A}`);
+
+    expect(result.ok).toBe(true);
+    expect(names(result.clusters)).toEqual(['c1', 'c2', 'c3', 'c4', 'c5']);
+    expect(arm.stats.count({operation: 'managedClusters.list', status: 200})).toBe(3);
+    expect(arm.stats.count({status: 401})).toBe(0);
+    expect(arm.stats.apiVersionsSeen()).toEqual([...ARM_API_VERSIONS.containerService]);
+    expect(credential.scopesRequested.every(([s]) => s === 'https://management.azure.com/.default')).toBe(true);
+    expect(result.clusters[4]).toMatchObject({cloud: 'Azure', type: 'aks', account: SUB_A, resourceGroup: 'rg-b', tenantId: TENANT, region: 'eastus'});
+  });
+
+  it('is refused by ARM when the credential hands out another token (the fake really checks it)', async () => {
+    addRunning('c1');
+    const {sources} = fakeSources(arm, {credential: {getToken: () => Promise.resolve({token: 'not-' + FAKE_ARM_TOKEN, expiresOnTimestamp: Date.now() + 3_600_000})}});
+    const [result] = await runPlan(await sources.plan([matcher(arm, {subscriptions: [SUB_A]})]));
+    expect(result).toMatchObject({ok: false, error: {reason: 'access_denied', code: 'InvalidAuthenticationToken'}});
+  });
+
+  it('lists per resource group to the last page when resource groups are named', async () => {
+    for (const n of ['a1', 'a2', 'a3']) addRunning(n, 'rg-a');
+    addRunning('b1', 'rg-b');
+    addRunning('other', 'rg-other');
+    const {sources} = fakeSources(arm);
+
+    const results = await runPlan(await sources.plan([matcher(arm, {subscriptions: [SUB_A], resource_groups: ['rg-a', 'RG-B']})]));
+
+    expect(results.map((r) => [r.source.id, r.source.resourceGroup, r.ok, names(r.clusters)])).toEqual([
+      [`aks:${SUB_A}:rg-a`, 'rg-a', true, ['a1', 'a2', 'a3']],
+      [`aks:${SUB_A}:RG-B`, 'RG-B', true, ['b1']],
+    ]);
+    expect(arm.stats.count({operation: 'managedClusters.listByResourceGroup', resourceGroup: 'rg-a', status: 200})).toBe(2);
+    expect(arm.stats.count({operation: 'managedClusters.list'})).toBe(0);
+  });
+
+  it('treats a resource group that does not exist as empty, so its clusters can be deregistered', async () => {
+    addRunning('a1', 'rg-a');
+    const {sources} = fakeSources(arm);
+    const [result] = await runPlan(await sources.plan([matcher(arm, {subscriptions: [SUB_A], resource_groups: ['rg-gone']})]));
+    expect(result).toMatchObject({ok: true, clusters: [], skippedReason: 'resource group rg-gone not found'});
+  });
+});
+
+describe('conversion and filters', () => {
+  it('normalises locations and returns only clusters in the listed regions', async () => {
+    addRunning('west', 'rg-a', {location: 'westeurope'});
+    addRunning('east', 'rg-a', {location: 'East US', fqdn: 'east.hcp.eastus.azmk8s.io'});
+    addRunning('east2', 'rg-a', {location: 'eastus'});
+    const {sources} = fakeSources(arm);
+
+    const [result] = await runPlan(await sources.plan([matcher(arm, {subscriptions: [SUB_A], regions: ['eastus']})]));
+
+    expect(result?.clusters.map((c) => [c.name, c.region])).toEqual([['east', 'eastus'], ['east2', 'eastus']]);
+    // Clusters outside the filter cost no credential call either.
+    expect(arm.stats.count({operation: 'managedClusters.listClusterUserCredentials'})).toBe(2);
+  });
+
+  it('keeps Succeeded/Running clusters and reports stopped or failed ones as not kept, without asking for credentials', async () => {
+    addRunning('running');
+    addRunning('stopped', 'rg-a', {powerState: 'Stopped'});
+    addRunning('failed', 'rg-a', {provisioningState: 'Failed'});
+    addRunning('upgrading', 'rg-a', {provisioningState: 'Upgrading'});
+    const {sources} = fakeSources(arm);
+
+    const [result] = await runPlan(await sources.plan([matcher(arm, {subscriptions: [SUB_A]})]));
+
+    expect(result?.clusters.map((c) => [c.name, c.status, c.statusOk, c.endpoint !== undefined])).toEqual([
+      ['failed', 'Failed/Running', false, false],
+      ['running', 'Succeeded/Running', true, true],
+      ['stopped', 'Succeeded/Stopped', false, false],
+      ['upgrading', 'Upgrading/Running', true, true],
+    ]);
+    expect(arm.stats.count({operation: 'managedClusters.listClusterUserCredentials'})).toBe(2);
+  });
+
+  it('skips a record without a location as malformed and keeps the rest', async () => {
+    addRunning('good');
+    addRunning('broken', 'rg-a', {location: '', fqdn: 'broken.hcp.azmk8s.io'});
+    const {sources} = fakeSources(arm);
+
+    const [result] = await runPlan(await sources.plan([matcher(arm, {subscriptions: [SUB_A]})]));
+
+    expect(result?.ok).toBe(true);
+    expect(names(result?.clusters ?? [])).toEqual(['good']);
+    expect(result?.malformed).toEqual([{name: 'broken', sourceId: `aks:${SUB_A}`, reason: 'location is missing'}]);
+  });
+});
+
+describe('endpoint, CA and access', () => {
+  it('takes server and CA from the user kubeconfig; Entra ID clusters get the AKS server id, others the local account', async () => {
+    addRunning('aad', 'rg-a', {aadProfile: {managed: true, enableAzureRBAC: true}, disableLocalAccounts: true});
+    addRunning('local');
+    const {sources} = fakeSources(arm);
+
+    const [result] = await runPlan(await sources.plan([matcher(arm, {subscriptions: [SUB_A]})]));
+
+    const ca = Buffer.from(kube.caPem).toString('base64');
+    expect(result?.clusters).toMatchObject([
+      {name: 'aad', endpoint: kube.url, caData: ca, access: {kind: 'aks-entra', serverId: AKS_SERVER_ID}, authMode: 'EntraID+AzureRBAC'},
+      {name: 'local', endpoint: kube.url, caData: ca, access: {kind: 'aks-local'}, authMode: 'LocalAccounts'},
+    ]);
+    const token = world.getCluster({subscriptionId: SUB_A, resourceGroup: 'rg-a', name: 'local'})?.localAccountToken ?? '';
+    // The static token stays in the credential module's memory, never in what discovery returns.
+    expect(JSON.stringify(result)).not.toContain(token);
+    expect(await sources.localAccounts.token({subscriptionId: SUB_A, resourceGroup: 'rg-a', name: 'local'})).toBe(token);
+  });
+
+  it('keeps a cluster whose credential call fails, without endpoint, and the source still succeeds', async () => {
+    addRunning('ok');
+    addRunning('broken');
+    arm.setFault((c) => (c.operation === 'managedClusters.listClusterUserCredentials' && c.clusterName === 'broken' ? {status: 403} : undefined));
+    const {sources} = fakeSources(arm);
+
+    const [result] = await runPlan(await sources.plan([matcher(arm, {subscriptions: [SUB_A]})]));
+
+    expect(result?.ok).toBe(true);
+    expect(result?.clusters.map((c) => [c.name, c.endpoint])).toEqual([['broken', undefined], ['ok', kube.url]]);
+  });
+
+  it('asks ARM for a kubeconfig again only when the cluster record changed', async () => {
+    addRunning('c1');
+    addRunning('c2');
+    const {sources} = fakeSources(arm);
+    const m = [matcher(arm, {subscriptions: [SUB_A]})];
+    const count = () => arm.stats.count({operation: 'managedClusters.listClusterUserCredentials'});
+
+    await runPlan(await sources.plan(m));
+    expect(count()).toBe(2);
+    await runPlan(await sources.plan(m));
+    expect(count()).toBe(2);
+
+    world.updateCluster({subscriptionId: SUB_A, resourceGroup: 'rg-a', name: 'c2'}, {fqdn: 'c2-moved.hcp.eastus.azmk8s.io'});
+    const [result] = await runPlan(await sources.plan(m));
+    expect(count()).toBe(3);
+    expect(result?.clusters.every((c) => c.endpoint === kube.url)).toBe(true);
+  });
+
+  it('reports a cluster with local accounts disabled and no Entra ID without asking ARM for a credential it refuses', async () => {
+    addRunning('locked', 'rg-a', {disableLocalAccounts: true, fqdn: 'locked.hcp.eastus.azmk8s.io'});
+    const {sources} = fakeSources(arm);
+
+    const [result] = await runPlan(await sources.plan([matcher(arm, {subscriptions: [SUB_A]})]));
+
+    expect(result?.clusters).toMatchObject([{name: 'locked', statusOk: true, endpoint: 'https://locked.hcp.eastus.azmk8s.io:443', access: {kind: 'aks-local'}}]);
+    expect(arm.stats.count({operation: 'managedClusters.listClusterUserCredentials'})).toBe(0);
+    await expect(sources.localAccounts.token({subscriptionId: SUB_A, resourceGroup: 'rg-a', name: 'locked'}))
+      .rejects.toMatchObject({name: 'AksLocalAccountsDisabledError', message: expect.stringContaining('local accounts are disabled and the cluster has no Entra ID integration: enable AKS-managed Entra ID') as unknown});
+  });
+});

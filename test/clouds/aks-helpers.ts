@@ -1,0 +1,43 @@
+/** Shared set-up of the AKS tests: AzureSources pointed at a fake ARM with a fake credential. */
+import type {AzureSourceMatcher, AzureSourcesOptions, PlannedSources} from '../../src/clouds/azure/sources.ts';
+import {AzureSources} from '../../src/clouds/azure/sources.ts';
+import {FakeClock} from '../../src/core/clock.ts';
+import type {SourceResult} from '../../src/core/types.ts';
+import type {FakeArm} from '../fakes/arm-server.ts';
+import {fakeTokenCredential, type FakeTokenCredential} from '../fakes/arm-token-credential.ts';
+
+/** Subscriptions and tenant the tests use. */
+export const SUB_A = '00000000-0000-0000-0000-0000000000aa';
+export const SUB_B = '00000000-0000-0000-0000-0000000000bb';
+export const TENANT = 'aaaaaaaa-0000-0000-0000-000000000001';
+
+/** A matcher over the fake ARM; every list is subscription-wide unless overridden. */
+export function matcher(arm: FakeArm, m: Partial<AzureSourceMatcher> = {}): AzureSourceMatcher {
+  return {types: ['aks'], subscriptions: ['*'], resource_groups: ['*'], regions: ['*'], resource_manager_endpoint: arm.url, ...m};
+}
+
+/** AzureSources as production builds it, but trusting the fake's CA, with fast retries and a fake credential. */
+export function fakeSources(arm: FakeArm, extra: Partial<AzureSourcesOptions> = {}): {sources: AzureSources; credential: FakeTokenCredential; clock: FakeClock} {
+  const credential = fakeTokenCredential();
+  const clock = new FakeClock();
+  const sources = new AzureSources({
+    credential,
+    clock,
+    clientOptions: {tlsOptions: {ca: arm.caPem}, retryOptions: {maxRetries: 2, retryDelayInMs: 1, maxRetryDelayInMs: 5}},
+    ...extra,
+  });
+  return {sources, credential, clock};
+}
+
+/** Runs every planned fetcher; results sorted by source id, failed plans included. */
+export async function runPlan(planned: PlannedSources): Promise<SourceResult[]> {
+  const fetched = await Promise.all(planned.fetchers.map((f) => f.fetch(new AbortController().signal)));
+  return [...planned.failed, ...fetched].sort((a, b) => a.source.id.localeCompare(b.source.id));
+}
+
+/** The one result of a source id (fails the test when absent). */
+export function resultOf(results: readonly SourceResult[], id: string): SourceResult {
+  const r = results.find((x) => x.source.id === id);
+  if (!r) throw new Error(`expected a result for source ${id}, got ${results.map((x) => x.source.id).join(', ')}`);
+  return r;
+}
