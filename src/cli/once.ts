@@ -3,6 +3,7 @@ import {parseArgs} from 'node:util';
 import {systemClock} from '../core/clock.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
 import type {Command, CliIo} from './io.ts';
+import {createLeadership, type Role} from '../service/leadership.ts';
 import {openRuntime} from '../service/runtime.ts';
 import {usageError, withConfig} from './common.ts';
 import {formatLabels, renderTable} from './table.ts';
@@ -28,10 +29,33 @@ export const runOnce: Command = async (argv, io) => {
   return withConfig(io, 'once', values.config, async (config) => {
     const runtime = await openRuntime(config, io, {clock: systemClock, logTo: 'stderr'});
     let report: CycleReport;
+    // On etcd a running leader owns the group: `once` only writes if it can lead, fenced like the service.
+    const leadership = createLeadership({
+      backend: runtime.backend,
+      storageType: config.storage.type,
+      group: config.discovery_service.discovery_group,
+      replica: `${runtime.replica}-once`,
+      clock: systemClock,
+      logger: runtime.logger,
+    });
+    let role = {role: 'follower'} as Role;
+    await leadership.start((r) => (role = r));
+    if (role.role !== 'leader') {
+      await leadership.stop();
+      await runtime.close();
+      io.stderr(`kube-discovery once: replica ${role.leader ?? 'another replica'} leads discovery group ${config.discovery_service.discovery_group}; read its results with \`kube-discovery ls\`\n`);
+      return 1;
+    }
     try {
-      report = await runtime.discovery.runCycle(runtime.registrar);
+      const writer = await runtime.openWriter(role.backend);
+      try {
+        report = await runtime.discovery.runCycle(writer.registrar);
+      } finally {
+        await writer.heartbeat.stop({deregister: false});
+      }
     } finally {
-      await runtime.close({deregister: false});
+      await leadership.stop();
+      await runtime.close();
     }
     io.stdout(output === 'json' ? `${JSON.stringify(toJson(report, values.explain), null, 2)}\n` : toTable(report, values.explain));
     return report.result === 'success' ? 0 : 1;

@@ -1,6 +1,7 @@
 /** Assembles discovery from the config: source planners per cloud, compiled matchers, and the cycle. */
 import {compileTagMatcher, type TagMatcher} from '../../matchers/index.ts';
 import {AwsSources, type AwsSourcesOptions} from '../clouds/aws/sources.ts';
+import {azurePlanner, type AzurePlanner, type AzureSourcesOptions} from '../clouds/azure/sources.ts';
 import type {Clock} from '../core/clock.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import type {Config} from '../config/schema.ts';
@@ -15,6 +16,7 @@ export interface DiscoveryOptions {
   readonly hostname: string;
   readonly version: string;
   readonly aws?: AwsSourcesOptions;
+  readonly azure?: AzureSourcesOptions;
   /** Extra planners (Azure, or tests). */
   readonly planners?: readonly SourcePlanner[];
   readonly onSource?: (result: SourceResult, durationMs: number) => void;
@@ -26,6 +28,8 @@ export interface DiscoveryOptions {
 export class Discovery {
   readonly #options: DiscoveryOptions;
   readonly #planners: SourcePlanner[];
+  /** The Azure planner when the config has `azure:` matchers (its token source serves AKS probes). */
+  readonly azure: AzurePlanner | undefined;
   readonly #matchers: {aws: TagMatcher[]; azure: TagMatcher[]};
 
   constructor(options: DiscoveryOptions) {
@@ -36,7 +40,11 @@ export class Discovery {
       azure: ds.azure.map((m) => compileTagMatcher(m.tags)),
     };
     const aws = new AwsSources(options.aws ?? {perRegionConcurrency: ds.concurrency.per_region});
-    this.#planners = [{plan: () => aws.plan(ds.aws)}, ...(options.planners ?? [])];
+    this.azure =
+      ds.azure.length > 0
+        ? azurePlanner(ds.azure, {clock: options.clock, perSubscriptionConcurrency: ds.concurrency.per_region, ...options.azure})
+        : undefined;
+    this.#planners = [{plan: () => aws.plan(ds.aws)}, ...(this.azure ? [this.azure] : []), ...(options.planners ?? [])];
   }
 
   /** The compiled matcher a source's clusters are judged by. */

@@ -21,7 +21,19 @@ export function kubeServerName(cluster: DiscoveredCluster): {name: string; overr
     cluster.cloud === 'AWS'
       ? [cluster.type, cluster.region, cluster.account]
       : [cluster.type, cluster.region, cluster.resourceGroup ?? '', cluster.account];
-  const lower = cluster.name.toLowerCase();
-  const suffix = parts.filter((p) => p !== '' && !lower.includes(p.toLowerCase()));
+  const suffix = parts.filter((p) => p !== '' && !containsPart(cluster.name, p));
   return {name: [cluster.name, ...suffix].join('-'), overridden: false};
+}
+
+/** Whether `part` appears in `name` as a whole `-`/`_`/`.`-delimited piece (so `aks1` does not contain `aks`). */
+function containsPart(name: string, part: string): boolean {
+  const lower = name.toLowerCase();
+  const p = part.toLowerCase();
+  for (let i = lower.indexOf(p); i !== -1; i = lower.indexOf(p, i + 1)) {
+    const before = i === 0 || '-_.'.includes(lower[i - 1] ?? '');
+    const end = i + p.length;
+    const after = end === lower.length || '-_.'.includes(lower[end] ?? '');
+    if (before && after) return true;
+  }
+  return false;
 }

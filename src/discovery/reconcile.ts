@@ -39,7 +39,8 @@ export function covers(source: SourceRef, entry: KubeServer): boolean {
   const account = source.cloud === 'AWS' ? labels[LABEL.accountId] : labels[LABEL.subscriptionId];
   // An unresolved account ('') covers every account: a failure there must protect them all.
   if (source.account !== '' && account !== source.account) return false;
-  if (source.resourceGroup !== undefined && source.resourceGroup !== '*' && labels[LABEL.resourceGroup] !== source.resourceGroup) {
+  // ARM ids and configs spell resource groups in any case; Azure treats them case-insensitively.
+  if (source.resourceGroup !== undefined && source.resourceGroup !== '*' && labels[LABEL.resourceGroup]?.toLowerCase() !== source.resourceGroup.toLowerCase()) {
     return false;
   }
   return true;

@@ -19,16 +19,24 @@ export function replicaName(env: Readonly<Record<string, string | undefined>>): 
   return env['KUBE_DISCOVERY_REPLICA'] ?? env['HOSTNAME'] ?? os.hostname();
 }
 
+/** The writing side of one leadership term: a heartbeat on one lease and the registrar over it. */
+export interface Writer {
+  readonly heartbeat: Heartbeat;
+  readonly registrar: Registrar;
+}
+
 /** Everything a running discovery needs, opened from a config. */
 export interface Runtime {
   readonly config: Config;
   readonly logger: Logger;
   readonly backend: RegistryBackend;
-  readonly heartbeat: Heartbeat;
   readonly discovery: Discovery;
-  readonly registrar: Registrar;
   readonly hostId: string;
-  close(options: {deregister: boolean}): Promise<void>;
+  readonly replica: string;
+  /** Starts a heartbeat writing through `backend` (a fenced view while leading on etcd). */
+  openWriter(backend?: RegistryBackend): Promise<Writer>;
+  /** Closes the backend (writers must be stopped first). */
+  close(): Promise<void>;
 }
 
 /** Options of openRuntime. */
@@ -43,7 +51,7 @@ export interface RuntimeOptions {
   readonly onHeartbeatFailure?: (kind: 'announce' | 'keepalive' | 'delete') => void;
 }
 
-/** Opens logger, backend, host id, heartbeat and discovery for a config. */
+/** Opens logger, backend, host id and discovery for a config. */
 export async function openRuntime(config: Config, io: CliIo, options: RuntimeOptions): Promise<Runtime> {
   const logger =
     options.logger ??
@@ -56,35 +64,35 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
   const backend = options.backend ?? (await createBackend(config.storage, {clock: options.clock}));
   try {
     const hostname = os.hostname();
-    const hostId = await loadOrCreateHostId(backend, replicaName(io.env));
+    const replica = replicaName(io.env);
+    const hostId = await loadOrCreateHostId(backend, replica);
     const group = config.discovery_service.discovery_group;
-    const heartbeat = new Heartbeat({
-      backend,
-      clock: options.clock,
-      group,
-      ttlMs: config.heartbeat.ttl,
-      ...(config.heartbeat.keepalive_interval ? {keepaliveIntervalMs: config.heartbeat.keepalive_interval} : {}),
-      hostId,
-      hostname,
-      version: VERSION,
-      logger,
-      ...(options.onHeartbeatFailure ? {onFailure: options.onHeartbeatFailure} : {}),
-    });
-    await heartbeat.start();
-    const discovery = new Discovery({config, clock: options.clock, hostId, hostname, version: VERSION, ...options.discovery});
-    const registrar = createRegistrar(backend, heartbeat, group, (key, error) => logger.warn({key, err: error}, 'skipping unreadable registry entry'));
+    const discovery = new Discovery({config, clock: options.clock, hostId, hostname, version: VERSION, azure: {logger}, ...options.discovery});
     return {
       config,
       logger,
       backend,
-      heartbeat,
       discovery,
-      registrar,
       hostId,
-      async close({deregister}) {
-        await heartbeat.stop({deregister});
-        await backend.close();
+      replica,
+      async openWriter(view = backend) {
+        const heartbeat = new Heartbeat({
+          backend: view,
+          clock: options.clock,
+          group,
+          ttlMs: config.heartbeat.ttl,
+          ...(config.heartbeat.keepalive_interval ? {keepaliveIntervalMs: config.heartbeat.keepalive_interval} : {}),
+          hostId,
+          hostname,
+          version: VERSION,
+          logger,
+          ...(options.onHeartbeatFailure ? {onFailure: options.onHeartbeatFailure} : {}),
+        });
+        await heartbeat.start();
+        const registrar = createRegistrar(view, heartbeat, group, (key, error) => logger.warn({key, err: error}, 'skipping unreadable registry entry'));
+        return {heartbeat, registrar};
       },
+      close: () => backend.close(),
     };
   } catch (error) {
     await backend.close();

@@ -1,7 +1,9 @@
 /**
  * The long-running service: opens the registry, serves the last known inventory at once,
- * runs discovery cycles on schedule, keeps entries alive, and serves the HTTP API.
+ * and — while it leads its discovery group — runs discovery cycles on schedule and keeps
+ * entries alive. Every replica serves the HTTP API from its inventory cache.
  */
+import PQueue from 'p-queue';
 import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
 import type {CliIo} from '../cli/io.ts';
@@ -19,8 +21,9 @@ import {cronSchedule, intervalSchedule} from '../scheduler/schedule.ts';
 import {Scheduler} from '../scheduler/scheduler.ts';
 import {StatusTracker} from '../status/status.ts';
 import {VERSION} from '../version.ts';
+import {createLeadership, type Role} from './leadership.ts';
 import {createProbeStage} from './probes.ts';
-import {openRuntime, type Runtime} from './runtime.ts';
+import {openRuntime, type Runtime, type Writer} from './runtime.ts';
 
 /** Options of startService. */
 export interface ServiceOptions {
@@ -42,8 +45,10 @@ export interface RunningService {
   readonly runtime: Runtime;
   readonly metrics: Metrics;
   readonly inventory: Inventory;
-  /** Runs a cycle now (SIGHUP, POST /v1/discover). */
-  trigger(): void;
+  /** `leader` or `follower`. */
+  role(): Role['role'];
+  /** Runs a cycle now (SIGHUP, POST /v1/discover); false on a follower. */
+  trigger(): boolean;
   /** Resolves with the report of the next completed cycle. */
   nextCycle(): Promise<CycleReport>;
   /** Stops scheduling, lets a running cycle finish (bounded), stops heartbeats and closes everything. */
@@ -51,6 +56,14 @@ export interface RunningService {
 }
 
 const NO_CREDENTIALS = /CredentialsProviderError|Could not load credentials|no AWS credentials/i;
+// Re-announcing on promotion: enough parallelism to move 10,000 entries in seconds, few enough to stay under request deadlines.
+const REANNOUNCE_CONCURRENCY = 32;
+
+/** One leadership term: the heartbeat and the scheduler that only a leader runs. */
+interface Term {
+  readonly writer: Writer;
+  readonly scheduler: Scheduler;
+}
 
 /** Starts the service. */
 export async function startService(options: ServiceOptions): Promise<RunningService> {
@@ -91,32 +104,77 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   metrics.observeInventory(inventory.list());
   inventory.subscribe(() => metrics.observeInventory(inventory.list()));
 
-  const probe = createProbeStage({config, clock, logger: log, metrics, env: options.io.env});
+  const aks = runtime.discovery.azure;
+  const probe = createProbeStage({
+    config,
+    clock,
+    logger: log,
+    metrics,
+    env: options.io.env,
+    ...(aks ? {aks: {token: async (access) => (access.kind === 'aks' ? aks.tokenSource(access) : Promise.reject(new Error(`expected AKS access, got ${access.kind}`)))}} : {}),
+  });
   let firstCycleDone = false;
   let backendEverOk = false;
   const waiters: ((report: CycleReport) => void)[] = [];
 
-  const scheduler = new Scheduler({
-    clock,
-    next: config.discovery_service.schedule ? cronSchedule(config.discovery_service.schedule) : intervalSchedule(config.discovery_service.poll_interval ?? 300_000),
-    onOverrun: (lateByMs) => {
-      metrics.cycleOverrun();
-      log.warn({late_ms: lateByMs}, 'discovery cycle overran its schedule; the next cycle starts now');
-    },
-    onError: (error) => log.error({err: error}, 'discovery cycle failed; the registry was left as it was'),
-    run: async (signal) => {
-      const report = await runtime.discovery.runCycle(runtime.registrar, signal);
-      status.recordCycle(report);
-      metrics.observeCycle(report);
-      logCycleSummary(log, report);
-      warnIfNoCredentials(log, report);
-      firstCycleDone = true;
-      // Probes run after registration, inside the cycle's slot so their writes never race the next cycle.
-      const changed = await probe(report, runtime.registrar, signal);
-      if (changed > 0) log.info({event: 'probe', changed}, `probes changed the health of ${changed} clusters`);
-      for (const waiter of waiters.splice(0)) waiter(report);
-    },
-  });
+  const makeScheduler = (writer: Writer): Scheduler =>
+    new Scheduler({
+      clock,
+      next: config.discovery_service.schedule ? cronSchedule(config.discovery_service.schedule) : intervalSchedule(config.discovery_service.poll_interval ?? 300_000),
+      onOverrun: (lateByMs) => {
+        metrics.cycleOverrun();
+        log.warn({late_ms: lateByMs}, 'discovery cycle overran its schedule; the next cycle starts now');
+      },
+      onError: (error) => log.error({err: error}, 'discovery cycle failed; the registry was left as it was'),
+      run: async (signal) => {
+        const report = await runtime.discovery.runCycle(writer.registrar, signal);
+        status.recordCycle(report);
+        metrics.observeCycle(report);
+        logCycleSummary(log, report);
+        warnIfNoCredentials(log, report);
+        firstCycleDone = true;
+        // Probes run after registration, inside the cycle's slot so their writes never race the next cycle.
+        const changed = await probe(report, writer.registrar, signal);
+        if (changed > 0) log.info({event: 'probe', changed}, `probes changed the health of ${changed} clusters`);
+        for (const waiter of waiters.splice(0)) waiter(report);
+      },
+    });
+
+  // Role changes are applied one at a time, in order.
+  let term: Term | undefined;
+  let transitions: Promise<void> = Promise.resolve();
+  let role: Role = {role: 'follower'};
+  let stopping = false;
+
+  const beginTerm = async (backend: RegistryBackend): Promise<void> => {
+    const writer = await runtime.openWriter(backend);
+    // Move every entry onto our own lease before the previous leader's lease can lapse.
+    const moved = await reannounce(writer);
+    if (moved > 0) log.info({entries: moved}, 'took over the registry entries of the previous leader');
+    const scheduler = makeScheduler(writer);
+    term = {writer, scheduler};
+    scheduler.start();
+  };
+  const endTerm = async (graceMs: number, deregister: boolean): Promise<void> => {
+    const ending = term;
+    term = undefined;
+    if (!ending) return;
+    await ending.scheduler.stop(graceMs);
+    await ending.writer.heartbeat.stop({deregister}).catch((error: unknown) => log.warn({err: error}, 'heartbeat did not stop cleanly'));
+  };
+  const onRole = (next: Role): void => {
+    role = next;
+    metrics.setLeader(next.role === 'leader');
+    log.info({role: next.role, ...(next.role === 'follower' && next.leader ? {leader: next.leader} : {})}, next.role === 'leader' ? 'leading discovery group' : 'following');
+    transitions = transitions
+      .then(async () => {
+        if (stopping) return;
+        // A deposed leader stops at once: its writes would be fenced anyway.
+        if (next.role === 'leader') await beginTerm(next.backend);
+        else await endTerm(0, false);
+      })
+      .catch((error: unknown) => log.error({err: error}, 'could not change role'));
+  };
 
   const readiness = async (): Promise<Readiness> => {
     try {
@@ -125,8 +183,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     } catch (error) {
       const reason = `registry backend ${runtime.backend.name} unreachable: ${(error as Error).message}`;
       // After a good start, serve the cached inventory and say so rather than drop out of the load balancer.
-      return firstCycleDone && backendEverOk ? {ready: true, status: 'degraded', reason: `${reason}; serving the last known inventory`} : {ready: false, status: 'not_ready', reason};
+      return inventory.synced && backendEverOk ? {ready: true, status: 'degraded', reason: `${reason}; serving the last known inventory`} : {ready: false, status: 'not_ready', reason};
     }
+    if (role.role === 'follower') return inventory.synced ? {ready: true, status: 'ready'} : {ready: false, status: 'not_ready', reason: 'the registry has not been read yet'};
     if (!firstCycleDone) return {ready: false, status: 'not_ready', reason: 'the first discovery cycle has not completed yet'};
     return {ready: true, status: 'ready'};
   };
@@ -141,18 +200,37 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const statusBody = (): unknown => ({
     discovery_group: group,
     version: VERSION,
+    replica: runtime.replica,
     host_id: runtime.hostId,
-    role: 'leader',
+    role: role.role,
+    ...(role.role === 'follower' && role.leader ? {leader: role.leader} : {}),
     backend: {type: runtime.backend.name, synced: inventory.synced, ...(inventory.lastError ? {error: inventory.lastError} : {})},
     inventory: {count: inventory.list().length},
     last_cycle: status.lastCycle ?? null,
     last_success: status.lastSuccess ?? null,
-    next_cycle: scheduler.nextDue ? new Date(scheduler.nextDue).toISOString() : null,
-    cycle_running: scheduler.busy,
+    next_cycle: term?.scheduler.nextDue ? new Date(term.scheduler.nextDue).toISOString() : null,
+    cycle_running: term?.scheduler.busy ?? false,
     sources: status.sources(),
   });
 
-  let http: HttpServer;
+  const trigger = (): boolean => {
+    if (!term) return false;
+    term.scheduler.trigger();
+    return true;
+  };
+
+  const leadership = createLeadership({
+    backend: runtime.backend,
+    storageType: config.storage.type,
+    group,
+    replica: runtime.replica,
+    clock,
+    logger: log,
+    ...(config.storage.type === 'etcd' ? {sessionTtlMs: config.storage.session_ttl} : {}),
+  });
+
+  let http: HttpServer | undefined;
+  let metricsHttp: HttpServer | undefined;
   try {
     http = await startHttpServer({
       listenAddr: options.listenAddr ?? config.http.listen_addr,
@@ -160,38 +238,61 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       readiness,
       status: statusBody,
       metrics: () => metrics.render(),
-      trigger: () => {
-        scheduler.trigger();
-        return {accepted: true};
-      },
+      trigger: () => (trigger() ? {accepted: true} : {accepted: false, reason: 'this replica does not lead its discovery group; send the request to the leader'}),
       ...(auth ? {auth} : {}),
       logger: log,
     });
+    if (config.metrics.listen_addr) {
+      metricsHttp = await startHttpServer({listenAddr: config.metrics.listen_addr, inventory, readiness, status: () => ({}), metrics: () => metrics.render(), logger: log});
+    }
   } catch (error) {
+    await http?.close();
     await inventory.stop();
-    await runtime.close({deregister: false});
+    await runtime.close();
     throw error;
   }
-  log.info({url: http.url, discovery_group: group, backend: runtime.backend.name, entries: inventory.list().length}, `kube-discovery ${VERSION} serving on ${http.url}`);
-  scheduler.start();
+  const api = http;
+  log.info({url: api.url, discovery_group: group, backend: runtime.backend.name, entries: inventory.list().length}, `kube-discovery ${VERSION} serving on ${api.url}`);
+  await leadership.start(onRole);
 
   return {
-    url: http.url,
+    url: api.url,
     runtime,
     metrics,
     inventory,
-    trigger: () => scheduler.trigger(),
+    role: () => role.role,
+    trigger,
     nextCycle: () => new Promise((resolve) => waiters.push(resolve)),
     async stop({deregister, graceMs}) {
       log.info({deregister}, 'stopping');
-      await scheduler.stop(graceMs ?? 10_000);
+      stopping = true;
+      await transitions;
+      await endTerm(graceMs ?? 10_000, deregister);
+      await leadership.stop().catch((error: unknown) => log.warn({err: error}, 'could not resign leadership'));
       dynamic.stop();
-      await http.close();
+      await api.close();
+      await metricsHttp?.close();
       await inventory.stop();
-      await runtime.close({deregister});
+      await runtime.close();
       log.info('stopped');
     },
   };
+}
+
+/** Re-puts every entry of the group under this writer's lease; returns how many were written. */
+async function reannounce(writer: Writer): Promise<number> {
+  const current = await writer.registrar.current();
+  const queue = new PQueue({concurrency: REANNOUNCE_CONCURRENCY});
+  let moved = 0;
+  await Promise.all(
+    current.map((server) =>
+      queue.add(async () => {
+        const stored = await writer.heartbeat.announce(server);
+        if (stored.metadata.revision !== server.metadata.revision) moved++;
+      }),
+    ),
+  );
+  return moved;
 }
 
 async function tokenReviewerFor(options: ServiceOptions): Promise<{tokenReview?: TokenReviewer}> {

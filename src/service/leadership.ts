@@ -1,0 +1,78 @@
+/**
+ * Who runs cycles and writes: with etcd, the elected leader of the discovery group; with
+ * the embedded backends, this process alone. The service only sees role changes.
+ */
+import type {Clock} from '../core/clock.ts';
+import {LeaderElection} from '../ha/election.ts';
+import type {Logger} from '../observability/logger.ts';
+import type {RegistryBackend} from '../registry/backend.ts';
+
+/** A role change: while leader, `backend` is the (fenced) view writes must go through. */
+export type Role = {readonly role: 'leader'; readonly backend: RegistryBackend} | {readonly role: 'follower'; readonly leader?: string};
+
+/** Leadership of one discovery group. */
+export interface Leadership {
+  /** Starts; `onRole` is called for every change, the first time once the first round settled. */
+  start(onRole: (role: Role) => void): Promise<void>;
+  /** The current role. */
+  current(): Role;
+  /** Steps down (resigning on etcd, so another replica takes over at once). */
+  stop(): Promise<void>;
+}
+
+/** Options of createLeadership. */
+export interface LeadershipOptions {
+  readonly backend: RegistryBackend;
+  readonly storageType: string;
+  readonly group: string;
+  readonly replica: string;
+  readonly sessionTtlMs?: number;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
+
+/** The election for etcd; a fixed leader role for memory and sqlite (one process owns the file). */
+export function createLeadership(options: LeadershipOptions): Leadership {
+  if (options.storageType !== 'etcd') {
+    const role: Role = {role: 'leader', backend: options.backend};
+    return {
+      start: async (onRole) => onRole(role),
+      current: () => role,
+      stop: async () => undefined,
+    };
+  }
+  const election = new LeaderElection({
+    backend: options.backend,
+    group: options.group,
+    replicaId: options.replica,
+    clock: options.clock,
+    logger: options.logger,
+    ...(options.sessionTtlMs ? {sessionTtlMs: options.sessionTtlMs} : {}),
+  });
+  const toRole = (): Role => {
+    const state = election.state();
+    if (state.role === 'leader' && state.fence) {
+      return {role: 'leader', backend: options.backend.withFence?.(state.fence) ?? options.backend};
+    }
+    return {role: 'follower', ...(state.leader ? {leader: state.leader} : {})};
+  };
+  let current: Role = {role: 'follower'};
+  let notified: Role['role'] | undefined;
+  return {
+    async start(onRole) {
+      // Changes during the first round and the settled state both go through here, once per change.
+      const publish = (): void => {
+        current = toRole();
+        if (current.role !== notified) {
+          notified = current.role;
+          onRole(current);
+        }
+      };
+      election.onChange(publish);
+      await election.start();
+      publish();
+    },
+    current: () => current,
+    stop: () => election.stop(),
+  };
+}
