@@ -116,7 +116,7 @@ export async function startFakeAws(options: FakeAwsOptions): Promise<FakeAws> {
 
     const verdict = await verifySigV4(world, wire);
     const fctx: FaultContext = {service: api.service, operation: op instanceof AwsApiError ? 'Unknown' : op.name, region, account: verdict.ok ? verdict.caller.account : ''};
-    stats.update(call, {account: fctx.account});
+    stats.update(call, {account: fctx.account, ...(verdict.ok ? {accessKeyId: verdict.caller.accessKeyId} : {})});
     const delay = latencyFor(fake.latencyMs, fctx);
     if (delay > 0) await clock.sleep(delay);
 

@@ -15,6 +15,8 @@ export interface FakeAwsCall {
   readonly region: string;
   /** Account of the caller ('' when authentication failed before it was known). */
   readonly account: string;
+  /** Access key id that signed the request, once authenticated (tells replicas sharing an account apart). */
+  readonly accessKeyId?: string;
   /** HTTP status sent; 0 while in flight or when the fake never answered (`hang`). */
   readonly status: number;
   /** AWS error code sent, if any. */
@@ -28,7 +30,7 @@ export interface FakeAwsCall {
 }
 
 /** Selects calls by any of their identifying fields. */
-export type FakeAwsCallFilter = Partial<Pick<FakeAwsCall, 'service' | 'operation' | 'region' | 'account' | 'status' | 'code'>>;
+export type FakeAwsCallFilter = Partial<Pick<FakeAwsCall, 'service' | 'operation' | 'region' | 'account' | 'status' | 'code' | 'accessKeyId'>>;
 
 type MutableCall = {-readonly [K in keyof FakeAwsCall]: FakeAwsCall[K]};
 
@@ -54,7 +56,7 @@ export class FakeAwsStats {
   }
 
   /** Fills in what became known after authentication (the caller's account). */
-  update(call: FakeAwsCall, fields: Partial<Pick<FakeAwsCall, 'account'>>): void {
+  update(call: FakeAwsCall, fields: Partial<Pick<FakeAwsCall, 'account' | 'accessKeyId'>>): void {
     Object.assign(call as MutableCall, fields);
   }
 

@@ -1,0 +1,183 @@
+/**
+ * Two replicas of `kube-discovery start` on one real etcd: one leader polls and writes, both
+ * serve the inventory; SIGKILL the leader and the survivor takes over without the inventory
+ * ever shrinking or duplicating; the old leader comes back as a follower; etcd stopped past the
+ * session TTL and restarted leaves one leader and the inventory intact.
+ */
+import {mkdtemp, rm, writeFile} from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import {afterAll, beforeAll, expect, it} from 'vitest';
+import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
+import {spawnCli, type CliProcess} from '../helpers/process.ts';
+
+const ACCOUNT = '111111111111';
+// One key per replica, so the fake can tell which replica called.
+const KEYS: Record<string, {accessKeyId: string; secretAccessKey: string}> = {
+  r1: {accessKeyId: 'AKIAFAILOVERTEST0001', secretAccessKey: 'failover-secret-1'},
+  r2: {accessKeyId: 'AKIAFAILOVERTEST0002', secretAccessKey: 'failover-secret-2'},
+};
+const CLUSTERS = ['a', 'b', 'c', 'd', 'e'];
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => server.close(() => r()));
+  return port;
+}
+
+interface Replica {
+  readonly name: string;
+  readonly port: number;
+  proc: CliProcess;
+}
+
+async function status(r: Replica): Promise<{role: string} | undefined> {
+  try {
+    return (await (await fetch(`http://127.0.0.1:${r.port}/v1/status`)).json()) as {role: string};
+  } catch {
+    return undefined;
+  }
+}
+
+async function names(r: Replica): Promise<string[] | undefined> {
+  try {
+    const body = (await (await fetch(`http://127.0.0.1:${r.port}/v1/kube_servers?limit=1000`)).json()) as {items: {metadata: {name: string}}[]};
+    return body.items.map((s) => s.metadata.name);
+  } catch {
+    return undefined;
+  }
+}
+
+async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describeWithEtcd('high availability on etcd', () => {
+  let etcd: TestEtcd;
+  let fake: FakeAws;
+  let dir: string;
+  const replicas: Replica[] = [];
+
+  const start = (r: Replica): void => {
+    const env = {
+      PATH: process.env['PATH'],
+      ...fake.env,
+      AWS_ACCESS_KEY_ID: KEYS[r.name]!.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: KEYS[r.name]!.secretAccessKey,
+      AWS_EC2_METADATA_DISABLED: 'true',
+      AWS_CONFIG_FILE: '/nonexistent',
+      AWS_SHARED_CREDENTIALS_FILE: '/nonexistent',
+      KUBE_DISCOVERY_REPLICA: r.name,
+    };
+    r.proc = spawnCli(['start', '-c', path.join(dir, `${r.name}.yaml`)], env);
+  };
+
+  beforeAll(async () => {
+    etcd = await startEtcd();
+    const world = new FakeAwsWorld();
+    world.addAccount(ACCOUNT, {accessKeys: Object.values(KEYS)});
+    for (const name of CLUSTERS) world.addCluster(ACCOUNT, 'us-east-1', {name});
+    fake = await startFakeAws({world});
+    dir = await mkdtemp(path.join(os.tmpdir(), 'kd-ha-'));
+    for (const name of ['r1', 'r2']) {
+      const port = await freePort();
+      await writeFile(
+        path.join(dir, `${name}.yaml`),
+        `version: v1
+discovery_service:
+  discovery_group: ha
+  poll_interval: 10s
+  aws: [{types: [eks], regions: [us-east-1]}]
+storage: {type: etcd, endpoints: ["${etcd.endpoint}"], session_ttl: 5s}
+probe: {enabled: false}
+http: {listen_addr: "127.0.0.1:${port}"}
+`,
+      );
+      replicas.push({name, port, proc: undefined as unknown as CliProcess});
+    }
+  });
+
+  afterAll(async () => {
+    for (const r of replicas) {
+      r.proc?.child.kill('SIGKILL');
+      await r.proc?.exited;
+    }
+    await fake.close();
+    await etcd.stop();
+    await rm(dir, {recursive: true, force: true});
+  });
+
+  it('one leader polls; SIGKILL fails over without losing or duplicating entries; the old leader returns as follower', async () => {
+    const [r1, r2] = replicas as [Replica, Replica];
+    start(r1);
+    await until('r1 leads with every cluster', async () => (await status(r1))?.role === 'leader' && (await names(r1))?.length === CLUSTERS.length);
+    start(r2);
+    await until('r2 follows with the inventory', async () => (await status(r2))?.role === 'follower' && (await names(r2))?.length === CLUSTERS.length);
+
+    // Only the leader talks to the cloud: a cycle on each (SIGHUP) reaches the fake from r1 alone.
+    fake.stats.reset();
+    r2.proc.child.kill('SIGHUP');
+    r1.proc.child.kill('SIGHUP');
+    await until('r1 polled', async () => fake.stats.count({operation: 'ListClusters', accessKeyId: KEYS['r1']!.accessKeyId}) > 0);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(fake.stats.count({accessKeyId: KEYS['r2']!.accessKeyId})).toBe(0);
+
+    const killedAt = Date.now();
+    r1.proc.child.kill('SIGKILL');
+    const seen: number[] = [];
+    let tookOverAt = 0;
+    while (Date.now() - killedAt < 30_000) {
+      const list = await names(r2);
+      if (list) {
+        seen.push(list.length);
+        expect(new Set(list).size, 'no duplicate names').toBe(list.length);
+      }
+      if ((await status(r2))?.role === 'leader' && /"event":"cycle"/.test(r2.proc.stdout().slice(r2.proc.stdout().lastIndexOf('leading discovery group')))) {
+        tookOverAt = Date.now();
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(tookOverAt, 'r2 became leader and completed a cycle').toBeGreaterThan(0);
+    // Session TTL (5 s) + one cycle, with slack for process start-up on a busy machine.
+    expect(tookOverAt - killedAt).toBeLessThan(20_000);
+    expect(Math.min(...seen), 'the survivor never served fewer entries').toBe(CLUSTERS.length);
+    console.log(`failover: SIGKILL to the new leader's first completed cycle took ${tookOverAt - killedAt} ms`);
+
+    fake.stats.reset();
+    start(r1);
+    await until('r1 comes back as follower', async () => (await status(r1))?.role === 'follower' && (await names(r1))?.length === CLUSTERS.length);
+    expect((await status(r2))?.role).toBe('leader');
+    expect(fake.stats.count({accessKeyId: KEYS['r1']!.accessKeyId}), 'the returning replica does not poll').toBe(0);
+  }, 90_000);
+
+  it('etcd down longer than the session TTL and back: one leader again, inventory intact', async () => {
+    const [r1, r2] = replicas as [Replica, Replica];
+    await etcd.stop();
+    await new Promise((r) => setTimeout(r, 7000));
+    // Both keep serving the last known inventory while etcd is down.
+    expect((await names(r1))?.length).toBe(CLUSTERS.length);
+    expect((await names(r2))?.length).toBe(CLUSTERS.length);
+    await etcd.restart();
+    const roles = await until(
+      'exactly one leader',
+      async () => {
+        const rs = [(await status(r1))?.role, (await status(r2))?.role];
+        return rs.filter((r) => r === 'leader').length === 1 && rs.filter((r) => r === 'follower').length === 1 ? rs : false;
+      },
+      40_000,
+    );
+    expect(roles.sort()).toEqual(['follower', 'leader']);
+    await until('inventory intact on both', async () => (await names(r1))?.length === CLUSTERS.length && (await names(r2))?.length === CLUSTERS.length, 20_000);
+  }, 90_000);
+});
