@@ -1,42 +1,73 @@
 /** The structured log lines operators grep for: one per source failure, one per cycle. */
-import type {SourceResult} from '../core/types.ts';
+import type {FailureReason, SourceResult} from '../core/types.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
 import type {Logger} from './logger.ts';
 
-/** Logs a source outcome: one warn line per failure with cloud, account, region, operation, code and request id. */
+/** How many source ids / cluster names one line lists before it only counts the rest. */
+const LIST_LIMIT = 20;
+
+function capped(items: readonly string[]): {items: string[]; more?: number} {
+  return items.length > LIST_LIMIT ? {items: items.slice(0, LIST_LIMIT), more: items.length - LIST_LIMIT} : {items: [...items]};
+}
+
+/**
+ * Logs a source outcome: exactly one warn line per failure, with cloud, account, region,
+ * operation, code, reason and request id as fields (`event: source_failed`); a debug line
+ * otherwise, and one warn line listing cluster records the source could not use.
+ */
 export function logSourceResult(logger: Logger, result: SourceResult, durationMs: number): void {
   const {source} = result;
-  if (!result.ok && result.error) {
+  const where = {source: source.id, cloud: source.cloud, account: source.account, region: source.region};
+  if (!result.ok) {
     const e = result.error;
     logger.warn(
       {
         event: 'source_failed',
-        source: source.id,
-        cloud: source.cloud,
-        account: source.account,
-        region: source.region,
-        operation: e.operation,
-        code: e.code,
-        reason: e.reason,
-        request_id: e.requestId,
+        ...where,
+        ...(source.resourceGroup ? {resource_group: source.resourceGroup} : {}),
+        operation: e?.operation ?? 'unknown',
+        code: e?.code ?? 'Unknown',
+        reason: e?.reason ?? 'other',
+        request_id: e?.requestId ?? null,
         duration_ms: durationMs,
       },
-      `discovery source ${source.id} failed: ${e.operation}: ${e.code}: ${e.message}`,
+      `discovery source ${source.id} failed: ${e ? `${e.operation}: ${e.code}: ${e.message}` : 'no error detail'}; its clusters are kept and marked stale`,
     );
     return;
   }
-  logger.debug({event: 'source_ok', source: source.id, clusters: result.clusters.length, skipped: result.skippedReason, duration_ms: durationMs}, 'source listed');
+  if (result.malformed.length > 0) {
+    const {items, more} = capped(result.malformed.map((m) => `${m.name}: ${m.reason}`));
+    logger.warn(
+      {event: 'source_malformed_clusters', ...where, count: result.malformed.length, clusters: items, ...(more ? {more} : {})},
+      `discovery source ${source.id} returned ${result.malformed.length} unusable cluster record(s); skipped`,
+    );
+  }
+  if (result.skippedReason) {
+    logger.debug({event: 'source_skipped', ...where, skipped: result.skippedReason, duration_ms: durationMs}, `source ${source.id} skipped: ${result.skippedReason}`);
+    return;
+  }
+  logger.debug({event: 'source_ok', ...where, clusters: result.clusters.length, duration_ms: durationMs}, `source ${source.id} listed ${result.clusters.length} cluster(s)`);
 }
 
-/** Logs the one summary line of a cycle. */
+/** Logs the one summary line of a cycle (info when every source succeeded, warn otherwise). */
 export function logCycleSummary(logger: Logger, report: CycleReport): void {
   const c = report.counts;
-  const failed = report.sources.filter((s) => !s.ok).map((s) => s.id);
+  const failed = report.sources.filter((s) => !s.ok);
+  const byReason: Partial<Record<FailureReason, number>> = {};
+  for (const s of failed) {
+    const reason = s.error?.reason ?? 'other';
+    byReason[reason] = (byReason[reason] ?? 0) + 1;
+  }
   const found = report.results.reduce((n, r) => n + r.clusters.length, 0);
+  const {items: failedIds, more} = capped(failed.map((s) => s.id));
   logger[report.result === 'success' ? 'info' : 'warn'](
     {
       event: 'cycle',
       result: report.result,
+      sources: report.sources.length,
+      failed_sources: failedIds,
+      ...(more ? {failed_sources_more: more} : {}),
+      failed_by_reason: byReason,
       found,
       registered: c.create,
       updated: c.update,
@@ -44,9 +75,10 @@ export function logCycleSummary(logger: Logger, report: CycleReport): void {
       unchanged: c.unchanged,
       stale: c.stale,
       skipped: c.skip,
-      failed_sources: failed,
+      apply_errors: report.applyErrors.length,
       duration_ms: report.durationMs,
     },
-    `discovery cycle ${report.result}: ${found} found, ${c.create} registered, ${c.update} updated, ${c.delete} deregistered, ${c.stale} stale, ${failed.length} failed sources`,
+    `discovery cycle ${report.result}: ${found} found, ${c.create} registered, ${c.update} updated, ${c.delete} deregistered, ` +
+      `${c.stale} stale, ${failed.length}/${report.sources.length} sources failed, ${report.applyErrors.length} write errors in ${report.durationMs} ms`,
   );
 }

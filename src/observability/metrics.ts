@@ -1,41 +1,444 @@
 /**
- * Prometheus metrics of the service (design §9). The service calls these hooks; the
- * observability work fills in the prom-client implementation behind them.
+ * Prometheus metrics of the service (design §9). The service calls the hooks; every label
+ * value is bounded: cloud, region, a reason or code from a fixed vocabulary, an SDK
+ * operation name. Account ids, cluster names and error messages never become labels.
  */
-import {collectDefaultMetrics, Registry} from 'prom-client';
+import {collectDefaultMetrics, Counter, Gauge, Histogram, Registry} from 'prom-client';
 import type {KubeServer, TargetHealth} from '../../heartbeats/kube-server.ts';
-import type {SourceResult} from '../core/types.ts';
-import type {CycleReport} from '../discovery/cycle.ts';
+import type {FailureReason, SourceResult} from '../core/types.ts';
+import type {CycleReport, SourceReport} from '../discovery/cycle.ts';
+import {LABEL} from '../discovery/labels.ts';
+import type {Action} from '../discovery/reconcile.ts';
+import {VERSION} from '../version.ts';
+
+/** Every metric name starts with this. */
+export const METRIC_PREFIX = 'kube_discovery_';
+
+/** The bounded failure reasons, in the order dashboards list them. */
+export const FAILURE_REASONS: readonly FailureReason[] = ['throttled', 'access_denied', 'timeout', 'not_found', 'invalid_response', 'other'];
+
+/** State of a source in its last cycle, as in `kube_discovery_sources{state}` and `/v1/status`. */
+export type SourceState = 'ok' | 'failed' | 'skipped';
+
+/** State of a cluster in `kube_discovery_clusters{state}`. */
+export type ClusterState = 'registered' | 'stale' | 'filtered' | 'skipped_status' | 'skipped_invalid';
+
+/** Which registry write a heartbeat failure belongs to. */
+export type HeartbeatKind = 'announce' | 'keepalive' | 'delete';
+
+/** One HTTP attempt against a cloud API, as the SDK middleware / pipeline policy saw it. */
+export interface CloudApiCall {
+  /** `eks`, `sts`, `containerservice` ... */
+  readonly service: string;
+  /** SDK operation name: `ListClusters`, `ManagedClusters_List` ... */
+  readonly operation: string;
+  /** `OK`, or the cloud's error code (`ThrottlingException`), or a transport code (`ECONNREFUSED`). */
+  readonly code: string;
+  readonly durationSeconds: number;
+  readonly throttled: boolean;
+}
+
+/** Options of Metrics. */
+export interface MetricsOptions {
+  /** Node.js process metrics (`process_*`, `nodejs_*`); default true. */
+  readonly defaultMetrics?: boolean;
+  /** Reported by `kube_discovery_build_info`; default package.json's. */
+  readonly version?: string;
+}
+
+const CLOUDS = ['AWS', 'Azure'] as const;
+const HEALTHS = ['healthy', 'unhealthy', 'unknown'] as const;
+const CYCLE_RESULTS = ['success', 'partial', 'failure', 'error'] as const;
+const CHANGE_ACTIONS = ['create', 'update', 'delete'] as const;
+const HEARTBEAT_KINDS: readonly HeartbeatKind[] = ['announce', 'keepalive', 'delete'];
+
+/** A region as a label value: region names pass unchanged (they are bounded by the clouds); anything else is `other`. */
+export function metricRegion(region: string): string {
+  return /^(?:\*|[a-z0-9][a-z0-9-]{0,39})$/.test(region) ? region : 'other';
+}
+
+/** A cloud error code or short reason as a label value: identifier-like values pass, free text becomes `other`. */
+export function metricCode(code: string | undefined): string {
+  if (code === undefined || code === '') return 'none';
+  return /^[A-Za-z][A-Za-z0-9_.:-]{0,63}$/.test(code) ? code : 'other';
+}
+
+/** A cloud name as a label value (`AWS`, `Azure`, else `other`). */
+export function metricCloud(cloud: string | undefined): string {
+  return cloud === 'AWS' || cloud === 'Azure' ? cloud : 'other';
+}
+
+/** The state a source reports in metrics and `/v1/status`; both use this so they always agree. */
+export function sourceState(source: Pick<SourceReport, 'ok' | 'skipped'>): SourceState {
+  if (!source.ok) return 'failed';
+  return source.skipped ? 'skipped' : 'ok';
+}
+
+/** The bounded reason of a failed source (`other` when it carries none). */
+export function sourceReason(source: Pick<SourceReport, 'error'>): FailureReason {
+  const reason = source.error?.reason;
+  return reason && FAILURE_REASONS.includes(reason) ? reason : 'other';
+}
+
+const SKIP_STATES: Readonly<Record<string, ClusterState>> = {
+  filtered: 'filtered',
+  status: 'skipped_status',
+  malformed: 'skipped_invalid',
+  invalid_name: 'skipped_invalid',
+  collision: 'skipped_invalid',
+};
+
+function clusterStateOf(action: Action, reason: string): ClusterState | undefined {
+  switch (action) {
+    case 'create':
+    case 'update':
+    case 'unchanged':
+      return 'registered';
+    case 'stale':
+      return 'stale';
+    case 'skip':
+      // Reconcile words a skip as `<kind>: <why>`; the kind is a fixed vocabulary.
+      return SKIP_STATES[reason.slice(0, reason.indexOf(':'))] ?? 'skipped_invalid';
+    case 'delete':
+      return undefined;
+  }
+}
+
+type StateCounts = Map<string, {cloud: string; region: string; state: ClusterState; count: number}>;
+
+function countState(counts: StateCounts, cloud: string, region: string, state: ClusterState): void {
+  const key = `${cloud}\u0000${region}\u0000${state}`;
+  const entry = counts.get(key);
+  if (entry) entry.count++;
+  else counts.set(key, {cloud, region, state, count: 1});
+}
 
 /** The service's metrics registry and the hooks that feed it. */
 export class Metrics {
   /** The prom-client registry served on /metrics. */
   readonly registry = new Registry();
 
-  constructor(options: {defaultMetrics?: boolean} = {}) {
-    if (options.defaultMetrics ?? true) collectDefaultMetrics({register: this.registry});
+  readonly #cycleDuration: Histogram<never>;
+  readonly #cycles: Counter<'result'>;
+  readonly #lastSuccess: Gauge<never>;
+  readonly #lastCompleted: Gauge<never>;
+  readonly #overruns: Counter<never>;
+  readonly #sourceErrors: Counter<'cloud' | 'region' | 'reason'>;
+  readonly #sources: Gauge<'cloud' | 'region' | 'state'>;
+  readonly #sourceDuration: Histogram<'cloud'>;
+  readonly #apiRequests: Counter<'service' | 'operation' | 'code'>;
+  readonly #apiDuration: Histogram<'service' | 'operation'>;
+  readonly #apiThrottled: Counter<'service' | 'operation'>;
+  readonly #changes: Counter<'action'>;
+  readonly #writeErrors: Counter<'action'>;
+  readonly #heartbeatFailures: Counter<'kind'>;
+  readonly #tokensMinted: Counter<'cloud'>;
+  readonly #tokenErrors: Counter<'cloud'>;
+  readonly #probes: Counter<'health' | 'reason'>;
+  readonly #byHealth: Gauge<'cloud' | 'health'>;
+  readonly #leader: Gauge<never>;
+  /** Cluster states from the last cycle's plan. */
+  #cycleStates: StateCounts = new Map();
+  /** Registered/stale counts from the registry itself, once the service reports it; they win over the plan's. */
+  #inventoryStates: StateCounts | undefined;
+  readonly #seenSourceRegions = new Set<string>();
+
+  constructor(options: MetricsOptions = {}) {
+    // Process metrics keep their standard names (process_start_time_seconds, nodejs_*), so stock
+    // dashboards and restart alerts work; `job`/`instance` already tell this service apart.
+    if (options.defaultMetrics ?? true) {
+      collectDefaultMetrics({register: this.registry});
+      // These gauges end in `_total`, which `promtool check metrics` rejects; the `{type}`
+      // gauges of the same name without the suffix carry the same numbers.
+      for (const lint of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) {
+        this.registry.removeSingleMetric(lint);
+      }
+    }
+    const registers = [this.registry];
+    const name = (n: string): string => `${METRIC_PREFIX}${n}`;
+
+    this.#cycleDuration = new Histogram({
+      name: name('cycle_duration_seconds'),
+      help: 'Wall time of discovery cycles, from planning sources to the last registry write.',
+      buckets: [0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800],
+      registers,
+    });
+    this.#cycles = new Counter({
+      name: name('cycles_total'),
+      help: 'Discovery cycles by result: success (every source listed), partial (some failed), failure (all failed), error (registry unreadable).',
+      labelNames: ['result'],
+      registers,
+    });
+    this.#lastSuccess = new Gauge({
+      name: name('last_successful_cycle_timestamp_seconds'),
+      help: 'Unix time at which the last cycle in which every source succeeded finished (last_success of /v1/status); 0 = none yet.',
+      registers,
+    });
+    this.#lastCompleted = new Gauge({
+      name: name('last_completed_cycle_timestamp_seconds'),
+      help: 'Unix time at which the last cycle that listed at least one source and applied its plan (success or partial) finished; 0 = none yet.',
+      registers,
+    });
+    this.#overruns = new Counter({
+      name: name('cycle_overruns_total'),
+      help: 'Scheduled cycles that started late because the previous cycle was still running.',
+      registers,
+    });
+    this.#sourceErrors = new Counter({
+      name: name('source_errors_total'),
+      help: 'Sources (matcher x region x account) whose listing failed, by cloud, region and bounded reason.',
+      labelNames: ['cloud', 'region', 'reason'],
+      registers,
+    });
+    this.#sources = new Gauge({
+      name: name('sources'),
+      help: 'Sources of the last cycle by cloud, region and state (ok, failed, skipped).',
+      labelNames: ['cloud', 'region', 'state'],
+      registers,
+    });
+    this.#sourceDuration = new Histogram({
+      name: name('source_duration_seconds'),
+      help: 'Time to list one source, including every page and DescribeCluster call.',
+      labelNames: ['cloud'],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+      registers,
+    });
+    this.#apiRequests = new Counter({
+      name: name('cloud_api_requests_total'),
+      help: 'HTTP attempts against cloud APIs (retries included), by service, operation and code (OK or the error code).',
+      labelNames: ['service', 'operation', 'code'],
+      registers,
+    });
+    this.#apiDuration = new Histogram({
+      name: name('cloud_api_request_duration_seconds'),
+      help: 'Duration of single HTTP attempts against cloud APIs.',
+      labelNames: ['service', 'operation'],
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.#apiThrottled = new Counter({
+      name: name('cloud_api_throttled_total'),
+      help: 'HTTP attempts the cloud answered with a throttling error.',
+      labelNames: ['service', 'operation'],
+      registers,
+    });
+    this.#changes = new Counter({
+      name: name('registry_changes_total'),
+      help: 'kube_server entries written by discovery, by action (create, update, delete).',
+      labelNames: ['action'],
+      registers,
+    });
+    this.#writeErrors = new Counter({
+      name: name('registry_write_errors_total'),
+      help: 'Registry writes of a cycle that failed after retries, by action; the entry is retried next cycle.',
+      labelNames: ['action'],
+      registers,
+    });
+    this.#heartbeatFailures = new Counter({
+      name: name('heartbeat_failures_total'),
+      help: 'Failed heartbeat writes by kind (announce, keepalive, delete).',
+      labelNames: ['kind'],
+      registers,
+    });
+    this.#tokensMinted = new Counter({
+      name: name('tokens_minted_total'),
+      help: 'Cluster credentials minted (EKS presigned tokens, Entra ID access tokens).',
+      labelNames: ['cloud'],
+      registers,
+    });
+    this.#tokenErrors = new Counter({
+      name: name('token_errors_total'),
+      help: 'Cluster credentials that failed to mint.',
+      labelNames: ['cloud'],
+      registers,
+    });
+    this.#probes = new Counter({
+      name: name('probes_total'),
+      help: 'Cluster API probes by resulting health and reason.',
+      labelNames: ['health', 'reason'],
+      registers,
+    });
+    this.#byHealth = new Gauge({
+      name: name('clusters_by_health'),
+      help: 'Registered clusters by cloud and target health (healthy, unhealthy, unknown = not probed yet).',
+      labelNames: ['cloud', 'health'],
+      registers,
+    });
+    this.#leader = new Gauge({
+      name: name('leader'),
+      help: '1 while this replica is the leader that polls and writes for its discovery group, else 0.',
+      registers,
+    });
+    const states = (): StateCounts => this.#clusterStates();
+    new Gauge({
+      name: name('clusters'),
+      help: 'Clusters by cloud, region and state: registered, stale (source failing), filtered (tags), skipped_status, skipped_invalid.',
+      labelNames: ['cloud', 'region', 'state'],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of states().values()) this.set({cloud: s.cloud, region: s.region, state: s.state}, s.count);
+      },
+    });
+    new Gauge({
+      name: name('build_info'),
+      help: 'Always 1; the labels tell the running version.',
+      labelNames: ['version', 'nodejs_version'],
+      registers,
+    }).set({version: options.version ?? VERSION, nodejs_version: process.versions.node}, 1);
+
+    // Zero-initialise bounded series so rate() and increase() see the first event.
+    for (const result of CYCLE_RESULTS) this.#cycles.inc({result}, 0);
+    for (const action of CHANGE_ACTIONS) this.#changes.inc({action}, 0);
+    for (const action of CHANGE_ACTIONS) this.#writeErrors.inc({action}, 0);
+    for (const kind of HEARTBEAT_KINDS) this.#heartbeatFailures.inc({kind}, 0);
+    for (const cloud of CLOUDS) {
+      this.#tokensMinted.inc({cloud}, 0);
+      this.#tokenErrors.inc({cloud}, 0);
+    }
+    for (const cloud of CLOUDS) for (const health of HEALTHS) this.#byHealth.set({cloud, health}, 0);
+    this.#leader.set(0);
   }
 
-  /** A cycle finished. */
-  observeCycle(_report: CycleReport): void {}
+  /** A cycle finished: result, duration, per-source outcome, registry changes and cluster states. */
+  observeCycle(report: CycleReport): void {
+    this.#cycles.inc({result: report.result});
+    this.#cycleDuration.observe(report.durationMs / 1000);
+    const finished = (report.startedAt + report.durationMs) / 1000;
+    if (report.result === 'success') this.#lastSuccess.set(finished);
+    // A partial cycle still keeps the inventory moving; failing sources have their own series and alert.
+    if (report.result !== 'failure') this.#lastCompleted.set(finished);
+
+    this.#sources.reset();
+    const byId = new Map<string, SourceReport>();
+    for (const source of report.sources) {
+      byId.set(source.id, source);
+      const cloud = metricCloud(source.cloud);
+      const region = metricRegion(source.region);
+      this.#initSourceErrors(cloud, region);
+      for (const state of ['ok', 'failed', 'skipped'] as const) this.#sources.inc({cloud, region, state}, 0);
+      this.#sources.inc({cloud, region, state: sourceState(source)});
+      if (!source.ok) this.#sourceErrors.inc({cloud, region, reason: sourceReason(source)});
+    }
+
+    const failedWrites = new Map<Action, number>();
+    for (const e of report.applyErrors) {
+      failedWrites.set(e.action, (failedWrites.get(e.action) ?? 0) + 1);
+      this.#writeErrors.inc({action: e.action});
+    }
+    for (const action of CHANGE_ACTIONS) {
+      const written = report.counts[action] - (failedWrites.get(action) ?? 0);
+      if (written > 0) this.#changes.inc({action}, written);
+    }
+
+    const states: StateCounts = new Map();
+    for (const item of report.items) {
+      const state = clusterStateOf(item.action, item.reason);
+      if (!state) continue;
+      const source = byId.get(item.source);
+      const cloud = metricCloud(item.labels[LABEL.cloud] ?? source?.cloud);
+      const region = metricRegion(item.labels[LABEL.region] ?? source?.region ?? 'unknown');
+      countState(states, cloud, region, state);
+    }
+    this.#cycleStates = states;
+  }
+
+  /** A cycle could not run at all (the registry was unreadable); counted as result `error`. */
+  cycleError(): void {
+    this.#cycles.inc({result: 'error'});
+  }
+
   /** A scheduled cycle started late because the previous one overran. */
-  cycleOverrun(): void {}
-  /** A source finished fetching. */
-  observeSource(_result: SourceResult, _durationMs: number): void {}
-  /** The registered inventory changed (after a cycle, or on a watch event). */
-  observeInventory(_servers: readonly KubeServer[]): void {}
+  cycleOverrun(): void {
+    this.#overruns.inc();
+  }
+
+  /** A source finished fetching: its duration. (Its failure is counted by observeCycle, which sees every source once.) */
+  observeSource(result: SourceResult, durationMs: number): void {
+    this.#sourceDuration.observe({cloud: metricCloud(result.source.cloud)}, durationMs / 1000);
+  }
+
+  /** The registered inventory as stored (after a cycle, or on a watch event): registered/stale counts and health. */
+  observeInventory(servers: readonly KubeServer[]): void {
+    const states: StateCounts = new Map();
+    this.#byHealth.reset();
+    for (const cloud of CLOUDS) for (const health of HEALTHS) this.#byHealth.set({cloud, health}, 0);
+    for (const server of servers) {
+      const cluster = server.spec.cluster;
+      const labels = cluster.metadata.labels;
+      const cloud = metricCloud(labels[LABEL.cloud] ?? (cluster.spec.aws ? 'AWS' : cluster.spec.azure ? 'Azure' : undefined));
+      const region = metricRegion(labels[LABEL.region] ?? cluster.spec.aws?.region ?? 'unknown');
+      countState(states, cloud, region, server.status?.stale ? 'stale' : 'registered');
+      const health = server.status?.target_health?.status ?? 'unknown';
+      this.#byHealth.inc({cloud, health: HEALTHS.includes(health) ? health : 'unknown'});
+    }
+    this.#inventoryStates = states;
+  }
+
   /** A heartbeat write failed (after retries for announce/delete; each failed keepalive). */
-  heartbeatFailure(_kind: 'announce' | 'keepalive' | 'delete'): void {}
-  /** A token was minted / failed to mint. */
-  tokenMinted(_cloud: 'AWS' | 'Azure'): void {}
-  tokenError(_cloud: 'AWS' | 'Azure'): void {}
-  /** A probe finished. */
-  probeResult(_health: TargetHealth): void {}
+  heartbeatFailure(kind: HeartbeatKind): void {
+    this.#heartbeatFailures.inc({kind});
+  }
+
+  /** A cluster token was minted. */
+  tokenMinted(cloud: 'AWS' | 'Azure'): void {
+    this.#tokensMinted.inc({cloud: metricCloud(cloud)});
+  }
+
+  /** A cluster token failed to mint. */
+  tokenError(cloud: 'AWS' | 'Azure'): void {
+    this.#tokenErrors.inc({cloud: metricCloud(cloud)});
+  }
+
+  /** A probe finished with this health; the reason is kept only when it is a short identifier. */
+  probeResult(health: TargetHealth): void {
+    this.#probes.inc({health: HEALTHS.includes(health.status) ? health.status : 'unknown', reason: probeReason(health.reason)});
+  }
+
   /** This replica became leader (true) or follower (false). */
-  setLeader(_leader: boolean): void {}
+  setLeader(leader: boolean): void {
+    this.#leader.set(leader ? 1 : 0);
+    if (!leader) {
+      // A follower runs no cycles: the last cycle's source and skip states are another replica's news now.
+      this.#sources.reset();
+      this.#cycleStates = new Map();
+    }
+  }
+
+  /** One HTTP attempt against a cloud API (called by the AWS middleware and the Azure pipeline policy). */
+  cloudApiCall(call: CloudApiCall): void {
+    const service = metricCode(call.service);
+    const operation = metricCode(call.operation);
+    this.#apiRequests.inc({service, operation, code: metricCode(call.code)});
+    this.#apiDuration.observe({service, operation}, Math.max(0, call.durationSeconds));
+    if (call.throttled) this.#apiThrottled.inc({service, operation});
+    else this.#apiThrottled.inc({service, operation}, 0);
+  }
 
   /** The /metrics body and its content type. */
   async render(): Promise<{contentType: string; body: string}> {
     return {contentType: this.registry.contentType, body: await this.registry.metrics()};
   }
+
+  #initSourceErrors(cloud: string, region: string): void {
+    const key = `${cloud}\u0000${region}`;
+    if (this.#seenSourceRegions.has(key)) return;
+    this.#seenSourceRegions.add(key);
+    for (const reason of FAILURE_REASONS) this.#sourceErrors.inc({cloud, region, reason}, 0);
+  }
+
+  #clusterStates(): StateCounts {
+    const inventory = this.#inventoryStates;
+    if (!inventory) return this.#cycleStates;
+    const merged: StateCounts = new Map(inventory);
+    for (const [key, entry] of this.#cycleStates) {
+      if (entry.state !== 'registered' && entry.state !== 'stale') merged.set(key, entry);
+    }
+    return merged;
+  }
+}
+
+function probeReason(reason: string | undefined): string {
+  if (reason === undefined || reason === '') return 'none';
+  return /^[a-z][a-z0-9_]{0,31}$/.test(reason) ? reason : 'other';
 }

@@ -1,51 +1,84 @@
 /**
- * Redaction of secrets anywhere in a logged object: keys that name a credential and
- * values that look like one (EKS tokens, bearer headers, JWTs, AWS secret keys).
+ * Redaction of secrets anywhere in a logged object: keys that name a credential, and values
+ * that look like one wherever they appear (EKS tokens, bearer and basic headers, JWTs, SigV4
+ * signatures, AWS secret keys and session tokens, private keys, secrets in query strings).
  */
 
 /** Replacement text for a redacted value. */
 export const REDACTED = '[REDACTED]';
 
-const SECRET_KEY = /(token|secret|password|passwd|authorization|credential|session_?key|private_?key|api_?key|^cookie$|^x-amz-security-token$|^x-amz-signature$|^external_?id$)/i;
-// Keys that contain "token" but hold no secret (counts, ids of files, page tokens).
-const SAFE_KEY = /^(token_file|tokens?_minted|next_?token|next_page_token|nextToken|tokenCount|token_errors)$/i;
+const SECRET_KEY =
+  /(token|secret|password|passwd|passphrase|authorization|credential|session_?key|private_?key|api_?key|access_?key_?secret|^cookie$|^set-cookie$|^x-amz-signature$|^signature$|^external_?id$|^sig$|assertion)/i;
+// Keys that contain "token" or "credential" but hold no secret (counters, file names, page tokens, kinds).
+const SAFE_KEY = /^(token_?file|tokens?_?minted|next_?token|next_?page_?token|token_?count|token_?errors|token_?kind|credential_?source|token_?expires_?at)$/i;
 
-const SECRET_VALUE: readonly RegExp[] = [
-  /k8s-aws-v1\.[A-Za-z0-9_-]+/g,
-  /\b[Bb]earer\s+[A-Za-z0-9._~+/=-]+/g,
-  /\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+/g,
-  /X-Amz-(Signature|Security-Token|Credential)=[^&\s"]+/g,
+/** Secret-looking substrings of free text; `$1` keeps a leading name (`sig=`, `Bearer `). */
+const SECRET_VALUE: readonly [RegExp, string][] = [
+  [/k8s-aws-v1\.[A-Za-z0-9_-]+/g, REDACTED],
+  [/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{6,}/gi, `$1 ${REDACTED}`],
+  [/\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*/g, REDACTED],
+  [/(X-Amz-(?:Signature|Security-Token|Credential)=)[^&\s"']+/gi, `$1${REDACTED}`],
+  [/(\bSignature=)[0-9a-f]{16,}/g, `$1${REDACTED}`],
+  [/([?&](?:sig|code|client_secret|client_assertion|assertion|access_token|refresh_token|id_token|password)=)[^&\s"']+/gi, `$1${REDACTED}`],
+  // `name: value` / `name=value` / `"name":"value"` for credential-named fields inside text (a JSON body in an error message).
+  [
+    /((?:aws_)?(?:secret_?access_?key|session_?token|secret|password|client_?secret|access_?token|refresh_?token)["']?\s*[:=]\s*["']?)[^"'\s,&}]+/gi,
+    `$1${REDACTED}`,
+  ],
+  [/(<(SecretAccessKey|SessionToken)>)[^<]*(<\/\2>)/g, `$1${REDACTED}$3`],
+  // STS session tokens: long base64 starting with the serialized-token prefixes AWS uses.
+  [/\b(?:IQoJb3JpZ2lu|FwoGZXIvYXdz|FQoGZXIvYXdz)[A-Za-z0-9/+=]{20,}/g, REDACTED],
+  [/-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g, REDACTED],
 ];
+
+// An AWS secret access key: exactly 40 base64 characters with mixed case, standing alone.
+const AWS_SECRET_KEY = /(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])/g;
+
+function looksLikeSecretKey(candidate: string): boolean {
+  return /[a-z]/.test(candidate) && /[A-Z]/.test(candidate) && /[0-9/+]/.test(candidate);
+}
 
 /** Whether a key names a secret. */
 export function isSecretKey(key: string): boolean {
   return SECRET_KEY.test(key) && !SAFE_KEY.test(key);
 }
 
-/** Removes secret-looking substrings from free text (error messages, URLs). */
+/** Removes secret-looking substrings from free text (messages, error messages, URLs). */
 export function redactText(text: string): string {
   let out = text;
-  for (const pattern of SECRET_VALUE) out = out.replace(pattern, REDACTED);
+  for (const [pattern, replacement] of SECRET_VALUE) out = out.replace(pattern, replacement);
+  return out.replace(AWS_SECRET_KEY, (m) => (looksLikeSecretKey(m) ? REDACTED : m));
+}
+
+function redactEntries(entries: Iterable<[string, unknown]>, depth: number, seen: WeakSet<object>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of entries) {
+    out[k] = isSecretKey(k) && v !== undefined && v !== null && v !== '' ? REDACTED : redact(v, depth + 1, seen);
+  }
   return out;
 }
 
 /** A deep copy of `value` with secrets replaced; cycles and depth are bounded. */
 export function redact(value: unknown, depth = 0, seen = new WeakSet<object>()): unknown {
   if (typeof value === 'string') return redactText(value);
+  if (typeof value === 'function') return undefined;
   if (value === null || typeof value !== 'object') return value;
   if (depth > 12 || seen.has(value)) return '[…]';
   seen.add(value);
   if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1, seen));
+  if (value instanceof Date) return value;
   if (value instanceof Error) {
     const out: Record<string, unknown> = {type: value.name, message: redactText(value.message)};
     if (value.stack) out['stack'] = redactText(value.stack);
-    for (const [k, v] of Object.entries(value)) out[k] = isSecretKey(k) ? REDACTED : redact(v, depth + 1, seen);
+    Object.assign(out, redactEntries(Object.entries(value), depth, seen));
+    if (value.cause !== undefined) out['cause'] = redact(value.cause, depth + 1, seen);
+    if (value instanceof AggregateError) out['errors'] = redact(value.errors, depth + 1, seen);
     return out;
   }
-  if (value instanceof Date) return value;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value as Record<string, unknown>)) {
-    out[k] = isSecretKey(k) && v !== undefined && v !== null && v !== '' ? REDACTED : redact(v, depth + 1, seen);
-  }
-  return out;
+  if (value instanceof Map) return redactEntries([...value.entries()].map(([k, v]) => [String(k), v]), depth, seen);
+  if (value instanceof Set) return [...value].map((v) => redact(v, depth + 1, seen));
+  if (value instanceof URL) return redactText(value.href);
+  if (typeof Headers !== 'undefined' && value instanceof Headers) return redactEntries(value.entries(), depth, seen);
+  if (Buffer.isBuffer(value) || ArrayBuffer.isView(value)) return `[${value.byteLength} bytes]`;
+  return redactEntries(Object.entries(value as Record<string, unknown>), depth, seen);
 }

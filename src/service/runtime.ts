@@ -67,7 +67,15 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
     const replica = replicaName(io.env);
     const hostId = await loadOrCreateHostId(backend, replica);
     const group = config.discovery_service.discovery_group;
-    const discovery = new Discovery({config, clock: options.clock, hostId, hostname, version: VERSION, azure: {logger}, ...options.discovery});
+    const discovery = new Discovery({
+      config,
+      clock: options.clock,
+      hostId,
+      hostname,
+      version: VERSION,
+      ...options.discovery,
+      azure: {logger, ...options.discovery?.azure},
+    });
     return {
       config,
       logger,

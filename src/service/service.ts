@@ -13,6 +13,8 @@ import {DynamicLabels} from '../discovery/dynamic-labels.ts';
 import {createAuthenticator, podTokenReviewer, type TokenReviewer} from '../http/auth.ts';
 import {startHttpServer, type HttpServer, type Readiness} from '../http/server.ts';
 import {Inventory} from '../inventory/inventory.ts';
+import {instrumentAwsClient} from '../observability/aws-middleware.ts';
+import {azureMetricsPolicies} from '../observability/azure-policy.ts';
 import {logCycleSummary, logSourceResult} from '../observability/log-events.ts';
 import type {Logger} from '../observability/logger.ts';
 import {Metrics} from '../observability/metrics.ts';
@@ -85,6 +87,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     ...(options.backend ? {backend: options.backend} : {}),
     onHeartbeatFailure: (kind) => metrics.heartbeatFailure(kind),
     discovery: {
+      // Every SDK client and ARM pipeline counts its HTTP attempts (retries included) in the metrics.
+      aws: {perRegionConcurrency: config.discovery_service.concurrency.per_region, onClient: (client) => instrumentAwsClient(client, metrics)},
+      azure: {clientOptions: {additionalPolicies: azureMetricsPolicies(metrics)}},
       dynamicLabels: () => dynamic.current(),
       onSource: (result, durationMs) => {
         status.recordSource(result, clock.now());
@@ -125,7 +130,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         metrics.cycleOverrun();
         log.warn({late_ms: lateByMs}, 'discovery cycle overran its schedule; the next cycle starts now');
       },
-      onError: (error) => log.error({err: error}, 'discovery cycle failed; the registry was left as it was'),
+      onError: (error) => {
+        metrics.cycleError();
+        log.error({err: error}, 'discovery cycle failed; the registry was left as it was');
+      },
       run: async (signal) => {
         const report = await runtime.discovery.runCycle(writer.registrar, signal);
         status.recordCycle(report);
