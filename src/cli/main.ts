@@ -15,6 +15,11 @@ commands:
                                            write a kubeconfig for the discovered clusters
   token eks --cluster-name N --region R [--role-arn A] [--external-id X]
                                            print an ExecCredential for kubectl
+  token aks --server-id ID [--tenant-id T] [--client-id C]
+                                           print an ExecCredential with an Entra ID token
+  configure eks --cluster-name N --region R --principal-arn ARN [--group G] [--apply] [--role-arn A [--external-id X]]
+  configure aks --subscription S --resource-group G --name N --principal-id OID
+                                           grant the discovery identity access to a cluster
   config check -c FILE                     validate a config and print the effective config
   version                                  print the version
 `;
@@ -26,6 +31,7 @@ const commands: Readonly<Record<string, Command>> = {
   ls: async (argv, io) => (await import('./ls.ts')).runLs(argv, io),
   kubeconfig: async (argv, io) => (await import('./kubeconfig.ts')).runKubeconfig(argv, io),
   token: async (argv, io) => (await import('./token.ts')).runToken(argv, io),
+  configure: async (argv, io) => (await import('./configure.ts')).runConfigure(argv, io),
   config: async (argv, io) => {
     if (argv[0] === 'check') return (await import('./config-check.ts')).runConfigCheck(argv.slice(1), io);
     io.stderr(`kube-discovery config: unknown sub-command ${JSON.stringify(argv[0] ?? '')}; known: check\n`);

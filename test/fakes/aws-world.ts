@@ -234,6 +234,11 @@ export class FakeAwsWorld {
     return creds;
   }
 
+  /** Every set of temporary credentials AssumeRole handed out (tests check none of them leaks). */
+  issuedCredentials(): ResolvedCredentials[] {
+    return [...this.#issued.values()];
+  }
+
   /** Adds a cluster; a CREATING cluster gets no endpoint or CA unless given, like real EKS. */
   addCluster(accountId: string, region: string, init: FakeClusterInit): FakeEksCluster {
     this.#account(accountId);

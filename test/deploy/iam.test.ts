@@ -1,0 +1,202 @@
+// The shipped IAM policies and Azure role grant exactly what the code calls: a static scan of
+// src/ for AWS SDK commands, credential providers and ARM operations, mapped to IAM / Azure
+// actions by the tables below. A new SDK call without a table entry fails here, and so does a
+// policy granting an action nothing calls.
+import {readdirSync, readFileSync} from 'node:fs';
+import path from 'node:path';
+import {describe, expect, it} from 'vitest';
+import {parse} from 'yaml';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+const read = (file: string): string => readFileSync(path.join(ROOT, file), 'utf8');
+
+/** Files whose AWS calls belong to `configure eks` (the operator's policy), not to the discovery identity. */
+const CONFIGURE_FILES = new Set(['src/clouds/aws/access-entries.ts']);
+
+/** AWS operation (`service:Operation` as the SDK names it) → IAM action, or null when IAM needs no permission. */
+const AWS_ACTIONS: Readonly<Record<string, string | null>> = {
+  'eks:ListClusters': 'eks:ListClusters',
+  'eks:DescribeCluster': 'eks:DescribeCluster',
+  'eks:DescribeAccessEntry': 'eks:DescribeAccessEntry',
+  'eks:CreateAccessEntry': 'eks:CreateAccessEntry',
+  'sts:AssumeRole': 'sts:AssumeRole',
+  // "No permissions are required to perform this operation" (STS API reference): it cannot be denied.
+  'sts:GetCallerIdentity': null,
+};
+
+/** Credential providers → the operation they perform with the caller's own credentials. */
+const PROVIDER_OPERATIONS: Readonly<Record<string, string | null>> = {
+  fromTemporaryCredentials: 'sts:AssumeRole',
+  // The default chain: web identity (IRSA) and Pod Identity are granted by the role's trust policy, not by a permission.
+  fromNodeProviderChain: null,
+};
+
+/** ARM operations (`operationGroup.method`) → Azure action. */
+const AZURE_ACTIONS: Readonly<Record<string, string>> = {
+  'managedClusters.list': 'Microsoft.ContainerService/managedClusters/read',
+  'managedClusters.listByResourceGroup': 'Microsoft.ContainerService/managedClusters/read',
+  'managedClusters.get': 'Microsoft.ContainerService/managedClusters/read',
+  'managedClusters.listClusterUserCredentials': 'Microsoft.ContainerService/managedClusters/listClusterUserCredential/action',
+  'subscriptions.list': 'Microsoft.Resources/subscriptions/read',
+  'subscriptions.get': 'Microsoft.Resources/subscriptions/read',
+};
+
+const ARRAY_METHODS = new Set(Object.getOwnPropertyNames(Array.prototype));
+
+interface Use {
+  readonly operation: string;
+  readonly file: string;
+}
+
+function sourceFiles(dir = 'src'): string[] {
+  return readdirSync(path.join(ROOT, dir), {withFileTypes: true}).flatMap((entry) => {
+    const rel = `${dir}/${entry.name}`;
+    if (entry.isDirectory()) return sourceFiles(rel);
+    return entry.name.endsWith('.ts') ? [rel] : [];
+  });
+}
+
+/** Value imports (not `type` ones) of a module, per file. */
+function valueImports(text: string, module: RegExp): {module: string; names: string[]}[] {
+  const found: {module: string; names: string[]}[] = [];
+  for (const m of text.matchAll(/import\s+(type\s+)?\{([^}]*)\}\s+from\s+'([^']+)'/g)) {
+    const [, typeOnly, list = '', from = ''] = m;
+    if (typeOnly || !module.test(from)) continue;
+    const names = list.split(',').map((n) => n.trim()).filter((n) => n !== '' && !n.startsWith('type ')).map((n) => n.split(/\s+as\s+/)[0] ?? n);
+    found.push({module: from, names});
+  }
+  return found;
+}
+
+function scanAws(): Use[] {
+  const uses: Use[] = [];
+  for (const file of sourceFiles()) {
+    const text = read(file);
+    for (const {module, names} of valueImports(text, /^@aws-sdk\/client-/)) {
+      const service = module.replace('@aws-sdk/client-', '');
+      for (const name of names) {
+        if (/^[A-Z0-9]+Client$/.test(name)) continue; // the client itself calls nothing
+        const op = /^(\w+)Command$/.exec(name)?.[1] ?? /^paginate(\w+)$/.exec(name)?.[1];
+        if (!op) throw new Error(`${file}: import ${name} from ${module}: expected a *Command, paginate* or *Client, classify it in iam.test.ts`);
+        // Imported but unused would still be flagged: only `new XCommand(` / `paginateX(` count.
+        if (new RegExp(`\\b(?:new\\s+${name}|${name})\\(`).test(text)) uses.push({operation: `${service}:${op}`, file});
+      }
+    }
+    for (const {module, names} of valueImports(text, /^@aws-sdk\/credential-provider/)) {
+      for (const name of names) {
+        if (!(name in PROVIDER_OPERATIONS)) throw new Error(`${file}: credential provider ${name} from ${module} is not in PROVIDER_OPERATIONS`);
+        const op = PROVIDER_OPERATIONS[name];
+        if (op && new RegExp(`\\b${name}\\(`).test(text)) uses.push({operation: op, file});
+      }
+    }
+  }
+  return uses;
+}
+
+function scanAzure(): Use[] {
+  const uses: Use[] = [];
+  for (const file of sourceFiles()) {
+    const text = read(file);
+    for (const {module} of valueImports(text, /^@azure\/arm-/)) {
+      expect(['@azure/arm-containerservice', '@azure/arm-resources-subscriptions'], `${file} imports ${module}: add its operations to AZURE_ACTIONS`).toContain(module);
+    }
+    // Narrow client types name the operations a fetcher may call...
+    for (const m of text.matchAll(/Pick<\w+\['(\w+)'\],\s*([^>]+)>/g)) {
+      for (const method of (m[2] ?? '').matchAll(/'(\w+)'/g)) uses.push({operation: `${m[1]}.${method[1]}`, file});
+    }
+    // ...and direct calls name the rest (config lists such as `matcher.subscriptions.includes(` are arrays, not ARM).
+    for (const m of text.matchAll(/\.(managedClusters|subscriptions|resourceGroups|agentPools|tenants)\.(\w+)\(/g)) {
+      if (!ARRAY_METHODS.has(m[2] ?? '')) uses.push({operation: `${m[1]}.${m[2]}`, file});
+    }
+  }
+  return uses;
+}
+
+interface PolicyDocument {
+  readonly Statement: readonly {Effect: string; Action: string | string[]; Resource: string | string[]}[];
+}
+
+function policyActions(file: string): Set<string> {
+  const doc = JSON.parse(read(file)) as PolicyDocument;
+  return new Set(doc.Statement.filter((s) => s.Effect === 'Allow').flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action])));
+}
+
+function policyResources(file: string, action: string): string[] {
+  const doc = JSON.parse(read(file)) as PolicyDocument;
+  return doc.Statement.filter((s) => (Array.isArray(s.Action) ? s.Action : [s.Action]).includes(action)).flatMap((s) => (Array.isArray(s.Resource) ? s.Resource : [s.Resource]));
+}
+
+function iamActionsOf(uses: readonly Use[]): Set<string> {
+  const actions = new Set<string>();
+  for (const use of uses) {
+    expect(Object.keys(AWS_ACTIONS), `${use.file} calls ${use.operation}: add it to AWS_ACTIONS with its IAM action`).toContain(use.operation);
+    const action = AWS_ACTIONS[use.operation];
+    if (action) actions.add(action);
+  }
+  return actions;
+}
+
+const sorted = (set: Iterable<string>): string[] => [...set].sort();
+const iamWildcard = (pattern: string): RegExp => new RegExp(`^${pattern.split('*').map((p) => p.replace(/[.+?^${}()|[\]\\/]/g, '\\$&')).join('.*')}$`);
+
+describe('AWS', () => {
+  const uses = scanAws();
+  const discoveryUses = uses.filter((u) => !CONFIGURE_FILES.has(u.file));
+  const configureUses = uses.filter((u) => CONFIGURE_FILES.has(u.file));
+
+  it('finds the calls discovery is known to make (the scan works)', () => {
+    expect(sorted(new Set(uses.map((u) => u.operation)))).toEqual(
+      expect.arrayContaining(['eks:ListClusters', 'eks:DescribeCluster', 'sts:AssumeRole', 'eks:CreateAccessEntry']),
+    );
+  });
+
+  it('discovery-policy.json grants exactly the actions the discovery code calls', () => {
+    expect(sorted(policyActions('deploy/aws/discovery-policy.json'))).toEqual(sorted(iamActionsOf(discoveryUses)));
+  });
+
+  it('configure-policy.json grants exactly the actions configure calls', () => {
+    expect(sorted(policyActions('deploy/aws/configure-policy.json'))).toEqual(sorted(iamActionsOf(configureUses)));
+  });
+
+  it('the target-account role grants the discovery EKS actions, which the assumed role performs', () => {
+    const eksActions = sorted([...iamActionsOf(discoveryUses)].filter((a) => a.startsWith('eks:')));
+    expect(sorted(policyActions('deploy/aws/target-account-role.json'))).toEqual(eksActions);
+  });
+
+  it('every assume_role_arn of the shipped configs is assumable under discovery-policy.json', () => {
+    const patterns = policyResources('deploy/aws/discovery-policy.json', 'sts:AssumeRole').map(iamWildcard);
+    const configs = ['discovery.example.yaml', 'deploy/kubernetes/overlays/eks/discovery.yaml'];
+    const roles = configs.flatMap((file) => {
+      const config = parse(read(file)) as {discovery_service: {aws?: {assume_role_arn?: string}[]}};
+      return (config.discovery_service.aws ?? []).flatMap((m) => (m.assume_role_arn ? [m.assume_role_arn] : []));
+    });
+    expect(roles.length).toBeGreaterThan(0);
+    for (const role of roles) expect(patterns.some((p) => p.test(role)), `${role} is not covered by sts:AssumeRole`).toBe(true);
+  });
+
+  it('trust policies tie the roles to the kube-discovery service account and the external id', () => {
+    const irsa = read('deploy/aws/irsa-trust-policy.json');
+    expect(irsa).toContain('"system:serviceaccount:kube-discovery:kube-discovery"');
+    expect(irsa).toContain('sts:AssumeRoleWithWebIdentity');
+    expect(read('deploy/aws/pod-identity-trust-policy.json')).toContain('pods.eks.amazonaws.com');
+    const target = JSON.parse(read('deploy/aws/target-account-trust-policy.json')) as {Statement: {Condition: {StringEquals: Record<string, string>}}[]};
+    expect(target.Statement[0]?.Condition.StringEquals['sts:ExternalId']).toBeTruthy();
+  });
+});
+
+describe('Azure', () => {
+  const uses = scanAzure();
+
+  it('discovery-role.json grants exactly the actions of the ARM operations the code calls', () => {
+    expect(uses.map((u) => u.operation)).toEqual(expect.arrayContaining(['managedClusters.listClusterUserCredentials']));
+    const needed = new Set<string>();
+    for (const use of uses) {
+      expect(Object.keys(AZURE_ACTIONS), `${use.file} calls ${use.operation}: add it to AZURE_ACTIONS with its Azure action`).toContain(use.operation);
+      needed.add(AZURE_ACTIONS[use.operation] ?? '');
+    }
+    const role = JSON.parse(read('deploy/azure/discovery-role.json')) as {Actions: string[]; DataActions: string[]; AssignableScopes: string[]};
+    expect(sorted(role.Actions)).toEqual(sorted(needed));
+    expect(role.DataActions).toEqual([]);
+    expect(role.AssignableScopes.length).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,126 @@
+/**
+ * Secrets stay secret: with a running service that assumes a role, mints EKS tokens for probes,
+ * and sees failures, neither the logs (at trace level), nor /metrics, /v1/*, `ls`, `kubeconfig`
+ * or `once` output ever contain the secret key, the session token, or a bearer token.
+ */
+import {Writable} from 'node:stream';
+import {afterAll, beforeAll, describe, expect, it} from 'vitest';
+import {main} from '../../src/cli/main.ts';
+import {systemClock} from '../../src/core/clock.ts';
+import {parseConfig} from '../../src/config/load.ts';
+import {createLogger} from '../../src/observability/logger.ts';
+import {startService, type RunningService} from '../../src/service/service.ts';
+import {failRegion, FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {startFakeKubeApi, type FakeKubeApi} from '../fakes/kube-api-server.ts';
+import {captureIo, setEnv} from '../helpers/env.ts';
+import {base64, eksAuthenticator} from '../probe/eks-fixtures.ts';
+
+const MGMT = '111111111111';
+const PROD = '222222222222';
+const SECRET = 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYSECRETKEY';
+const SESSION = 'FwoGZXIvYXdzEJr//////////SESSIONTOKENVALUE';
+const KEY = {accessKeyId: 'AKIASECRETSTEST00001', secretAccessKey: SECRET, sessionToken: SESSION};
+const ROLE = `arn:aws:iam::${PROD}:role/kube-discovery`;
+
+let fake: FakeAws;
+let kube: FakeKubeApi;
+let svc: RunningService;
+let restoreEnv: () => void;
+const logs: string[] = [];
+
+/** Everything that looks like a credential this test put into play. */
+function leaks(text: string): string[] {
+  const found: string[] = [];
+  if (text.includes(SECRET)) found.push('secret access key');
+  if (text.includes(SESSION)) found.push('session token');
+  if (/k8s-aws-v1\.[A-Za-z0-9_-]{20,}/.test(text)) found.push('EKS bearer token');
+  if (/X-Amz-Signature=[0-9a-f]{16,}/.test(text)) found.push('presigned signature');
+  for (const issued of fake.world.issuedCredentials()) {
+    if (text.includes(issued.secretAccessKey)) found.push('assumed-role secret');
+    if (issued.sessionToken && text.includes(issued.sessionToken)) found.push('assumed-role session token');
+  }
+  return found;
+}
+
+beforeAll(async () => {
+  const world = new FakeAwsWorld();
+  world.addAccount(MGMT, {accessKeys: [KEY]});
+  world.addAccount(PROD, {roles: [{arn: ROLE, externalId: 'ext-secret-id', trust: [MGMT]}]});
+  fake = await startFakeAws({world});
+  const clusters = [{account: PROD, region: 'us-east-1', name: 'prod'}];
+  kube = await startFakeKubeApi({authenticate: eksAuthenticator({world, clusters, stsUrl: fake.url}).authenticate});
+  world.addCluster(PROD, 'us-east-1', {name: 'prod', endpoint: kube.url, caData: base64(kube.caPem)});
+  world.addCluster(PROD, 'eu-west-1', {name: 'eu'});
+  fake.fault = failRegion('eu-west-1', 'AccessDeniedException');
+  restoreEnv = setEnv({
+    ...fake.env,
+    AWS_ACCESS_KEY_ID: KEY.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: SECRET,
+    AWS_SESSION_TOKEN: SESSION,
+    AWS_MAX_ATTEMPTS: '1',
+  });
+  const config = parseConfig(
+    `version: v1
+discovery_service:
+  discovery_group: secrets
+  poll_interval: 1h
+  aws:
+    - types: [eks]
+      regions: [us-east-1, eu-west-1]
+      assume_role_arn: ${ROLE}
+      external_id: ext-secret-id
+storage: {type: memory}
+http: {listen_addr: "127.0.0.1:0"}
+log: {level: trace}
+`,
+    'secrets.yaml',
+  );
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logs.push(chunk.toString('utf8'));
+      done();
+    },
+  });
+  svc = await startService({config, io: captureIo().io, clock: systemClock, logger: createLogger({level: 'trace', format: 'json', destination: sink})});
+  for (let i = 0; i < 200; i++) {
+    const body = (await (await fetch(`${svc.url}/v1/kube_servers`)).json()) as {items: {status?: {target_health?: {status: string}}}[]};
+    if (body.items.some((s) => s.status?.target_health?.status === 'healthy' || s.status?.target_health?.status === 'unhealthy')) break;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+});
+
+afterAll(async () => {
+  await svc.stop({deregister: false});
+  restoreEnv();
+  await kube.close();
+  await fake.close();
+});
+
+describe('secrets', () => {
+  it('a real token was minted and used, so the checks below are meaningful', () => {
+    expect(fake.world.issuedCredentials().length).toBeGreaterThan(0);
+    expect(kube.requests.some((r) => r.authorization?.startsWith('Bearer k8s-aws-v1.'))).toBe(true);
+    expect(logs.join('')).toContain('source_failed');
+  });
+
+  it('never reach the logs, /metrics, /v1/* or the CLI output', async () => {
+    const texts: Record<string, string> = {logs: logs.join('')};
+    for (const path of ['/metrics', '/v1/kube_servers', '/v1/status', '/readyz']) texts[path] = await (await fetch(`${svc.url}${path}`)).text();
+    const ls = captureIo();
+    await main(['ls', '--server', svc.url, '--output', 'json'], ls.io);
+    texts['ls'] = ls.stdout() + ls.stderr();
+    const kc = captureIo();
+    await main(['kubeconfig', '--server', svc.url], kc.io);
+    texts['kubeconfig'] = kc.stdout() + kc.stderr();
+    expect(texts['kubeconfig']).toContain('token');
+    for (const [where, text] of Object.entries(texts)) expect(leaks(text), where).toEqual([]);
+  });
+
+  it('never reach the error output of a failing token command', async () => {
+    const io = captureIo();
+    const code = await main(['token', 'eks', '--cluster-name', 'prod', '--region', 'us-east-1', '--role-arn', ROLE, '--external-id', 'wrong'], io.io);
+    expect(code).toBe(1);
+    expect(io.stderr()).toContain('AccessDenied');
+    expect(leaks(io.stdout() + io.stderr())).toEqual([]);
+  });
+});
