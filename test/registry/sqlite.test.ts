@@ -1,4 +1,4 @@
-import {chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync} from 'node:fs';
+import {mkdtempSync, rmSync, writeFileSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import {join} from 'node:path';
 import {DatabaseSync, StatementSync} from 'node:sqlite';
@@ -98,11 +98,9 @@ describe('sqlite backend file', () => {
     await expect(open(path)).rejects.toThrow(`cannot open registry database ${path}: `);
   });
 
-  it.skipIf(process.getuid?.() === 0)('fails at open naming the path when the directory is not writable', async () => {
-    const locked = join(dir, 'locked');
-    mkdirSync(locked, {mode: 0o555});
-    chmodSync(locked, 0o555);
-    const path = join(locked, 'registry.db');
+  it('fails at open naming the path when the location is not writable (even for root)', async () => {
+    // /proc refuses new files whoever asks, so this holds in CI where tests run as root.
+    const path = '/proc/self/kd-registry.db';
     await expect(open(path)).rejects.toThrow(`cannot open registry database ${path}: `);
   });
 
