@@ -4,6 +4,7 @@
  * Errors name what was expected and what was found, never a credential value.
  */
 import {parse} from 'yaml';
+import {isBase64Pem, isHttpsUrl} from '../core/validate.ts';
 
 /** How the kubeconfig's user signs in. `token` is a secret: keep it out of logs and errors. */
 export type AksUserAuth =
@@ -104,17 +105,4 @@ function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'a list';
   return typeof value === 'object' ? 'a mapping' : typeof value;
-}
-
-function isHttpsUrl(value: string): boolean {
-  try {
-    return new URL(value).protocol === 'https:';
-  } catch {
-    return false;
-  }
-}
-
-function isBase64Pem(value: string): boolean {
-  if (!/^[A-Za-z0-9+/=\s]+$/.test(value)) return false;
-  return Buffer.from(value, 'base64').toString('utf8').includes('-----BEGIN CERTIFICATE-----');
 }

@@ -5,12 +5,12 @@
  * session TTL and restarted leaves one leader and the inventory intact.
  */
 import {mkdtemp, rm, writeFile} from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import {afterAll, beforeAll, expect, it} from 'vitest';
 import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
+import {freePort} from '../helpers/net.ts';
 import {spawnCli, type CliProcess} from '../helpers/process.ts';
 
 const ACCOUNT = '111111111111';
@@ -21,13 +21,6 @@ const KEYS: Record<string, {accessKeyId: string; secretAccessKey: string}> = {
 };
 const CLUSTERS = ['a', 'b', 'c', 'd', 'e'];
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
 
 interface Replica {
   readonly name: string;

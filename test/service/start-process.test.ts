@@ -1,10 +1,10 @@
 /** `kube-discovery start` as a real process: serves, answers SIGHUP with a cycle, stops cleanly on SIGTERM. */
 import {mkdtemp, rm, writeFile} from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {freePort} from '../helpers/net.ts';
 import {spawnCli} from '../helpers/process.ts';
 
 const ACCOUNT = '111111111111';
@@ -12,13 +12,6 @@ const KEY = {accessKeyId: 'AKIAPROCESSTEST00001', secretAccessKey: 'process-secr
 let fake: FakeAws;
 let dir: string;
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
 
 beforeAll(async () => {
   const world = new FakeAwsWorld();

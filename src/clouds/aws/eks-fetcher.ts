@@ -4,6 +4,7 @@ import type PQueue from 'p-queue';
 import type {ClusterFetcher} from '../fetcher.ts';
 import type {DiscoveredCluster, MalformedCluster, SourceRef, SourceResult} from '../../core/types.ts';
 import {awsErrorCode, awsFailure, REGION_NOT_ENABLED_CODES} from './errors.ts';
+import {isBase64Pem, isHttpsUrl} from '../../core/validate.ts';
 
 /** EKS statuses whose clusters are kept (design §5). */
 export const EKS_KEPT_STATUSES: ReadonlySet<string> = new Set(['ACTIVE', 'UPDATING']);
@@ -139,17 +140,4 @@ function sanitizeTags(tags: Record<string, string> | undefined): Record<string, 
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(tags ?? {})) if (typeof v === 'string') out[k] = v;
   return out;
-}
-
-function isHttpsUrl(value: string): boolean {
-  try {
-    return new URL(value).protocol === 'https:';
-  } catch {
-    return false;
-  }
-}
-
-function isBase64Pem(value: string): boolean {
-  if (!/^[A-Za-z0-9+/=\s]+$/.test(value)) return false;
-  return Buffer.from(value, 'base64').toString('utf8').includes('-----BEGIN CERTIFICATE-----');
 }
