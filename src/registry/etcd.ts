@@ -4,7 +4,16 @@
  * fenced view refuses writes from a replica that is no longer the leader.
  */
 import {readFile} from 'node:fs/promises';
-import {Etcd3, EtcdLeaseInvalidError, Range, type IKeyValue, type IOptions, type IRequestOp} from 'etcd3';
+import {
+  Etcd3,
+  EtcdAuthenticationFailedError,
+  EtcdLeaseInvalidError,
+  EtcdPermissionDeniedError,
+  Range,
+  type IKeyValue,
+  type IOptions,
+  type IRequestOp,
+} from 'etcd3';
 import type {Logger} from 'pino';
 import {systemClock, type Clock} from '../core/clock.ts';
 import {FencedError} from '../core/errors.ts';
@@ -23,6 +32,8 @@ export interface EtcdBackendConfig {
   readonly username?: string;
   /** Read by the caller from `password_file` or `KUBE_DISCOVERY_ETCD_PASSWORD`; never logged. */
   readonly password?: string;
+  /** Where the password came from (e.g. `storage.password_file /run/secrets/etcd`), named when etcd rejects it. */
+  readonly passwordSource?: string;
   /**
    * `storage.dial_timeout`. The etcd3 client has no separate connect timeout (its `dialTimeout`
    * option is unused), so this bounds every call, connecting included. Default 5 s.
@@ -93,14 +104,24 @@ export async function etcdBackendFromConfig(
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<EtcdBackend> {
   let password: string | undefined;
+  let passwordSource: string | undefined;
   if (config.password_file !== undefined) {
+    passwordSource = `storage.password_file ${config.password_file}`;
     try {
       password = (await readFile(config.password_file, 'utf8')).replace(/\r?\n$/, '');
     } catch (err) {
       throw new Error(`etcd: cannot read storage.password_file ${config.password_file}: ${(err as Error).message}`, {cause: err});
     }
+    if (password === '') throw new Error(`etcd: expected the password of storage.username in storage.password_file ${config.password_file}, found an empty file`);
   } else if (config.username !== undefined) {
+    passwordSource = `$${ETCD_PASSWORD_ENV}`;
     password = env[ETCD_PASSWORD_ENV];
+    // Without this check the first call fails with etcd's generic "invalid user ID or password".
+    if (password === undefined || password === '') {
+      throw new Error(
+        `etcd: storage.username is set, expected its password in storage.password_file or $${ETCD_PASSWORD_ENV}, found ${password === undefined ? 'neither' : `$${ETCD_PASSWORD_ENV} empty`}`,
+      );
+    }
   }
   return openEtcdBackend({
     endpoints: config.endpoints,
@@ -110,6 +131,7 @@ export async function etcdBackendFromConfig(
     ...(config.tls ? {tls: config.tls} : {}),
     ...(config.username !== undefined ? {username: config.username} : {}),
     ...(password !== undefined ? {password} : {}),
+    ...(passwordSource !== undefined ? {passwordSource} : {}),
     ...(deps.logger ? {logger: deps.logger} : {}),
   });
 }
@@ -136,6 +158,9 @@ export class EtcdBackend implements RegistryBackend {
   /** Expiry (epoch ms, conservative) of leases this process granted or kept alive. */
   readonly #leaseExpiry = new Map<string, number>();
   readonly #watchers = new Set<Watcher>();
+  readonly #security: SecuritySettings;
+  /** The last error etcd or the connection gave, to explain calls the client's circuit breaker then refuses unsent. */
+  #lastFailure: {readonly error: Error; readonly at: number} | undefined;
   #keepAliveCalls = 0;
 
   /** Wraps an existing client (tests, or callers that share one); `openEtcdBackend` is the usual entry. */
@@ -146,6 +171,13 @@ export class EtcdBackend implements RegistryBackend {
     this.#clock = config.clock ?? systemClock;
     this.#requestTimeoutMs = config.requestTimeoutMs ?? config.dialTimeoutMs ?? 5_000;
     this.#logger = config.logger;
+    this.#security = {
+      prefix: this.prefix,
+      ...(config.username !== undefined ? {username: config.username} : {}),
+      ...(config.passwordSource !== undefined ? {passwordSource: config.passwordSource} : {}),
+      ...(config.tls?.ca !== undefined ? {ca: config.tls.ca} : {}),
+      ...(config.tls?.cert !== undefined ? {cert: config.tls.cert} : {}),
+    };
   }
 
   /** Keepalive counters. */
@@ -235,6 +267,9 @@ export class EtcdBackend implements RegistryBackend {
 
   async watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: {fromRevision?: string}): Promise<Watcher> {
     if (options?.fromRevision !== undefined) await this.#checkHistory(prefix, options.fromRevision);
+    // A watch stream refused for TLS or auth retries quietly and ends in "no answer"; a one-key read
+    // first fails fast with etcd's actual refusal, so the error says what to fix.
+    else await this.#call('watch', () => this.#client.kv.range({key: this.#abs(prefix), limit: 1, keys_only: true}, this.#opts()));
     const watch = new ResumableWatch(this.#client, this.#abs(prefix), options?.fromRevision, {
       toEvent: (kind, kv) => this.#toEvent(kind, kv),
       onEvent,
@@ -425,9 +460,70 @@ export class EtcdBackend implements RegistryBackend {
 
   #error(op: string, err: unknown): Error {
     // Names the endpoint and the reason; the client's credentials are never part of either.
-    const reason = err instanceof Error ? err.message : String(err);
-    return new Error(`etcd ${op} at ${this.#where} failed: ${reason}`, {cause: err});
+    let reason = oneLine(err instanceof Error ? err.message : String(err));
+    let why = err;
+    if (err instanceof Error && 'isBrokenCircuitError' in err) {
+      // After three failures in a row the client refuses calls unsent for 5 s; its own message says
+      // nothing about what is wrong, the failure that opened the breaker does.
+      // Real time, like the breaker's own; an older failure may not be what opened it.
+      const recent = this.#lastFailure;
+      const last = recent !== undefined && Date.now() - recent.at < 10_000 ? recent.error : undefined;
+      reason = `not sent: the last calls failed, so the client pauses this endpoint for up to 5 s${last ? `; last failure: ${oneLine(last.message)}` : ''}`;
+      why = last ?? err;
+    } else if (err instanceof Error) {
+      this.#lastFailure = {error: err, at: Date.now()};
+    }
+    const hint = securityHint(why, this.#security);
+    return new Error(`etcd ${op} at ${this.#where} failed: ${reason}${hint !== undefined ? `; ${hint}` : ''}`, {cause: err});
   }
+}
+
+/** gRPC's messages span lines and end in an empty "Resolution note:"; a log line wants neither. */
+function oneLine(message: string): string {
+  return message.replace(/\s+/g, ' ').replace(/\s*Resolution note:\s*$/, '').trim();
+}
+
+/** The TLS and auth settings an error names (file paths and the user name; never the password). */
+interface SecuritySettings {
+  readonly prefix: string;
+  readonly username?: string;
+  readonly passwordSource?: string;
+  readonly ca?: string;
+  readonly cert?: string;
+}
+
+/**
+ * Turns etcd's and OpenSSL's wording for a refused connection into what the operator should
+ * check, naming the setting involved; undefined for errors that are not about TLS or auth.
+ */
+function securityHint(err: unknown, s: SecuritySettings): string | undefined {
+  const reason = err instanceof Error ? err.message : String(err);
+  if (err instanceof EtcdAuthenticationFailedError) {
+    return `etcd did not accept user ${JSON.stringify(s.username ?? '')}${s.passwordSource !== undefined ? ` with the password from ${s.passwordSource}` : ''}: expected an existing etcd user and its current password`;
+  }
+  if (reason.includes('user name is empty')) {
+    return `etcd has authentication enabled: expected storage.username and its password (storage.password_file or $${ETCD_PASSWORD_ENV}), found no username`;
+  }
+  if (err instanceof EtcdPermissionDeniedError) {
+    const who = s.username !== undefined ? `user ${JSON.stringify(s.username)}` : "the client certificate's user";
+    return `expected ${who} to have a role granting readwrite on the key prefix ${s.prefix}, found it lacks that permission`;
+  }
+  if (/alert (bad certificate|certificate required|unknown ca|certificate unknown)|alert number (42|46|48|116)\b/i.test(reason)) {
+    return s.cert !== undefined
+      ? `etcd rejected the client certificate in storage.tls.cert ${s.cert}: expected one issued by a CA in etcd's --trusted-ca-file`
+      : 'etcd requires a TLS client certificate: expected storage.tls.cert and storage.tls.key, found none';
+  }
+  if (/does not match certificate|ERR_TLS_CERT_ALTNAME_INVALID/i.test(reason)) {
+    return "etcd's server certificate does not name the endpoint's host: expected its subjectAltName to include it";
+  }
+  if (/unable to verify the first certificate|self[- ]signed certificate|unable to get (local )?issuer certificate|certificate has expired|certificate is not yet valid/i.test(reason)) {
+    const trusted = s.ca !== undefined ? `the CA in storage.tls.ca ${s.ca}` : 'a system CA (storage.tls.ca is not set)';
+    return `could not verify etcd's server certificate: expected it to be valid and issued by ${trusted}`;
+  }
+  if (/socket disconnected before secure TLS connection|wrong version number|packet length too long/i.test(reason)) {
+    return 'the TLS handshake failed: expected etcd to serve TLS on this port (use http:// for a plain-text etcd)';
+  }
+  return undefined;
 }
 
 function fencedError(fence: Fence, what: string): FencedError {

@@ -25,12 +25,29 @@ export interface IssueOptions {
   readonly days?: number;
 }
 
-/** A throwaway certificate authority that can issue server certificates. */
+/** Options for a client certificate issued by a {@link TestCa}. */
+export interface ClientIssueOptions {
+  /** Subject common name; servers such as etcd read it as the client's user name. Default `kube-discovery-test-client`. */
+  readonly commonName?: string;
+  /** Validity in days; default 30. */
+  readonly days?: number;
+}
+
+/** PEM strings a TLS client presents for client-certificate auth, plus the CA that issued them. */
+export interface ClientTls {
+  readonly caPem: string;
+  readonly certPem: string;
+  readonly keyPem: string;
+}
+
+/** A throwaway certificate authority that can issue server and client certificates. */
 export interface TestCa {
   readonly caPem: string;
   readonly keyPem: string;
   /** Issues a server certificate for loopback (or `hosts`) signed by this CA. */
   issueServerCert(options?: IssueOptions): Promise<ServerTls>;
+  /** Issues a client certificate (extendedKeyUsage clientAuth) signed by this CA. */
+  issueClientCert(options?: ClientIssueOptions): Promise<ClientTls>;
 }
 
 /** The hosts a fake listening on loopback is reached by. */
@@ -56,7 +73,12 @@ export async function createTestCa(commonName = 'kube-discovery test CA'): Promi
     ]);
     const caPem = await readFile(path.join(dir, 'ca.crt'), 'utf8');
     const keyPem = await readFile(path.join(dir, 'ca.key'), 'utf8');
-    return {caPem, keyPem, issueServerCert: (options) => issueServerCert(caPem, keyPem, options)};
+    return {
+      caPem,
+      keyPem,
+      issueServerCert: (options) => issueServerCert(caPem, keyPem, options),
+      issueClientCert: (options) => issueClientCert(caPem, keyPem, options),
+    };
   });
 }
 
@@ -102,6 +124,40 @@ async function issueServerCert(caPem: string, caKeyPem: string, options: IssueOp
       caPem,
       certPem: await readFile(path.join(dir, 'server.crt'), 'utf8'),
       keyPem: await readFile(path.join(dir, 'server.key'), 'utf8'),
+    };
+  });
+}
+
+async function issueClientCert(caPem: string, caKeyPem: string, options: ClientIssueOptions = {}): Promise<ClientTls> {
+  const commonName = options.commonName ?? 'kube-discovery-test-client';
+  if (!/^[\w.@-]+$/.test(commonName)) throw new Error(`issueClientCert: expected a common name of letters, digits and ._@-, got ${JSON.stringify(commonName)}`);
+  return withTempDir(async (dir) => {
+    await writeFile(path.join(dir, 'ca.crt'), caPem);
+    await writeFile(path.join(dir, 'ca.key'), caKeyPem, {mode: 0o600});
+    const cnf = path.join(dir, 'client.cnf');
+    await writeFile(cnf, [
+      '[req]', 'distinguished_name = dn', 'prompt = no',
+      '[dn]', `CN = ${commonName}`,
+      '[v3_client]',
+      'basicConstraints = critical,CA:FALSE',
+      'keyUsage = critical,digitalSignature',
+      'extendedKeyUsage = clientAuth',
+      'subjectKeyIdentifier = hash',
+      'authorityKeyIdentifier = keyid',
+      '',
+    ].join('\n'));
+    await openssl(dir, [
+      'req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
+      '-keyout', 'client.key', '-out', 'client.csr', '-config', cnf,
+    ]);
+    await openssl(dir, [
+      'x509', '-req', '-in', 'client.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-set_serial', randomSerial(),
+      '-days', String(options.days ?? 30), '-extfile', cnf, '-extensions', 'v3_client', '-out', 'client.crt',
+    ]);
+    return {
+      caPem,
+      certPem: await readFile(path.join(dir, 'client.crt'), 'utf8'),
+      keyPem: await readFile(path.join(dir, 'client.key'), 'utf8'),
     };
   });
 }

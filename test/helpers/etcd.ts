@@ -1,19 +1,56 @@
 /**
- * Starts a real, single-member etcd on loopback with free ports for tests. When the binary is
+ * Starts a real, single-member etcd on loopback with free ports for tests, optionally serving TLS
+ * (with client-certificate auth) and with authentication enabled for given users. When the binary is
  * missing the suite is skipped outside CI (with a message) and fails loudly in CI, where
  * `.ci/run` installs `etcd-server`.
  */
 import {spawn, type ChildProcess} from 'node:child_process';
 import {accessSync, constants, existsSync} from 'node:fs';
-import {mkdtemp, rm} from 'node:fs/promises';
+import {mkdtemp, readFile, rm} from 'node:fs/promises';
+import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import {Etcd3, Range, type IOptions} from 'etcd3';
 import {describe, it} from 'vitest';
+
+/** TLS on etcd's client URLs (which then are `https://`); PEM file paths, as etcd's flags take them. */
+export interface EtcdTlsOptions {
+  /** Server certificate (`--cert-file`); must name 127.0.0.1. */
+  readonly certFile: string;
+  /** Its key (`--key-file`). */
+  readonly keyFile: string;
+  /** `--trusted-ca-file` with `--client-cert-auth`: clients must present a certificate this CA signed. */
+  readonly clientCaFile?: string;
+  /** What the helper itself trusts and presents for its readiness check and auth setup. */
+  readonly client: {readonly caFile: string; readonly certFile?: string; readonly keyFile?: string};
+}
+
+/** A non-root etcd user whose only role grants read-write on one key prefix. */
+export interface EtcdTestUser {
+  readonly name: string;
+  readonly password: string;
+  readonly prefix: string;
+}
+
+/** Users to create before turning on etcd's authentication (done once, on first start). */
+export interface EtcdAuthOptions {
+  /** Password of `root`, which gets the `root` role (etcd refuses to enable auth without it). */
+  readonly rootPassword: string;
+  readonly users?: readonly EtcdTestUser[];
+}
+
+/** How `startEtcd` runs etcd; everything optional, the default is plain HTTP without auth. */
+export interface StartEtcdOptions {
+  /** Data dir to use (and keep); default a fresh temp dir removed by `stop()`. */
+  readonly dataDir?: string;
+  readonly tls?: EtcdTlsOptions;
+  readonly auth?: EtcdAuthOptions;
+}
 
 /** A running etcd started by a test. */
 export interface TestEtcd {
-  /** Client URL, e.g. `http://127.0.0.1:40123`. */
+  /** Client URL, e.g. `http://127.0.0.1:40123` (`https://` with `tls`). */
   readonly endpoint: string;
   /** Teardown: graceful stop (SIGTERM), wait for exit, remove the data dir unless the caller gave one. */
   stop(): Promise<void>;
@@ -76,7 +113,7 @@ async function freePort(): Promise<number> {
 }
 
 /** Spawns etcd on 127.0.0.1 with free client and peer ports and resolves once it serves requests. */
-export async function startEtcd(options: {dataDir?: string} = {}): Promise<TestEtcd> {
+export async function startEtcd(options: StartEtcdOptions = {}): Promise<TestEtcd> {
   const binary = etcdBinary;
   if (binary === undefined) throw new Error('etcd binary not found: install etcd-server');
   const ownDir = options.dataDir === undefined;
@@ -85,7 +122,15 @@ export async function startEtcd(options: {dataDir?: string} = {}): Promise<TestE
   const dataDir = options.dataDir ?? (await mkdtemp(path.join(base, 'kube-discovery-etcd-')));
   const clientPort = await freePort();
   const peerPort = await freePort();
-  const endpoint = `http://127.0.0.1:${clientPort}`;
+  const endpoint = `${options.tls ? 'https' : 'http'}://127.0.0.1:${clientPort}`;
+  const clientTls = options.tls ? await readClientTls(options.tls.client) : undefined;
+  const tlsFlags = options.tls
+    ? [
+        `--cert-file=${options.tls.certFile}`,
+        `--key-file=${options.tls.keyFile}`,
+        ...(options.tls.clientCaFile !== undefined ? [`--trusted-ca-file=${options.tls.clientCaFile}`, '--client-cert-auth'] : []),
+      ]
+    : [];
   const peer = `http://127.0.0.1:${peerPort}`;
   const name = `test-${clientPort}`;
   let child: ChildProcess | undefined;
@@ -112,6 +157,7 @@ export async function startEtcd(options: {dataDir?: string} = {}): Promise<TestE
         '--logger=zap',
         '--log-outputs=stderr',
         '--log-level=error',
+        ...tlsFlags,
       ],
       {stdio: ['ignore', 'ignore', 'pipe']},
     );
@@ -126,7 +172,7 @@ export async function startEtcd(options: {dataDir?: string} = {}): Promise<TestE
     exited.catch(() => undefined);
     const deadline = Date.now() + 15_000;
     while (Date.now() < deadline) {
-      const ready = await Promise.race([healthy(endpoint), exited]);
+      const ready = await Promise.race([healthy(endpoint, clientTls), exited]);
       if (ready) return;
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -147,6 +193,15 @@ export async function startEtcd(options: {dataDir?: string} = {}): Promise<TestE
   };
 
   await spawnOnce();
+  if (options.auth) {
+    try {
+      await enableAuth(endpoint, clientTls, options.auth);
+    } catch (err) {
+      await stopChild();
+      if (ownDir) await rm(dataDir, {recursive: true, force: true});
+      throw err;
+    }
+  }
   return {
     endpoint,
     async stop() {
@@ -165,12 +220,60 @@ export async function startEtcd(options: {dataDir?: string} = {}): Promise<TestE
   };
 }
 
-/** True once etcd answers its health endpoint (which runs a read through raft). */
-async function healthy(endpoint: string): Promise<boolean> {
+/** PEM contents of the helper's own client TLS settings. */
+interface ClientTlsPem {
+  readonly ca: Buffer;
+  readonly cert?: Buffer;
+  readonly key?: Buffer;
+}
+
+async function readClientTls(files: EtcdTlsOptions['client']): Promise<ClientTlsPem> {
+  return {
+    ca: await readFile(files.caFile),
+    ...(files.certFile !== undefined ? {cert: await readFile(files.certFile)} : {}),
+    ...(files.keyFile !== undefined ? {key: await readFile(files.keyFile)} : {}),
+  };
+}
+
+/** Creates root (and the prefix-limited users), then turns on authentication; the data dir keeps it across restarts. */
+async function enableAuth(endpoint: string, tls: ClientTlsPem | undefined, auth: EtcdAuthOptions): Promise<void> {
+  const options: IOptions = {hosts: [endpoint]};
+  if (tls) options.credentials = {rootCertificate: tls.ca, ...(tls.cert ? {certChain: tls.cert} : {}), ...(tls.key ? {privateKey: tls.key} : {})};
+  const client = new Etcd3(options);
   try {
-    const res = await fetch(`${endpoint}/health`, {signal: AbortSignal.timeout(1_000)});
-    const body = (await res.json()) as {health?: string};
-    return res.ok && body.health === 'true';
+    await (await client.user('root').create(auth.rootPassword)).addRole('root');
+    for (const user of auth.users ?? []) {
+      const role = await client.role(`${user.name}-prefix`).create();
+      await role.grant({permission: 'Readwrite', range: Range.prefix(user.prefix)});
+      await (await client.user(user.name).create(user.password)).addRole(role);
+    }
+    await client.auth.authEnable();
+  } finally {
+    client.close();
+  }
+}
+
+/** True once etcd answers its health endpoint (which runs a read through raft). */
+async function healthy(endpoint: string, tls: ClientTlsPem | undefined): Promise<boolean> {
+  try {
+    if (tls === undefined) {
+      const res = await fetch(`${endpoint}/health`, {signal: AbortSignal.timeout(1_000)});
+      const body = (await res.json()) as {health?: string};
+      return res.ok && body.health === 'true';
+    }
+    // fetch cannot be given a private CA or a client certificate; node:https can.
+    const {status, body} = await new Promise<{status: number; body: string}>((resolve, reject) => {
+      const req = https.get(`${endpoint}/health`, {ca: tls.ca, cert: tls.cert, key: tls.key, timeout: 1_000}, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({status: res.statusCode ?? 0, body: text}));
+        res.on('error', reject);
+      });
+      req.on('timeout', () => req.destroy(new Error('health check timed out')));
+      req.on('error', reject);
+    });
+    return status === 200 && (JSON.parse(body) as {health?: string}).health === 'true';
   } catch {
     return false;
   }
