@@ -4,10 +4,10 @@
  * Signed with @smithy/signature-v4 directly; the URL is serialised in botocore's parameter
  * order so our tokens are byte-identical to `aws eks get-token`'s.
  */
-import {Hash} from '@smithy/hash-node';
 import {HttpRequest} from '@smithy/protocol-http';
 import {SignatureV4} from '@smithy/signature-v4';
 import {systemClock, type Clock} from '../core/clock.ts';
+import {Sha256} from './sha256.ts';
 import {stsEndpoint, type Env} from './sts-endpoint.ts';
 
 /** The static credentials a token is signed with (what an SDK credential provider resolves to). */
@@ -48,8 +48,6 @@ export const MAX_TOKEN_BYTES = 4096;
 // The presigned URL lives 60 s (the authenticator checks 15 min from X-Amz-Date regardless);
 // we report expiry one minute before the authenticator's limit to absorb clock skew.
 const PRESIGN_EXPIRES_SECONDS = 60;
-// SignatureV4 wants a checksum constructor taking an optional HMAC key.
-const Sha256 = Hash.bind(null, 'sha256');
 const TOKEN_LIFETIME_MS = 14 * 60_000;
 
 // botocore's order; the authenticator doesn't care, but byte-identical tokens make the
