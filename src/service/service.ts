@@ -107,7 +107,14 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const inventory = new Inventory({backend: runtime.backend, group, clock, onError: (error) => log.warn({err: error}, 'registry read failed; serving the last known inventory')});
   await inventory.start();
   metrics.observeInventory(inventory.list());
-  inventory.subscribe(() => metrics.observeInventory(inventory.list()));
+  // A cycle writes thousands of entries; recount the inventory once per burst, not once per event.
+  let inventoryRecount: NodeJS.Timeout | undefined;
+  inventory.subscribe(() => {
+    inventoryRecount ??= setTimeout(() => {
+      inventoryRecount = undefined;
+      metrics.observeInventory(inventory.list());
+    }, 200).unref();
+  });
 
   const aks = runtime.discovery.azure;
   const probe = createProbeStage({
@@ -278,6 +285,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       await endTerm(graceMs ?? 10_000, deregister);
       await leadership.stop().catch((error: unknown) => log.warn({err: error}, 'could not resign leadership'));
       dynamic.stop();
+      clearTimeout(inventoryRecount);
       await api.close();
       await metricsHttp?.close();
       await inventory.stop();
