@@ -1,0 +1,219 @@
+/**
+ * `npm run bench`: runs each workload's scenario in the simulator (in this process) and measures,
+ * in separate processes, the service's cycle and the SDK floor against it; then keepalive cost
+ * per backend and token rates; optionally the Backstage peer. Prints one JSON report on stdout
+ * (a summary table on stderr) and writes it to bench/results/<timestamp>.json.
+ *
+ *   npm run bench [-- --workloads W0,W1,W2,W3] [--cycles 6] [--peers] [--profile]
+ *                 [--keepalive-sizes 10,1000,10000] [--backends sqlite,etcd] [--skip keepalive,tokens]
+ *                 [--node-args "--max-semi-space-size=4"] [--env AWS_RETRY_MODE=standard] [--no-write]
+ */
+import {mkdir, mkdtemp, readdir, rm, writeFile} from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import {parseArgs} from 'node:util';
+import {parseConfig} from '../src/config/load.ts';
+import {cycleBounds} from './bounds.ts';
+import {runChild} from './child.ts';
+import type {DriverRequest, DriverResult} from './cycle-driver.ts';
+import type {KeepaliveResult, KeepaliveSkipped} from './keepalive.ts';
+import {installPeers, runPeer, type PeerInstall} from './peers/peers.ts';
+import {summarizeProfile, type ProfileSummary} from './profile.ts';
+import {formatSummary, judgeTargets, workloadReport, type BenchReport, type WorkloadReport} from './report.ts';
+import {loadScenario, type Scenario} from './scenario.ts';
+import {scriptArgs, serviceConfig, startSimulator} from './sim.ts';
+import type {TokenRate} from './token-rate.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const HERE = import.meta.dirname;
+
+/** Options of one bench run. */
+export interface BenchOptions {
+  /** Workload names (`W0`: bench/scenarios/w0.json|yaml) or scenario file paths. */
+  readonly workloads: readonly string[];
+  readonly cycles: number;
+  readonly peers?: boolean;
+  /** Where the peers are installed; default .tmp/peers in the repository (git-ignored). */
+  readonly peersDir?: string;
+  readonly profile?: boolean;
+  /** Extra Node flags for the measured processes (e.g. `--max-semi-space-size=4`), to try what moves a target. */
+  readonly nodeArgs?: readonly string[];
+  /** Extra environment for the measured processes (e.g. `AWS_RETRY_MODE=standard`). */
+  readonly env?: Readonly<Record<string, string>>;
+  readonly keepalive?: {readonly sizes: readonly number[]; readonly backends: readonly string[]; readonly rounds?: number} | false;
+  readonly tokens?: {readonly cold: number; readonly cached: number} | false;
+  /** Directory for the JSON report; undefined writes none. */
+  readonly resultsDir?: string;
+  readonly log?: (line: string) => void;
+}
+
+/** Finds a workload's scenario file: a path, or `bench/scenarios/<name>.json|yaml|yml`. */
+export async function scenarioFile(workload: string): Promise<string> {
+  if (/[/\\.]/.test(workload)) return path.resolve(workload);
+  const dir = path.join(HERE, 'scenarios');
+  const files = await readdir(dir);
+  const match = files.find((f) => f.replace(/\.(json|ya?ml)$/, '').toLowerCase() === workload.toLowerCase());
+  if (!match) throw new Error(`no scenario for workload ${workload}: expected ${dir}/${workload.toLowerCase()}.json or .yaml; found ${files.join(', ')}`);
+  return path.join(dir, match);
+}
+
+async function profileOf(dir: string): Promise<ProfileSummary | undefined> {
+  const file = (await readdir(dir).catch(() => [] as string[])).find((f) => f.endsWith('.cpuprofile'));
+  return file ? summarizeProfile(path.join(dir, file), ROOT) : undefined;
+}
+
+async function runWorkload(scenario: Scenario, options: BenchOptions, peers: PeerInstall | undefined, log: (l: string) => void): Promise<{report: WorkloadReport; concurrency: {sources: number; per_region: number}}> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), `kd-bench-${scenario.name}-`));
+  const sim = await startSimulator(scenario, {dir});
+  try {
+    log(`${scenario.name}: ${sim.description.clusters.total} clusters (${sim.description.clusters.expected} discoverable)`);
+    const configFile = path.join(dir, 'config.yaml');
+    const text = serviceConfig(sim.description, {
+      group: 'bench',
+      pollInterval: '1h',
+      storage: {type: 'sqlite', path: path.join(dir, 'registry.db')},
+      log: {level: 'warn', format: 'json'},
+      probe: false,
+    });
+    await writeFile(configFile, text);
+    const config = parseConfig(text, configFile);
+    const concurrency = config.discovery_service.concurrency;
+    const request = (mode: DriverRequest['mode']): DriverRequest => ({
+      mode,
+      config: configFile,
+      cycles: options.cycles,
+      controlUrl: sim.description.control_url,
+      ...(scenario.churn ? {churnPercent: scenario.churn.percent} : {}),
+    });
+    const driver = path.join(HERE, 'cycle-driver.ts');
+    const env = {...sim.description.env, ...options.env};
+    log(`${scenario.name}: SDK floor`);
+    const nodeArgs = options.nodeArgs ?? [];
+    const floor = await runChild<DriverResult>(driver, request('floor'), {env, nodeArgs, onProgress: (l) => log(`  ${l}`)});
+    if (!floor.ok) throw new Error(`${scenario.name}: the SDK floor run failed: ${floor.reason}`);
+    log(`${scenario.name}: service`);
+    const profileDir = path.join(dir, 'profile');
+    const service = await runChild<DriverResult>(driver, request('service'), {env, nodeArgs: [...nodeArgs, ...(options.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [])], onProgress: (l) => log(`  ${l}`)});
+    if (!service.ok) throw new Error(`${scenario.name}: the service run failed: ${service.reason}`);
+    const peer = peers && ['W0', 'W3'].includes(scenario.name)
+      ? (log(`${scenario.name}: peer`), await runPeer(peers, sim, {cycles: options.cycles, tokenIterations: 20_000, log}))
+      : undefined;
+    const profile = options.profile ? await profileOf(profileDir) : undefined;
+    const report = workloadReport({
+      name: scenario.name,
+      description: scenario.description ?? '',
+      totalClusters: sim.description.clusters.total,
+      bounds: cycleBounds(scenario, {sources: concurrency.sources, perRegion: concurrency.per_region}),
+      service: service.result,
+      floor: floor.result,
+      ...(peer ? {peer} : {}),
+      ...(profile ? {profile} : {}),
+    });
+    return {report, concurrency};
+  } finally {
+    await sim.close();
+    await rm(dir, {recursive: true, force: true});
+  }
+}
+
+/** Runs the whole bench and returns the report (written to `resultsDir` when given). */
+export async function runBench(options: BenchOptions): Promise<BenchReport> {
+  const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const startedAt = new Date();
+  const started = process.hrtime.bigint();
+  let peers: PeerInstall | undefined;
+  if (options.peers) {
+    peers = await installPeers(options.peersDir ?? path.join(ROOT, '.tmp/peers')).catch((error: unknown) => ({ok: false, reason: `could not prepare the peer folder: ${(error as Error).message}`}) as const);
+    if (!peers.ok) log(`peers not available: ${peers.reason}`);
+  }
+  const workloads: WorkloadReport[] = [];
+  let concurrency = {sources: 20, per_region: 10};
+  for (const name of options.workloads) {
+    const scenario = await loadScenario(await scenarioFile(name));
+    const result = await runWorkload(scenario, options, peers, log);
+    workloads.push(result.report);
+    concurrency = result.concurrency;
+  }
+  let keepalive: (KeepaliveResult | KeepaliveSkipped)[] = [];
+  if (options.keepalive !== false) {
+    const k = options.keepalive ?? {sizes: [10, 1000, 10_000], backends: ['sqlite', 'etcd']};
+    log(`keepalive: ${k.backends.join(', ')} at ${k.sizes.join(', ')} entries`);
+    const outcome = await runChild<(KeepaliveResult | KeepaliveSkipped)[]>(path.join(HERE, 'keepalive.ts'), k, {env: {}, onProgress: log});
+    keepalive = outcome.ok ? outcome.result : k.backends.map((backend) => ({backend, skipped: outcome.reason}));
+  }
+  let tokens: TokenRate | {skipped: string} = {skipped: 'not run (--skip tokens)'};
+  if (options.tokens !== false) {
+    log('token rate');
+    const outcome = await runChild<TokenRate>(path.join(HERE, 'token-rate.ts'), options.tokens ?? {cold: 20_000, cached: 500_000}, {env: {}, onProgress: log});
+    tokens = outcome.ok ? outcome.result : {skipped: outcome.reason};
+  }
+  const cpus = os.cpus();
+  const report: BenchReport = {
+    benchmark: 'kube-discovery',
+    started_at: startedAt.toISOString(),
+    duration_s: Math.round(Number(process.hrtime.bigint() - started) / 1e8) / 10,
+    node: process.version,
+    machine: {cpus: cpus.length, cpu_model: cpus[0]?.model ?? 'unknown', memory_gb: Math.round(os.totalmem() / 1e8) / 10},
+    settings: {cycles: options.cycles, concurrency},
+    workloads,
+    keepalive,
+    tokens,
+    targets: judgeTargets(workloads, keepalive, tokens),
+  };
+  if (options.resultsDir) {
+    await mkdir(options.resultsDir, {recursive: true});
+    const file = path.join(options.resultsDir, `${startedAt.toISOString().replace(/[:.]/g, '-')}.json`);
+    await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
+    log(`report written to ${path.relative(process.cwd(), file)}`);
+  }
+  return report;
+}
+
+async function main(argv: readonly string[]): Promise<void> {
+  const {values} = parseArgs({
+    args: scriptArgs(argv),
+    options: {
+      'workloads': {type: 'string', default: 'W0,W1,W2,W3'},
+      'cycles': {type: 'string', default: '6'},
+      'peers': {type: 'boolean', default: false},
+      'profile': {type: 'boolean', default: false},
+      'keepalive-sizes': {type: 'string', default: '10,1000,10000'},
+      'backends': {type: 'string', default: 'sqlite,etcd'},
+      'skip': {type: 'string', default: ''},
+      'no-write': {type: 'boolean', default: false},
+      'node-args': {type: 'string', default: ''},
+      'env': {type: 'string', multiple: true, default: []},
+    },
+    strict: true,
+  });
+  const cycles = Number(values.cycles);
+  if (!Number.isInteger(cycles) || cycles < 1) throw new Error(`expected --cycles to be an integer >= 1, got ${values.cycles}`);
+  const skip = new Set(values.skip.split(',').filter(Boolean));
+  const report = await runBench({
+    workloads: values.workloads.split(',').filter(Boolean),
+    cycles,
+    peers: values.peers,
+    profile: values.profile,
+    nodeArgs: values['node-args'].split(' ').filter(Boolean),
+    env: Object.fromEntries(values.env.map((kv) => {
+      const i = kv.indexOf('=');
+      if (i < 1) throw new Error(`expected --env NAME=VALUE, got ${kv}`);
+      return [kv.slice(0, i), kv.slice(i + 1)];
+    })),
+    keepalive: skip.has('keepalive') ? false : {sizes: values['keepalive-sizes'].split(',').map(Number), backends: values.backends.split(',').filter(Boolean)},
+    tokens: skip.has('tokens') ? false : {cold: 20_000, cached: 500_000},
+    ...(values['no-write'] ? {} : {resultsDir: path.join(HERE, 'results')}),
+  });
+  process.stderr.write(`\n${formatSummary(report)}`);
+  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+}
+
+if (import.meta.main) {
+  main(process.argv.slice(2)).then(
+    () => process.exit(0),
+    (error: unknown) => {
+      process.stderr.write(`bench: ${(error as Error).message}\n`);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,216 @@
+/**
+ * The bench report: per-workload numbers from the driver runs, keepalive and token rates, the
+ * peer, and every target with its value, whether it was met and by how much it was missed.
+ * Pure functions over measured data, so the smoke test can check the shape.
+ */
+import type {Bounds} from './bounds.ts';
+import type {DriverCycle, DriverResult} from './cycle-driver.ts';
+import type {KeepaliveResult, KeepaliveSkipped} from './keepalive.ts';
+import type {PeerReport} from './peers/peer-types.ts';
+import type {ProfileSummary} from './profile.ts';
+import type {TokenRate} from './token-rate.ts';
+
+/** Everything measured for one workload. */
+export interface WorkloadReport {
+  readonly name: string;
+  readonly description: string;
+  readonly clusters: {readonly total: number; readonly expected: number; readonly found: number; readonly all_found: boolean; readonly missing_sample: readonly string[]};
+  readonly cycles: number;
+  readonly cycle_wall_ms: {readonly cold: number; readonly median: number; readonly all: readonly number[]};
+  readonly latency_bound_ms: number;
+  readonly rate_limit_bound_ms: number;
+  readonly bound_ms: number;
+  readonly bound_formula: string;
+  readonly sdk_floor_ms: {readonly median: number; readonly all: readonly number[]};
+  readonly wall_vs_floor: number;
+  readonly wall_vs_bound: number;
+  readonly cpu_ms_per_cluster: {readonly service: number; readonly floor: number};
+  readonly peak_rss_mb: {readonly service: number; readonly floor: number};
+  /** Heap really held after the last cycle (a full GC first), MB: what RSS would be without V8's slack. */
+  readonly heap_after_gc_mb: {readonly service: number | null; readonly floor: number | null};
+  readonly api_calls_per_cycle: {readonly median: number; readonly first_cycle: number; readonly expected: number; readonly floor: number; readonly by_operation: Readonly<Record<string, number>>};
+  /** Throttled share of all calls, and of the AWS calls in the first 2 s of the first cycle (before the SDK adapts). */
+  readonly throttled_share: {readonly first_cycle: number; readonly first_cycle_early: number; readonly median: number};
+  readonly registry: {readonly created: number; readonly updated: number; readonly deregistered: number; readonly stale: number};
+  readonly failed_sources: number;
+  readonly describe_max_in_flight: number;
+  readonly peer?: PeerReport;
+  readonly profile?: ProfileSummary;
+}
+
+/** One target: the measured value against the goal. */
+export interface Target {
+  readonly name: string;
+  readonly value: number | boolean | null;
+  readonly target: string;
+  readonly met: boolean | null;
+  /** "missed by X%" (or why it could not be judged); absent when met. */
+  readonly missed_by?: string;
+}
+
+/** The whole report. */
+export interface BenchReport {
+  readonly benchmark: 'kube-discovery';
+  readonly started_at: string;
+  readonly duration_s: number;
+  readonly node: string;
+  readonly machine: {readonly cpus: number; readonly cpu_model: string; readonly memory_gb: number};
+  readonly settings: {readonly cycles: number; readonly concurrency: {readonly sources: number; readonly per_region: number}};
+  readonly workloads: readonly WorkloadReport[];
+  readonly keepalive: readonly (KeepaliveResult | KeepaliveSkipped)[];
+  readonly tokens: TokenRate | {readonly skipped: string};
+  readonly targets: readonly Target[];
+}
+
+/** Median of a list (lower middle for even lengths); 0 when empty. */
+export function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? 0 : (s[Math.floor((s.length - 1) / 2)] ?? 0);
+}
+
+const round = (x: number, digits = 1): number => Math.round(x * 10 ** digits) / 10 ** digits;
+
+/** The cycles after the first (connections open, registry warm), or the first when there is only one. */
+function warm<T>(xs: readonly T[]): readonly T[] {
+  return xs.length > 1 ? xs.slice(1) : xs;
+}
+
+/** Builds a workload's report from the service and floor runs. */
+export function workloadReport(input: {
+  name: string;
+  description: string;
+  totalClusters: number;
+  bounds: Bounds;
+  service: DriverResult;
+  floor: DriverResult;
+  peer?: PeerReport;
+  profile?: ProfileSummary;
+}): WorkloadReport {
+  const {service, floor, bounds} = input;
+  const cycles = service.cycles;
+  const last = cycles.at(-1);
+  const walls = cycles.map((c) => c.wallMs);
+  const warmWall = median(warm(walls));
+  const floorWalls = floor.cycles.map((c) => c.wallMs);
+  const floorMedian = median(warm(floorWalls));
+  const expected = last?.verdict.expected ?? 0;
+  const cpuPerCluster = (cs: readonly DriverCycle[]): number =>
+    round(median(warm(cs).map((c) => (c.cpuUserMs + c.cpuSystemMs) / Math.max(1, c.verdict.expected))), 3);
+  const calls = (c: DriverCycle): number => c.stats.aws_calls + c.stats.arm_calls;
+  const throttled = (c: DriverCycle): number => (c.stats.aws_throttled + c.stats.arm_throttled) / Math.max(1, calls(c));
+  const medianCycle = [...warm(cycles)].sort((a, b) => calls(a) - calls(b))[Math.floor((warm(cycles).length - 1) / 2)];
+  const sum = (key: 'create' | 'update' | 'delete' | 'stale'): number => cycles.reduce((a, c) => a + (c.counts?.[key] ?? 0), 0);
+  const allFound = cycles.length > 0 && cycles.every((c) => c.verdict.missing === 0 && c.verdict.unexpected === 0);
+  return {
+    name: input.name,
+    description: input.description,
+    clusters: {total: input.totalClusters, expected, found: last?.verdict.found ?? 0, all_found: allFound, missing_sample: cycles.flatMap((c) => c.verdict.missing_sample).slice(0, 5)},
+    cycles: cycles.length,
+    cycle_wall_ms: {cold: round(walls[0] ?? 0), median: round(warmWall), all: walls.map((w) => round(w))},
+    latency_bound_ms: round(bounds.latencyMs),
+    rate_limit_bound_ms: round(bounds.rateLimitMs),
+    bound_ms: round(bounds.boundMs),
+    bound_formula: bounds.formula,
+    sdk_floor_ms: {median: round(floorMedian), all: floorWalls.map((w) => round(w))},
+    wall_vs_floor: round(warmWall / Math.max(1e-9, floorMedian), 3),
+    wall_vs_bound: round(warmWall / Math.max(1e-9, bounds.boundMs), 3),
+    cpu_ms_per_cluster: {service: cpuPerCluster(cycles), floor: cpuPerCluster(floor.cycles)},
+    peak_rss_mb: {service: round(service.maxRssKb / 1024), floor: round(floor.maxRssKb / 1024)},
+    heap_after_gc_mb: {service: service.memoryAfterGcMb?.['heapUsed'] ?? null, floor: floor.memoryAfterGcMb?.['heapUsed'] ?? null},
+    api_calls_per_cycle: {
+      median: medianCycle ? calls(medianCycle) : 0,
+      first_cycle: cycles[0] ? calls(cycles[0]) : 0,
+      expected: bounds.calls,
+      floor: median(warm(floor.cycles).map(calls)),
+      by_operation: Object.fromEntries(Object.entries({...medianCycle?.stats.aws, ...medianCycle?.stats.arm}).map(([op, s]) => [op, s.calls])),
+    },
+    throttled_share: {first_cycle: round(cycles[0] ? throttled(cycles[0]) : 0, 3), first_cycle_early: round(cycles[0]?.stats.aws_early_throttled_share ?? 0, 3), median: round(median(warm(cycles).map(throttled)), 3)},
+    registry: {created: sum('create'), updated: sum('update'), deregistered: sum('delete'), stale: sum('stale')},
+    failed_sources: Math.max(0, ...cycles.map((c) => c.failedSources ?? 0)),
+    describe_max_in_flight: Math.max(0, ...cycles.map((c) => c.stats.describe_max_in_flight)),
+    ...(input.peer ? {peer: input.peer} : {}),
+    ...(input.profile ? {profile: input.profile} : {}),
+  };
+}
+
+/** A "value ≤ limit" or "value ≥ limit" target. */
+export function numericTarget(name: string, value: number | undefined, op: '<=' | '>=', limit: number, unit = ''): Target {
+  const target = `${op === '<=' ? '≤' : '≥'} ${limit}${unit}`;
+  if (value === undefined || !Number.isFinite(value)) return {name, value: null, target, met: null, missed_by: 'not measured in this run'};
+  const met = op === '<=' ? value <= limit : value >= limit;
+  const missed = op === '<=' ? (value / limit - 1) * 100 : (1 - value / limit) * 100;
+  return {name, value: round(value, 3), target, met, ...(met ? {} : {missed_by: `${round(missed)}%`})};
+}
+
+function booleanTarget(name: string, value: boolean | undefined, target: string, why?: string): Target {
+  if (value === undefined) return {name, value: null, target, met: null, missed_by: 'not measured in this run'};
+  return {name, value, target, met: value, ...(value ? {} : {missed_by: why ?? 'not met'})};
+}
+
+/** Every target of the issue, judged against the report's numbers. */
+export function judgeTargets(workloads: readonly WorkloadReport[], keepalive: readonly (KeepaliveResult | KeepaliveSkipped)[], tokens: TokenRate | {skipped: string}): Target[] {
+  const w = (name: string): WorkloadReport | undefined => workloads.find((x) => x.name === name);
+  const w1 = w('W1');
+  const w3 = w('W3');
+  const out: Target[] = [
+    numericTarget('W1 cycle wall / SDK floor', w1?.wall_vs_floor, '<=', 1.25, '×'),
+    numericTarget('W1 CPU per cluster per cycle (ms)', w1?.cpu_ms_per_cluster.service, '<=', 0.6, ' ms'),
+    numericTarget('W1 peak RSS with 10,000 registered (MB)', w1?.peak_rss_mb.service, '<=', 256, ' MB'),
+    booleanTarget(
+      'W3 every cluster found, zero deregistrations',
+      w3 ? w3.clusters.all_found && w3.registry.deregistered === 0 : undefined,
+      'true',
+      w3 ? `${w3.clusters.expected - w3.clusters.found} missing, ${w3.registry.deregistered} deregistered` : undefined,
+    ),
+    numericTarget('W3 throttled share at first (first 2 s of the first cycle)', w3?.throttled_share.first_cycle_early, '>=', 0.2),
+    numericTarget('W3 cycle wall / rate-limit bound', w3?.wall_vs_bound, '<=', 1.3, '×'),
+  ];
+  for (const backend of ['sqlite', 'etcd']) {
+    const results = keepalive.filter((k): k is KeepaliveResult => 'entries' in k && k.backend === backend);
+    const small = results.find((k) => k.entries === 10);
+    const large = results.find((k) => k.entries === 10_000);
+    const skipped = keepalive.find((k): k is KeepaliveSkipped => 'skipped' in k && k.backend === backend);
+    const t = numericTarget(`keepalive ${backend}: cost at 10,000 / cost at 10`, small && large ? large.round_us / Math.max(1, small.round_us) : undefined, '<=', 2, '×');
+    out.push(skipped ? {...t, missed_by: `not measured: ${skipped.skipped}`} : t);
+  }
+  const rate = 'skipped' in tokens ? undefined : tokens;
+  out.push(numericTarget('token mints per second, cold', rate?.cold_mints_per_second, '>=', 20_000, '/s'));
+  out.push(numericTarget('token gets per second, cached', rate?.cached_gets_per_second, '>=', 500_000, '/s'));
+  for (const name of ['W0', 'W3']) {
+    const x = w(name);
+    const peer = x?.peer;
+    const peerRan = peer && peer.ran;
+    out.push(booleanTarget(
+      `${name}: finds 100% of clusters (peer found ${peerRan ? `${peer.clusters_found}/${peer.clusters_expected}` : 'n/a'})`,
+      x ? x.clusters.all_found : undefined,
+      'true',
+      x ? `found ${x.clusters.found}/${x.clusters.expected}` : undefined,
+    ));
+  }
+  const w0 = w('W0');
+  const w0peer = w0?.peer?.ran ? w0.peer : undefined;
+  out.push(numericTarget('W0 cycle wall / peer wall', w0 && w0peer ? w0.cycle_wall_ms.median / Math.max(1e-9, w0peer.wall_ms_median) : undefined, '<=', 1, '×'));
+  return out;
+}
+
+/** A fixed-width summary for people (the JSON is the report). */
+export function formatSummary(report: BenchReport): string {
+  const lines: string[] = [];
+  const pad = (s: string, n: number): string => (s.length >= n ? s : s + ' '.repeat(n - s.length));
+  lines.push(`kube-discovery bench, ${report.started_at}, ${report.duration_s} s, node ${report.node}, ${report.machine.cpus} CPUs`);
+  lines.push(pad('workload', 9) + pad('found', 14) + pad('wall ms', 10) + pad('floor ms', 10) + pad('bound ms', 10) + pad('cpu/cl ms', 11) + pad('rss MB', 8) + pad('calls', 8) + pad('thrott.', 9) + 'peer');
+  for (const w of report.workloads) {
+    const peer = w.peer ? (w.peer.ran ? `${w.peer.wall_ms_median} ms, ${w.peer.clusters_found}/${w.peer.clusters_expected}` : `not run: ${w.peer.reason}`) : '';
+    lines.push(
+      pad(w.name, 9) + pad(`${w.clusters.found}/${w.clusters.expected}`, 14) + pad(String(w.cycle_wall_ms.median), 10) + pad(String(w.sdk_floor_ms.median), 10) +
+        pad(String(w.bound_ms), 10) + pad(String(w.cpu_ms_per_cluster.service), 11) + pad(String(w.peak_rss_mb.service), 8) + pad(String(w.api_calls_per_cycle.median), 8) +
+        pad(String(w.throttled_share.first_cycle_early), 9) + peer,
+    );
+  }
+  lines.push('targets:');
+  for (const t of report.targets) {
+    const mark = t.met === null ? '  ?' : t.met ? ' ok' : 'MISS';
+    lines.push(`  ${pad(mark, 5)}${pad(t.name, 62)} ${pad(String(t.value), 10)} ${t.target}${t.missed_by ? ` (missed by ${t.missed_by})` : ''}`);
+  }
+  return `${lines.join('\n')}\n`;
+}

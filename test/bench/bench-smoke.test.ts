@@ -1,0 +1,61 @@
+/**
+ * The bench harness end to end on a tiny scenario (2 regions x 5 clusters, 2 cycles, sqlite
+ * keepalive at 10/100 entries, a short token run, no peers): simulator, SDK floor and service
+ * in their own processes, report assembly. Keeps `npm run bench` working; its numbers are
+ * never asserted against targets here.
+ */
+import path from 'node:path';
+import {describe, expect, it} from 'vitest';
+import {runBench} from '../../bench/bench.ts';
+import type {KeepaliveResult} from '../../bench/keepalive.ts';
+
+const SMOKE = path.resolve(import.meta.dirname, '../../bench/scenarios/smoke.json');
+
+const WORKLOAD_FIELDS = [
+  'name', 'description', 'clusters', 'cycles', 'cycle_wall_ms', 'latency_bound_ms', 'rate_limit_bound_ms', 'bound_ms', 'bound_formula',
+  'sdk_floor_ms', 'wall_vs_floor', 'wall_vs_bound', 'cpu_ms_per_cluster', 'peak_rss_mb', 'heap_after_gc_mb', 'api_calls_per_cycle', 'throttled_share',
+  'registry', 'failed_sources', 'describe_max_in_flight',
+];
+
+describe('npm run bench', () => {
+  it('measures a tiny workload in separate processes and reports every field, with every cluster found', async () => {
+    const lines: string[] = [];
+    const report = await runBench({
+      workloads: [SMOKE],
+      cycles: 2,
+      keepalive: {sizes: [10, 100], backends: ['sqlite'], rounds: 3},
+      tokens: {cold: 300, cached: 3000},
+      log: (line) => lines.push(line),
+    });
+
+    expect(Object.keys(report)).toEqual(['benchmark', 'started_at', 'duration_s', 'node', 'machine', 'settings', 'workloads', 'keepalive', 'tokens', 'targets']);
+    const [w] = report.workloads;
+    expect(Object.keys(w ?? {})).toEqual(WORKLOAD_FIELDS);
+    if (!w) return;
+    // The service registered exactly the simulator's clusters in every cycle; nothing was removed.
+    expect(w.clusters).toMatchObject({total: 10, expected: 10, found: 10, all_found: true});
+    expect(w.registry).toMatchObject({created: 10, deregistered: 0});
+    expect(w.cycles).toBe(2);
+    expect(w.cycle_wall_ms.all).toHaveLength(2);
+    expect(w.sdk_floor_ms.all).toHaveLength(2);
+    // 2 regions x (3 ListClusters pages of 2 + 5 DescribeCluster): what the fake counted is what the bound assumes.
+    expect(w.api_calls_per_cycle).toMatchObject({median: 16, expected: 16, floor: 16});
+    expect(w.api_calls_per_cycle.by_operation).toEqual({'eks:ListClusters': 6, 'eks:DescribeCluster': 10});
+    for (const value of [w.cycle_wall_ms.median, w.sdk_floor_ms.median, w.latency_bound_ms, w.cpu_ms_per_cluster.service, w.cpu_ms_per_cluster.floor, w.peak_rss_mb.service, w.wall_vs_floor]) {
+      expect(value).toBeGreaterThan(0);
+    }
+
+    const keepalive = report.keepalive.filter((k): k is KeepaliveResult => 'entries' in k);
+    expect(keepalive.map((k) => [k.backend, k.entries, k.calls_per_round])).toEqual([['sqlite', 10, 1], ['sqlite', 100, 1]]);
+    expect(report.tokens).toMatchObject({cold_mints_per_second: expect.any(Number), cached_gets_per_second: expect.any(Number)});
+
+    // Every target is listed with its value and verdict; those of workloads not run say so.
+    expect(report.targets.length).toBeGreaterThanOrEqual(13);
+    for (const t of report.targets) {
+      expect(t).toHaveProperty('target');
+      expect(t.met === null ? t.missed_by : t.value).toBeDefined();
+    }
+    expect(report.targets.find((t) => t.name.startsWith('token mints'))?.value).toBe((report.tokens as {cold_mints_per_second: number}).cold_mints_per_second);
+    expect(lines.some((l) => l.startsWith('smoke: 10 clusters'))).toBe(true);
+  }, 120_000);
+});
