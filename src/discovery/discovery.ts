@@ -1,7 +1,7 @@
 /** Assembles discovery from the config: source planners per cloud, compiled matchers, and the cycle. */
 import {compileTagMatcher, type TagMatcher} from '../../matchers/index.ts';
 import {AwsSources, type AwsSourcesOptions} from '../clouds/aws/sources.ts';
-import {azurePlanner, type AzurePlanner, type AzureSourcesOptions} from '../clouds/azure/sources.ts';
+import type {AzurePlanner, AzureSourceMatcher, AzureSourcesOptions} from '../clouds/azure/sources.ts';
 import type {Clock} from '../core/clock.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import type {Config} from '../config/schema.ts';
@@ -29,7 +29,7 @@ export class Discovery {
   readonly #options: DiscoveryOptions;
   readonly #planners: SourcePlanner[];
   /** The Azure planner when the config has `azure:` matchers (its token source serves AKS probes). */
-  readonly azure: AzurePlanner | undefined;
+  readonly azure: Pick<AzurePlanner, 'plan' | 'tokenSource'> | undefined;
   readonly #matchers: {aws: TagMatcher[]; azure: TagMatcher[]};
 
   constructor(options: DiscoveryOptions) {
@@ -42,7 +42,7 @@ export class Discovery {
     const aws = new AwsSources(options.aws ?? {perRegionConcurrency: ds.concurrency.per_region});
     this.azure =
       ds.azure.length > 0
-        ? azurePlanner(ds.azure, {clock: options.clock, perSubscriptionConcurrency: ds.concurrency.per_region, ...options.azure})
+        ? lazyAzurePlanner(ds.azure, {clock: options.clock, perSubscriptionConcurrency: ds.concurrency.per_region, ...options.azure})
         : undefined;
     this.#planners = [{plan: () => aws.plan(ds.aws)}, ...(this.azure ? [this.azure] : []), ...(options.planners ?? [])];
   }
@@ -77,4 +77,14 @@ export class Discovery {
       ...(this.#options.onSource ? {onSource: this.#options.onSource} : {}),
     });
   }
+}
+
+/** The Azure planner, loaded on first use: the Azure SDKs cost tens of MB that AWS-only deployments don't need. */
+function lazyAzurePlanner(matchers: readonly AzureSourceMatcher[], options: AzureSourcesOptions): Pick<AzurePlanner, 'plan' | 'tokenSource'> {
+  let planner: Promise<AzurePlanner> | undefined;
+  const load = (): Promise<AzurePlanner> => (planner ??= import('../clouds/azure/sources.ts').then((m) => m.azurePlanner(matchers, options)));
+  return {
+    plan: async () => (await load()).plan(),
+    tokenSource: async (access, request) => (await load()).tokenSource(access, request),
+  };
 }

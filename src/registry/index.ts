@@ -2,7 +2,7 @@
 import type {Clock} from '../core/clock.ts';
 import {InputError} from '../core/errors.ts';
 import type {RegistryBackend} from './backend.ts';
-import {etcdBackendFromConfig} from './etcd.ts';
+import type {EtcdStorageConfig} from './etcd.ts';
 import {MemoryBackend} from './memory.ts';
 import {SqliteBackend} from './sqlite.ts';
 
@@ -29,7 +29,8 @@ export interface SqliteStorageConfig {
 export const backends = {
   memory: (_config: MemoryStorageConfig, deps: BackendDeps) => Promise.resolve(new MemoryBackend({clock: deps.clock})),
   sqlite: (config: SqliteStorageConfig, deps: BackendDeps) => SqliteBackend.open({path: config.path, clock: deps.clock}),
-  etcd: etcdBackendFromConfig,
+  // Loaded on use: the etcd client (gRPC) costs tens of MB that embedded deployments don't need.
+  etcd: async (config: EtcdStorageConfig, deps: BackendDeps) => (await import('./etcd.ts')).etcdBackendFromConfig(config, deps),
 } as const satisfies Record<string, BackendFactory<never>>;
 
 /** Names of the registered backends (`memory`, `sqlite`, ...). */

@@ -48,8 +48,9 @@ export function createEksFetcher(options: EksFetcherOptions): ClusterFetcher {
       let failure: SourceResult['error'];
       await Promise.all(
         names.map((name) =>
+          // No per-task abort listener: thousands of them on one signal make every add/remove linear.
           options.describeQueue.add(async () => {
-            if (failure) return;
+            if (failure || signal.aborted) return;
             try {
               const out = await options.client.send(new DescribeClusterCommand({name}), {abortSignal: signal});
               const converted = toDiscovered(out.cluster, name, options);
@@ -60,9 +61,10 @@ export function createEksFetcher(options: EksFetcherOptions): ClusterFetcher {
               if (awsErrorCode(error) === 'ResourceNotFoundException') return;
               failure ??= awsFailure(error, 'DescribeCluster');
             }
-          }, {signal}),
+          }),
         ),
       );
+      if (signal.aborted) return {source, ok: false, clusters: [], malformed: [], error: awsFailure(signal.reason ?? new Error('aborted'), 'DescribeCluster')};
       if (failure) return {source, ok: false, clusters: [], malformed: [], error: failure};
       clusters.sort((a, b) => a.name.localeCompare(b.name));
       return {source, ok: true, clusters, malformed};
