@@ -3,6 +3,7 @@
  * discovery group. Every entry hangs on one lease, so a keepalive is one backend call however
  * many clusters there are; announces that change nothing cost no I/O.
  */
+import {createHash} from 'node:crypto';
 import type {Clock} from '../src/core/clock.ts';
 import type {Lease, RegistryBackend, RegistryItem} from '../src/registry/backend.ts';
 import {LeaseNotFoundError} from '../src/registry/backend.ts';
@@ -56,7 +57,7 @@ export interface HeartbeatOptions {
 }
 
 interface Entry {
-  /** Canonical JSON of the document without expires/revision: what "unchanged" compares. */
+  /** Digest of the canonical JSON of the document without expires/revision: what "unchanged" compares. */
   readonly doc: string;
   readonly server: KubeServerDraft;
   /** Lease of the stored copy; undefined while a write is pending or after it failed. */
@@ -154,7 +155,7 @@ export class Heartbeat {
       const name = item.key.slice(prefix.length);
       try {
         const server = stripRegistryFields(JSON.parse(item.value) as KubeServer);
-        this.#entries.set(name, {doc: canonicalJson(server), server, lease: item.lease, revision: item.revision, mine: false});
+        this.#entries.set(name, {doc: docDigest(server), server, lease: item.lease, revision: item.revision, mine: false});
       } catch {
         // Unreadable: no baseline, so the next announce simply overwrites it.
         this.#log.warn({key: item.key}, 'registry entry is not valid JSON; it will be overwritten when announced');
@@ -171,7 +172,7 @@ export class Heartbeat {
     const server = stripRegistryFields({...draft, spec: {...draft.spec, ...this.#identity}} as KubeServer);
     const name = server.metadata.name;
     if (name === '' || name.includes('/')) throw new RangeError(`Expected a kube_server name without "/", got ${JSON.stringify(name)}`);
-    const doc = canonicalJson(server);
+    const doc = docDigest(server);
     const lease = await this.#currentLease();
     const known = this.#entries.get(name);
     if (known && known.doc === doc && known.lease === lease.id) {
@@ -371,6 +372,11 @@ function withRegistryFields(server: KubeServerDraft, expiresMs: number, revision
     ...server,
     metadata: {...server.metadata, expires: iso(expiresMs), ...(revision === undefined ? {} : {revision})},
   } as KubeServer;
+}
+
+/** What "unchanged" compares: a digest of the canonical JSON, so 10,000 entries don't each keep a copy of their text. */
+function docDigest(server: KubeServerDraft): string {
+  return createHash('sha256').update(canonicalJson(server)).digest('base64');
 }
 
 /** JSON with object keys sorted, so label order never looks like a change. */
