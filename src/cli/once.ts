@@ -27,6 +27,7 @@ export const runOnce: Command = async (argv, io) => {
   const output = values.output ?? (io.isTty ? 'table' : 'json');
   if (output !== 'json' && output !== 'table') return usageError(io, 'once', `--output must be json or table, got ${JSON.stringify(output)}`);
   return withConfig(io, 'once', values.config, async (config) => {
+    if (!config.discovery_service.enabled) return usageError(io, 'once', 'discovery_service.enabled is false in this config; nothing to run');
     const runtime = await openRuntime(config, io, {clock: systemClock, logTo: 'stderr'});
     let report: CycleReport;
     // On etcd a running leader owns the group: `once` only writes if it can lead, fenced like the service.

@@ -268,7 +268,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   }
   const api = http;
   log.info({url: api.url, discovery_group: group, backend: runtime.backend.name, entries: inventory.list().length}, `kube-discovery ${VERSION} serving on ${api.url}`);
-  await leadership.start(onRole);
+  // `enabled: false` makes a read-only replica: it serves the registry and never writes.
+  if (config.discovery_service.enabled) await leadership.start(onRole);
+  else log.info({discovery_group: group}, 'discovery_service.enabled is false: serving the registry only, running no cycles');
 
   return {
     url: api.url,

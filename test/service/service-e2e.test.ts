@@ -108,8 +108,9 @@ describe('service lifecycle', () => {
       expect((await fetch(`${svc.url}/readyz`)).status).toBe(503);
       expect((await servers(svc)).map((s) => s.metadata.name)).toEqual(['a-eks-us-east-1-111111111111', 'e1-eks-eu-west-1-111111111111']);
     } finally {
-      fake.fault = undefined;
       await svc.stop({deregister: false, graceMs: 0});
+      fake.fault = undefined;
     }
   });
 });
+

@@ -1,0 +1,79 @@
+/** `discovery_service.enabled: false`: a replica that serves the registry but never calls a cloud or writes. */
+import {mkdtemp, rm} from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import {afterAll, beforeAll, describe, expect, it} from 'vitest';
+import type {KubeServer} from '../../heartbeats/kube-server.ts';
+import {systemClock} from '../../src/core/clock.ts';
+import {parseConfig} from '../../src/config/load.ts';
+import {silentLogger} from '../../src/observability/logger.ts';
+import {startService, type RunningService} from '../../src/service/service.ts';
+import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {captureIo, setEnv} from '../helpers/env.ts';
+
+const ACCOUNT = '111111111111';
+const KEY = {accessKeyId: 'AKIAREADONLYTEST0001', secretAccessKey: 'read-only-secret'};
+let fake: FakeAws;
+let dir: string;
+let restoreEnv: () => void;
+
+beforeAll(async () => {
+  const world = new FakeAwsWorld();
+  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
+  world.addCluster(ACCOUNT, 'us-east-1', {name: 'a'});
+  fake = await startFakeAws({world});
+  restoreEnv = setEnv({...fake.env, AWS_ACCESS_KEY_ID: KEY.accessKeyId, AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey, AWS_MAX_ATTEMPTS: '1'});
+  dir = await mkdtemp(path.join(os.tmpdir(), 'kd-ro-'));
+});
+
+afterAll(async () => {
+  restoreEnv();
+  await fake.close();
+  await rm(dir, {recursive: true, force: true});
+});
+
+function config(enabled: boolean) {
+  return parseConfig(
+    `version: v1
+discovery_service:
+  enabled: ${enabled}
+  discovery_group: ro
+  aws: [{types: [eks], regions: [us-east-1]}]
+storage: {type: sqlite, path: ${path.join(dir, 'registry.db')}}
+probe: {enabled: false}
+http: {listen_addr: "127.0.0.1:0"}
+`,
+    'ro.yaml',
+  );
+}
+
+async function names(svc: RunningService): Promise<string[]> {
+  return ((await (await fetch(`${svc.url}/v1/kube_servers`)).json()) as {items: KubeServer[]}).items.map((s) => s.metadata.name);
+}
+
+describe('a read-only replica', () => {
+  it('serves the registry, is ready, refuses triggers, and never calls the cloud or writes', async () => {
+    const writer = await startService({config: config(true), io: captureIo().io, clock: systemClock, logger: silentLogger});
+    await writer.nextCycle();
+    await writer.stop({deregister: false});
+
+    fake.stats.reset();
+    const reader = await startService({config: config(false), io: captureIo().io, clock: systemClock, logger: silentLogger});
+    try {
+      expect(await names(reader)).toEqual(['a-eks-us-east-1-111111111111']);
+      expect((await fetch(`${reader.url}/readyz`)).status).toBe(200);
+      expect((await fetch(`${reader.url}/v1/discover`, {method: 'POST'})).status).toBe(409);
+      expect(reader.role()).toBe('follower');
+    } finally {
+      // Deregistering on exit is the writer's business: a replica that never wrote deletes nothing.
+      await reader.stop({deregister: true});
+    }
+    expect(fake.stats.count()).toBe(0);
+    const again = await startService({config: config(false), io: captureIo().io, clock: systemClock, logger: silentLogger});
+    try {
+      expect(await names(again)).toEqual(['a-eks-us-east-1-111111111111']);
+    } finally {
+      await again.stop({deregister: false});
+    }
+  });
+});
