@@ -46,8 +46,8 @@ export const runStart: Command = async (argv, io) => {
             resolve(1);
           });
       };
-      process.once('SIGTERM', () => stop('SIGTERM'));
-      process.once('SIGINT', () => stop('SIGINT'));
+      process.on('SIGTERM', () => stop('SIGTERM'));
+      process.on('SIGINT', () => stop('SIGINT'));
       process.on('SIGHUP', () => {
         log.info('SIGHUP: running a discovery cycle now');
         service.trigger();

@@ -5,7 +5,7 @@ import type {TagMatcher} from '../../matchers/index.ts';
 import type {ClusterFetcher} from '../clouds/fetcher.ts';
 import type {Clock} from '../core/clock.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
-import {evaluate, type EvaluateContext, type KubeServerDraft} from './evaluate.ts';
+import {evaluate, registeredIdentity, type EvaluateContext, type KubeServerDraft} from './evaluate.ts';
 import {reconcile, type Action, type PlanItem} from './reconcile.ts';
 
 /** Where sources come from (one planner per cloud). */
@@ -88,8 +88,11 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
     ),
   );
 
-  const evaluation = evaluate(results, {...options.evaluateContext, discoveryGroup: options.discoveryGroup, matcherFor: options.matcherFor});
+  // A cycle cut short (shutdown, lost leadership) must not publish what its aborted sources "found".
+  signal.throwIfAborted();
   const current = await options.registrar.current();
+  const registered = new Map(current.map((s) => [s.metadata.name, registeredIdentity(s)]));
+  const evaluation = evaluate(results, {...options.evaluateContext, discoveryGroup: options.discoveryGroup, matcherFor: options.matcherFor, registered});
   const plan = reconcile(current, evaluation, results, options.discoveryGroup);
 
   const applyErrors: {name: string; action: Action; message: string}[] = [];

@@ -72,6 +72,7 @@ export class DynamicLabels {
       // Keep the last good result: a flaky command must not flap the label.
       this.#onError?.(command.name, error);
     }
+    if (this.#abort.signal.aborted) return;
     this.#cancels.set(command.name, this.#clock.setTimeout(() => void this.#refresh(command), command.period));
   }
 }

@@ -42,6 +42,8 @@ export interface EvaluateContext {
   readonly matcherFor: (source: SourceRef) => TagMatcher;
   /** `kubernetes_service.labels`, applied to every cluster. */
   readonly staticLabels: Readonly<Record<string, string>>;
+  /** Identity (see `clusterIdentity`) of the cluster each registered name belongs to: it keeps its name on a collision. */
+  readonly registered?: ReadonlyMap<string, string>;
   /** Dynamic labels as of now (command outputs). */
   readonly dynamicLabels?: KubeServerDraft['spec']['cluster']['spec']['dynamic_labels'];
   readonly hostId: string;
@@ -90,9 +92,15 @@ export function evaluate(results: readonly SourceResult[], ctx: EvaluateContext)
       const existing = candidates.get(name);
       if (existing) {
         // The same cluster seen by two overlapping matchers is not a collision.
-        if (clusterIdentity(existing.cluster) !== clusterIdentity(cluster)) {
-          skip('collision', `name ${name} is already taken by ${clusterIdentity(existing.cluster)} (first wins); set the ${LABEL.nameOverride} tag to rename`);
+        if (clusterIdentity(existing.cluster) === clusterIdentity(cluster)) continue;
+        const owner = ctx.registered?.get(name);
+        if (owner === clusterIdentity(cluster) && owner !== clusterIdentity(existing.cluster)) {
+          // The cluster already registered under the name keeps it; the newcomer is the one skipped.
+          skips.push({name, cloudName: existing.cluster.name, source: existing.source, kind: 'collision', reason: collisionReason(name, cluster), labels: existing.labels});
+          candidates.set(name, {name, cluster, source: result.source, labels, reason: decision.reason, server: toServer(name, cluster, labels, ctx)});
+          continue;
         }
+        skip('collision', collisionReason(name, existing.cluster));
         continue;
       }
       candidates.set(name, {name, cluster, source: result.source, labels, reason: decision.reason, server: toServer(name, cluster, labels, ctx)});
@@ -101,9 +109,26 @@ export function evaluate(results: readonly SourceResult[], ctx: EvaluateContext)
   return {candidates, skips, notes};
 }
 
-/** A cloud-unique identity: the ARN / resource id, else cloud/account/region/name. */
+/** A cloud-unique identity, computable from a cluster and from its registered entry alike. */
 export function clusterIdentity(cluster: DiscoveredCluster): string {
-  return cluster.id ?? `${cluster.cloud}/${cluster.account}/${cluster.region}/${cluster.resourceGroup ?? ''}/${cluster.name}`;
+  return identity(cluster.cloud, cluster.account, cluster.region, cluster.resourceGroup ?? '', cluster.name);
+}
+
+/** The identity of the cluster a registered kube_server describes (see `clusterIdentity`). */
+export function registeredIdentity(server: KubeServerDraft): string {
+  const {aws, azure} = server.spec.cluster.spec;
+  const region = server.spec.cluster.metadata.labels[LABEL.region] ?? '';
+  if (aws) return identity('AWS', aws.account_id, aws.region, '', aws.name);
+  if (azure) return identity('Azure', azure.subscription_id, region, azure.resource_group, azure.resource_name);
+  return '';
+}
+
+function identity(cloud: string, account: string, region: string, resourceGroup: string, name: string): string {
+  return `${cloud}/${account}/${region}/${resourceGroup.toLowerCase()}/${name}`;
+}
+
+function collisionReason(name: string, owner: DiscoveredCluster): string {
+  return `name ${name} is already taken by ${clusterIdentity(owner)}; set the ${LABEL.nameOverride} tag to rename`;
 }
 
 function toServer(name: string, cluster: DiscoveredCluster, labels: Record<string, string>, ctx: EvaluateContext): KubeServerDraft {

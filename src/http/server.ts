@@ -32,6 +32,8 @@ export interface HttpServerOptions {
   readonly logger?: Logger;
   /** Interval of SSE keep-alive comments. */
   readonly sseKeepaliveMs?: number;
+  /** Serve only /metrics, /healthz and /readyz (the separate `metrics.listen_addr` listener). */
+  readonly metricsOnly?: boolean;
 }
 
 /** A listening API server. */
@@ -111,7 +113,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: HttpSe
     res.end(m.body);
     return;
   }
-  if (!path.startsWith('/v1/')) throw new NotFoundError(`no such endpoint ${path}`);
+  if (!path.startsWith('/v1/') || options.metricsOnly) throw new NotFoundError(`no such endpoint ${path}`);
   if (options.auth && !(await options.auth(req.headers.authorization))) {
     throw new AuthenticationError('a valid bearer token is required');
   }
@@ -127,7 +129,12 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: HttpSe
   }
   const one = /^\/v1\/kube_servers\/([^/]+)$/.exec(path);
   if (one && method === 'GET') {
-    const name = decodeURIComponent(one[1] ?? '');
+    let name: string;
+    try {
+      name = decodeURIComponent(one[1] ?? '');
+    } catch {
+      throw new InputError(`kube_server name: not valid percent-encoding: ${JSON.stringify(one[1])}`);
+    }
     const item = options.inventory.get(name);
     if (!item) throw new NotFoundError(`kube_server ${JSON.stringify(name)} not found`);
     return sendJson(res, 200, item);

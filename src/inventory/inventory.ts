@@ -87,7 +87,7 @@ export class Inventory {
   /** Live entries sorted by name; entries past their expiry are left out even before the backend purges them. */
   list(): KubeServer[] {
     const now = this.#options.clock.now();
-    return [...this.#servers.values()].filter((s) => Date.parse(s.metadata.expires) > now).sort((a, b) => a.metadata.name.localeCompare(b.metadata.name));
+    return [...this.#servers.values()].filter((s) => Date.parse(s.metadata.expires) > now).sort((a, b) => byName(a.metadata.name, b.metadata.name));
   }
 
   /** One live entry. */
@@ -146,4 +146,9 @@ export class Inventory {
       void this.resync().finally(() => this.#scheduleResync());
     }, this.#options.resyncMs ?? 30_000);
   }
+}
+
+/** Code-unit order: the same order the HTTP page cursor (`name > after`) walks, whatever the locale. */
+function byName(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }

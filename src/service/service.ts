@@ -60,6 +60,8 @@ export interface RunningService {
 const NO_CREDENTIALS = /CredentialsProviderError|Could not load credentials|no AWS credentials/i;
 // Re-announcing on promotion: enough parallelism to move 10,000 entries in seconds, few enough to stay under request deadlines.
 const REANNOUNCE_CONCURRENCY = 32;
+// Pause before a leader that failed to take over tries again.
+const TERM_RETRY_MS = 5_000;
 
 /** One leadership term: the heartbeat and the scheduler that only a leader runs. */
 interface Term {
@@ -89,7 +91,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     discovery: {
       // Every SDK client and ARM pipeline counts its HTTP attempts (retries included) in the metrics.
       aws: {perRegionConcurrency: config.discovery_service.concurrency.per_region, onClient: (client) => instrumentAwsClient(client, metrics)},
-      azure: {clientOptions: {additionalPolicies: azureMetricsPolicies(metrics)}},
+      azure: {
+        clientOptions: {additionalPolicies: azureMetricsPolicies(metrics)},
+        onTokenMint: () => metrics.tokenMinted('Azure'),
+        onTokenError: () => metrics.tokenError('Azure'),
+      },
       dynamicLabels: () => dynamic.current(),
       onSource: (result, durationMs) => {
         status.recordSource(result, clock.now());
@@ -123,7 +129,16 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     logger: log,
     metrics,
     env: options.io.env,
-    ...(aks ? {aks: {token: async (access) => (access.kind === 'aks' ? aks.tokenSource(access) : Promise.reject(new Error(`expected AKS access, got ${access.kind}`)))}} : {}),
+    ...(aks
+      ? {
+          aks: {
+            token: async (access) => {
+              if (access.kind !== 'aks') throw new Error(`expected AKS access, got ${access.kind}`);
+              return aks.tokenSource(access);
+            },
+          },
+        }
+      : {}),
   });
   let firstCycleDone = false;
   let backendEverOk = false;
@@ -162,10 +177,21 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   let stopping = false;
 
   const beginTerm = async (backend: RegistryBackend): Promise<void> => {
-    const writer = await runtime.openWriter(backend);
-    // Move every entry onto our own lease before the previous leader's lease can lapse.
-    const moved = await reannounce(writer);
-    if (moved > 0) log.info({entries: moved}, 'took over the registry entries of the previous leader');
+    let writer: Writer | undefined;
+    try {
+      writer = await runtime.openWriter(backend);
+      // Move every entry onto our own lease before the previous leader's lease can lapse.
+      const moved = await reannounce(writer);
+      if (moved > 0) log.info({entries: moved}, 'took over the registry entries of the previous leader');
+    } catch (error) {
+      // A leader that cannot write must not sit idle while the old lease lapses: clean up and try again.
+      await writer?.heartbeat.stop({deregister: false}).catch(() => undefined);
+      log.error({err: error, retry_in_ms: TERM_RETRY_MS}, 'could not take over as leader; retrying');
+      clock.setTimeout(() => {
+        if (!stopping && !term && role.role === 'leader') onRole(role);
+      }, TERM_RETRY_MS);
+      return;
+    }
     const scheduler = makeScheduler(writer);
     term = {writer, scheduler};
     scheduler.start();
@@ -258,7 +284,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       logger: log,
     });
     if (config.metrics.listen_addr) {
-      metricsHttp = await startHttpServer({listenAddr: config.metrics.listen_addr, inventory, readiness, status: () => ({}), metrics: () => metrics.render(), logger: log});
+      metricsHttp = await startHttpServer({listenAddr: config.metrics.listen_addr, inventory, readiness, status: () => ({}), metrics: () => metrics.render(), logger: log, metricsOnly: true});
     }
   } catch (error) {
     await http?.close();

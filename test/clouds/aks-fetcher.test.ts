@@ -146,16 +146,28 @@ describe('endpoint, CA and access', () => {
     expect(await sources.localAccounts.token({subscriptionId: SUB_A, resourceGroup: 'rg-a', name: 'local'})).toBe(token);
   });
 
-  it('keeps a cluster whose credential call fails, without endpoint, and the source still succeeds', async () => {
+  it('never publishes a cluster without its endpoint because its credential call failed', async () => {
     addRunning('ok');
     addRunning('broken');
-    arm.setFault((c) => (c.operation === 'managedClusters.listClusterUserCredentials' && c.clusterName === 'broken' ? {status: 403} : undefined));
     const {sources} = fakeSources(arm);
+    const m = [matcher(arm, {subscriptions: [SUB_A]})];
+    const failBroken = (): void =>
+      arm.setFault((c) => (c.operation === 'managedClusters.listClusterUserCredentials' && c.clusterName === 'broken' ? {status: 403} : undefined));
 
-    const [result] = await runPlan(await sources.plan([matcher(arm, {subscriptions: [SUB_A]})]));
+    // Never seen before: the record is reported unusable (which keeps a registered entry as it is).
+    failBroken();
+    const [first] = await runPlan(await sources.plan(m));
+    expect(first?.ok).toBe(true);
+    expect(first?.clusters.map((c) => [c.name, c.endpoint])).toEqual([['ok', kube.url]]);
+    expect(first?.malformed).toMatchObject([{name: 'broken', reason: expect.stringContaining('user credential unavailable')}]);
 
-    expect(result?.ok).toBe(true);
-    expect(result?.clusters.map((c) => [c.name, c.endpoint])).toEqual([['broken', undefined], ['ok', kube.url]]);
+    // Seen before: the last credential is used even after the record changed.
+    arm.setFault(undefined);
+    await runPlan(await sources.plan(m));
+    world.updateCluster({subscriptionId: SUB_A, resourceGroup: 'rg-a', name: 'broken'}, {fqdn: 'broken-moved.hcp.eastus.azmk8s.io'});
+    failBroken();
+    const [again] = await runPlan(await sources.plan(m));
+    expect(again?.clusters.map((c) => [c.name, c.endpoint])).toEqual([['broken', kube.url], ['ok', kube.url]]);
   });
 
   it('asks ARM for a kubeconfig again only when the cluster record changed', async () => {

@@ -28,9 +28,9 @@ function error(name: string, status: number): Error {
 const eks = mockClient(EKSClient);
 afterEach(() => eks.reset());
 
-function fetcher(options: {skipNotEnabledRegion?: boolean} = {}) {
+function fetcher(options: {skipNotEnabledRegion?: boolean} = {}, region = 'us-east-1') {
   return createEksFetcher({
-    source: eksSource(0, 'us-east-1', ACCOUNT),
+    source: eksSource(0, region, ACCOUNT),
     client: new EKSClient({region: 'us-east-1', credentials: {accessKeyId: 'AKID', secretAccessKey: 'secret'}}),
     describeQueue: new PQueue({concurrency: 4}),
     ...options,
@@ -105,12 +105,24 @@ describe('EKS fetcher', () => {
     expect(result.clusters.map((c) => c.name)).toEqual(['a']);
   });
 
-  it('skips a region the account has not enabled only when regions are a wildcard', async () => {
+  it('skips an opt-in region the account has not enabled only when regions are a wildcard', async () => {
     eks.on(ListClustersCommand).rejects(error('UnrecognizedClientException', 403));
-    const wildcard = await fetcher({skipNotEnabledRegion: true}).fetch(new AbortController().signal);
+    const wildcard = await fetcher({skipNotEnabledRegion: true}, 'af-south-1').fetch(new AbortController().signal);
     expect(wildcard).toMatchObject({ok: true, clusters: [], skippedReason: expect.stringContaining('not enabled')});
-    const explicit = await fetcher().fetch(new AbortController().signal);
+    const explicit = await fetcher({}, 'af-south-1').fetch(new AbortController().signal);
     expect(explicit).toMatchObject({ok: false, error: {reason: 'access_denied'}});
+    // In a default region the same answer means bad credentials: the source fails, nothing is emptied.
+    const badCredentials = await fetcher({skipNotEnabledRegion: true}, 'us-east-1').fetch(new AbortController().signal);
+    expect(badCredentials).toMatchObject({ok: false, error: {reason: 'access_denied', code: 'UnrecognizedClientException'}});
+  });
+
+  it('reports a record without a status as malformed instead of dropping the cluster', async () => {
+    paged([['a', 'nostatus']]);
+    eks.on(DescribeClusterCommand, {name: 'a'}).resolves({cluster: cluster('a')});
+    eks.on(DescribeClusterCommand, {name: 'nostatus'}).resolves({cluster: cluster('nostatus', {status: undefined})});
+    const result = await fetcher().fetch(new AbortController().signal);
+    expect(result.clusters.map((c) => c.name)).toEqual(['a']);
+    expect(result.malformed).toMatchObject([{name: 'nostatus', reason: 'status is missing'}]);
   });
 
   it('refuses a nextToken that repeats instead of looping forever', async () => {

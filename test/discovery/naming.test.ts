@@ -1,5 +1,5 @@
 import {describe, expect, it} from 'vitest';
-import {evaluate} from '../../src/discovery/evaluate.ts';
+import {evaluate, registeredIdentity} from '../../src/discovery/evaluate.ts';
 import {kubeServerName} from '../../src/discovery/naming.ts';
 import {context, eksCluster, okResult} from './builders.ts';
 
@@ -56,5 +56,18 @@ describe('kube_server names', () => {
     const evaluation = evaluate(results, context('g', {region: 'us-*'}));
     expect([...evaluation.candidates.keys()]).toEqual(['x-eks-us-east-1-1']);
     expect(evaluation.skips).toMatchObject([{cloudName: 'y', kind: 'filtered'}]);
+  });
+});
+
+describe('collisions with a registered cluster', () => {
+  it('lets the cluster already registered under a name keep it when a newcomer sorts first', () => {
+    const owner = eksCluster('b', 'us-west-2', '111111111111', {tags: {TeleportKubernetesName: 'shared'}});
+    const newcomer = eksCluster('a', 'us-east-1', '111111111111', {tags: {TeleportKubernetesName: 'shared'}});
+    const results = [okResult('us-east-1', '111111111111', [newcomer]), okResult('us-west-2', '111111111111', [owner])];
+    const first = evaluate([results[1]!], context());
+    const registered = new Map([['shared', registeredIdentity(first.candidates.get('shared')!.server)]]);
+    const evaluation = evaluate(results, {...context(), registered});
+    expect(evaluation.candidates.get('shared')?.cluster.name).toBe('b');
+    expect(evaluation.skips).toMatchObject([{cloudName: 'a', kind: 'collision'}]);
   });
 });

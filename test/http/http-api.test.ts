@@ -72,6 +72,41 @@ describe('HTTP API', () => {
     expect(new Set(names).size).toBe(7);
   });
 
+  it('pages through names that sort differently by locale without losing any', async () => {
+    for (const name of ['a_b', 'a-b', 'a.c', 'B-x', 'zz']) await announce(name, {team: 'odd'});
+    await start();
+    const names: string[] = [];
+    let token: string | undefined;
+    do {
+      const page = (await (await fetch(`${server.url}/v1/kube_servers?labels=team=odd&limit=1${token ? `&next_page_token=${token}` : ''}`)).json()) as {
+        items: {metadata: {name: string}}[];
+        next_page_token?: string;
+      };
+      names.push(...page.items.map((s) => s.metadata.name));
+      token = page.next_page_token;
+    } while (token);
+    expect(names.map((n) => n.split('-eks-')[0])).toEqual(['B-x', 'a-b', 'a.c', 'a_b', 'zz']);
+  });
+
+  it('serves only /metrics and health on the separate metrics listener', async () => {
+    const metricsOnly = await startHttpServer({
+      listenAddr: '127.0.0.1:0',
+      inventory,
+      readiness: async () => ({ready: true, status: 'ready'}),
+      status: () => ({}),
+      metrics: async () => ({contentType: 'text/plain', body: 'kube_discovery_leader 1\n'}),
+      metricsOnly: true,
+    });
+    try {
+      expect(await (await fetch(`${metricsOnly.url}/metrics`)).text()).toContain('kube_discovery_leader');
+      expect((await fetch(`${metricsOnly.url}/healthz`)).status).toBe(200);
+      expect((await fetch(`${metricsOnly.url}/v1/kube_servers`)).status).toBe(404);
+      expect((await fetch(`${metricsOnly.url}/v1/watch`)).status).toBe(404);
+    } finally {
+      await metricsOnly.close();
+    }
+  });
+
   it('returns one kube_server by name, 404 for an unknown one and 400 for a bad query', async () => {
     await start();
     const one = await fetch(`${server.url}/v1/kube_servers/c1-eks-us-east-1-111111111111`);
@@ -80,6 +115,7 @@ describe('HTTP API', () => {
     expect((await fetch(`${server.url}/v1/kube_servers/nope`)).status).toBe(404);
     expect((await fetch(`${server.url}/v1/kube_servers?limit=0`)).status).toBe(400);
     expect((await fetch(`${server.url}/v1/kube_servers?labels=novalue`)).status).toBe(400);
+    expect((await fetch(`${server.url}/v1/kube_servers/%E0%A4%A`)).status).toBe(400);
   });
 
   it('streams a snapshot and then put/delete events over SSE', async () => {

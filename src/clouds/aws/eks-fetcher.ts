@@ -4,6 +4,7 @@ import type PQueue from 'p-queue';
 import type {ClusterFetcher} from '../fetcher.ts';
 import type {DiscoveredCluster, MalformedCluster, SourceRef, SourceResult} from '../../core/types.ts';
 import {awsErrorCode, awsFailure, REGION_NOT_ENABLED_CODES} from './errors.ts';
+import {OPT_IN_REGIONS} from './regions.ts';
 import {isBase64Pem, isHttpsUrl} from '../../core/validate.ts';
 
 /** EKS statuses whose clusters are kept (design §5). */
@@ -38,7 +39,7 @@ export function createEksFetcher(options: EksFetcherOptions): ClusterFetcher {
       try {
         names = await listAll(options, signal);
       } catch (error) {
-        if (options.skipNotEnabledRegion && REGION_NOT_ENABLED_CODES.has(awsErrorCode(error))) {
+        if (options.skipNotEnabledRegion && OPT_IN_REGIONS.has(source.region) && REGION_NOT_ENABLED_CODES.has(awsErrorCode(error))) {
           return {source, ok: true, clusters: [], malformed: [], skippedReason: 'region not enabled for this account'};
         }
         return {source, ok: false, clusters: [], malformed: [], error: awsFailure(error, 'ListClusters')};
@@ -99,7 +100,9 @@ function toDiscovered(cluster: Cluster | undefined, listedName: string, options:
   if (!cluster) return bad('DescribeCluster returned no cluster');
   const name = cluster.name ?? '';
   if (!EKS_NAME.test(name)) return bad(`invalid cluster name ${JSON.stringify(name).slice(0, 80)}`);
-  const status = cluster.status ?? 'UNKNOWN';
+  // A record without a status cannot be judged; treating it as "not kept" would deregister it.
+  if (!cluster.status) return bad('status is missing');
+  const status = cluster.status;
   const statusOk = EKS_KEPT_STATUSES.has(status);
   const account = accountFromArn(cluster.arn) ?? source.account;
   const base = {

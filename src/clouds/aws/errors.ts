@@ -1,5 +1,6 @@
 /** Maps AWS SDK errors to the bounded failure reasons used by metrics, logs and /v1/status. */
 import type {FailureReason, SourceFailure} from '../../core/types.ts';
+import {redactText} from '../../observability/redact.ts';
 
 interface SdkErrorShape {
   name?: string;
@@ -55,7 +56,8 @@ export function classifyAwsError(error: unknown): FailureReason {
 /** A printable failure: code, reason, a message cut to one line, the request id; never credentials. */
 export function awsFailure(error: unknown, operation: string): SourceFailure {
   const e = error as SdkErrorShape | undefined;
-  const message = (e?.message ?? String(error)).split('\n')[0]?.slice(0, 300) ?? '';
+  // Cloud messages reach /v1/status and CLI output: strip anything credential-shaped first.
+  const message = redactText((e?.message ?? String(error)).split('\n')[0]?.slice(0, 300) ?? '');
   const requestId = e?.$metadata?.requestId;
   return {
     reason: classifyAwsError(error),

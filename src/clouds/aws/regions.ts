@@ -20,6 +20,17 @@ const REGIONS: Readonly<Record<AwsPartition, readonly string[]>> = {
   'aws-us-gov': ['us-gov-east-1', 'us-gov-west-1'],
 };
 
+/**
+ * Regions an account must opt in to (launched after March 2019). Only these can answer "not
+ * enabled"; the same error from a default region means the credentials are bad, which must
+ * fail the source rather than empty it.
+ */
+export const OPT_IN_REGIONS: ReadonlySet<string> = new Set([
+  'af-south-1', 'ap-east-1', 'ap-east-2', 'ap-south-2', 'ap-southeast-3', 'ap-southeast-4', 'ap-southeast-5',
+  'ap-southeast-6', 'ap-southeast-7', 'ca-west-1', 'eu-central-2', 'eu-south-1', 'eu-south-2', 'il-central-1',
+  'me-central-1', 'me-south-1', 'mx-central-1',
+]);
+
 /** DNS suffix of each partition's regional endpoints. */
 export const PARTITION_DNS_SUFFIX: Readonly<Record<AwsPartition, string>> = {
   aws: 'amazonaws.com',

@@ -120,7 +120,7 @@ export class AwsSources {
   }
 
   async #callerAccount(credentials: AwsCredentialProvider, region: string): Promise<string> {
-    const sts = new STSClient({region, credentials});
+    const sts = new STSClient({region, credentials, requestHandler: {connectionTimeout: 5_000, requestTimeout: 20_000}});
     this.#options.onClient?.(sts);
     try {
       const out = await sts.send(new GetCallerIdentityCommand({}));

@@ -89,7 +89,9 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
         }
         pending.push(
           options.credentialQueue.add(async () => {
-            clusters.push(await withEndpoint(converted, record, options, logger, signal));
+            const withCredential = await withEndpoint(converted, record, options, logger, signal);
+            if ('reason' in withCredential) malformed.push(withCredential);
+            else clusters.push(withCredential);
           }, {signal}),
         );
       }
@@ -139,8 +141,10 @@ function toDiscovered(record: ManagedCluster, options: AksFetcherOptions): Disco
   }
   if (typeof record.location !== 'string' || normalizeLocation(record.location) === '') return bad('location is missing');
 
-  const provisioning = record.provisioningState ?? 'Unknown';
-  const power = record.powerState?.code ?? 'Unknown';
+  // A record without its states cannot be judged; treating it as "not kept" would deregister it.
+  if (!record.provisioningState || !record.powerState?.code) return bad('provisioning or power state is missing');
+  const provisioning = record.provisioningState;
+  const power = record.powerState.code;
   const aad = record.aadProfile;
   const tenantId = aad?.tenantID ?? options.tenantId ?? record.identity?.tenantId;
   const kubernetesVersion = record.currentKubernetesVersion ?? record.kubernetesVersion;
@@ -170,7 +174,7 @@ async function withEndpoint(
   options: AksFetcherOptions,
   logger: Logger,
   signal: AbortSignal,
-): Promise<DiscoveredCluster> {
+): Promise<DiscoveredCluster | MalformedCluster> {
   const ref: AksClusterRef = {subscriptionId: cluster.account, resourceGroup: cluster.resourceGroup ?? '', name: cluster.name};
   const fqdnEndpoint = (): {endpoint?: string} => {
     const fqdn = record.fqdn ?? record.privateFqdn;
@@ -193,9 +197,15 @@ async function withEndpoint(
     if (signal.aborted) throw error;
     logger.warn(
       {source: options.source.id, cluster: cluster.name, resourceGroup: ref.resourceGroup, operation: failure.operation, code: failure.code, reason: failure.reason, requestId: failure.requestId, error: failure.message},
-      'AKS user credential unavailable; cluster kept without endpoint',
+      'AKS user credential unavailable; using the last one seen, or keeping the registered entry as it is',
     );
-    return cluster;
+    // Never publish the cluster without its endpoint because of a transient error: that would
+    // rewrite the registered entry without it. Use the last credential seen, else report the
+    // record as unusable this cycle, which keeps the existing entry (stale).
+    const stale = options.credentialCache?.get(record.id ?? '');
+    if (!stale) return {name: cluster.name, sourceId: options.source.id, reason: `user credential unavailable: ${failure.code}`};
+    options.localAccounts?.record(ref, accountOf(stale.kubeconfig));
+    return {...cluster, endpoint: stale.kubeconfig.server, ...(stale.kubeconfig.caData ? {caData: stale.kubeconfig.caData} : {}), access: accessOf(record, stale.kubeconfig)};
   }
   options.localAccounts?.record(ref, accountOf(kubeconfig));
   return {

@@ -44,6 +44,9 @@ export interface AzureSourcesOptions {
   readonly perSubscriptionConcurrency?: number;
   /** Store of local-account tokens shared with the probe's token source; default a new one. */
   readonly localAccounts?: AksLocalAccounts;
+  /** Counts Entra ID tokens minted for probes, and failed mints (metrics); never passed a token. */
+  readonly onTokenMint?: () => void;
+  readonly onTokenError?: () => void;
   /** Longest a cluster's kubeconfig is reused while its record is unchanged. Default 1 h. */
   readonly credentialMaxAgeMs?: number;
 }
@@ -150,6 +153,8 @@ export class AzureSources {
       clock: this.#clock,
       localAccounts: this.localAccounts,
       ...(first ? {identity: identityKey(identityOf(first))} : {}),
+      ...(this.#options.onTokenMint ? {onMint: this.#options.onTokenMint} : {}),
+      ...(this.#options.onTokenError ? {onError: this.#options.onTokenError} : {}),
     });
   }
 
