@@ -10,7 +10,11 @@ import {FakeClock} from '../../src/core/clock.ts';
 import type {SourceResult} from '../../src/core/types.ts';
 import {runCycle, type CycleReport, type Registrar} from '../../src/discovery/cycle.ts';
 import {Metrics, sourceState} from '../../src/observability/metrics.ts';
-import {eksCluster, okResult, stored} from '../discovery/builders.ts';
+import {eksCluster, okResult} from '../discovery/builders.ts';
+import {Heartbeat, kubeServerFromItem} from '../../heartbeats/heartbeat.ts';
+import {kubeServerPrefix} from '../../heartbeats/kube-server.ts';
+import {createRegistrar} from '../../src/discovery/registrar.ts';
+import {MemoryBackend} from '../../src/registry/memory.ts';
 import {describeWithBinary, run, samples, value} from './prom-tools.ts';
 
 const ACCOUNT = '111111111111';
@@ -26,21 +30,14 @@ function failed(region: string, reason: 'throttled' | 'access_denied', code: str
   };
 }
 
-class MapRegistrar implements Registrar {
-  readonly entries = new Map<string, KubeServer>();
-  async current(): Promise<KubeServer[]> {
-    return [...this.entries.values()];
-  }
-  async announce(server: Parameters<Registrar['announce']>[0]): Promise<void> {
-    this.entries.set(server.metadata.name, stored(server));
-  }
-  async remove(name: string): Promise<void> {
-    this.entries.delete(name);
-  }
-}
-
 let clock: FakeClock;
-let registrar: MapRegistrar;
+let registrar: Registrar;
+let backend: MemoryBackend;
+
+/** The stored inventory, as the service reads it. */
+async function stored(): Promise<KubeServer[]> {
+  return (await backend.list(kubeServerPrefix('mgmt'))).map(kubeServerFromItem);
+}
 let metrics: Metrics;
 
 async function cycle(results: SourceResult[]): Promise<CycleReport> {
@@ -69,9 +66,12 @@ async function text(): Promise<string> {
   return (await metrics.render()).body;
 }
 
-beforeEach(() => {
+beforeEach(async () => {
   clock = new FakeClock(START);
-  registrar = new MapRegistrar();
+  backend = new MemoryBackend({clock});
+  const heartbeat = new Heartbeat({backend, clock, group: 'mgmt', ttlMs: 600_000, hostId: 'host-1', hostname: 'node-1', version: '0.0.0-test'});
+  await heartbeat.start();
+  registrar = createRegistrar(backend, heartbeat, 'mgmt');
   metrics = new Metrics({version: '1.2.3'});
 });
 
@@ -122,7 +122,7 @@ describe('a cycle with a failing region', () => {
 
   it('never puts account ids, cluster names or error messages into labels', async () => {
     await cycle([east(), failed('eu-west-1', 'throttled', 'ThrottlingException')]);
-    metrics.observeInventory([...registrar.entries.values()]);
+    metrics.observeInventory(await stored());
     metrics.probeResult({status: 'unhealthy', reason: 'Get "https://alpha.example": dial tcp: connection refused'});
     const body = await text();
 
@@ -143,7 +143,7 @@ describe('a cycle with a failing region', () => {
 describe('inventory, heartbeats, tokens, probes, leadership', () => {
   it('takes registered, stale and health counts from the stored inventory', async () => {
     await cycle([east()]);
-    const [alpha, beta] = [...registrar.entries.values()];
+    const [alpha, beta] = await stored();
     if (!alpha || !beta) throw new Error('expected two registered clusters');
     metrics.observeInventory([
       {...alpha, status: {...alpha.status, target_health: {status: 'healthy'}}},
@@ -200,7 +200,7 @@ describe('inventory, heartbeats, tokens, probes, leadership', () => {
 describeWithBinary('promtool', 'promtool check metrics', (promtool) => {
   it('reports no problems with everything the service exposes', async () => {
     await cycle([east(), failed('eu-west-1', 'throttled', 'ThrottlingException')]);
-    metrics.observeInventory([...registrar.entries.values()]);
+    metrics.observeInventory(await stored());
     metrics.observeSource(east(), 120);
     metrics.cloudApiCall({service: 'eks', operation: 'ListClusters', code: 'ThrottlingException', durationSeconds: 0.05, throttled: true});
     metrics.probeResult({status: 'healthy'});
