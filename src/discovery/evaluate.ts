@@ -2,14 +2,15 @@
  * The pure step between fetching and reconciling: turns each source's clusters into
  * candidate kube_servers or skip decisions, each with a reason (`once --explain`).
  */
-import type {KubeAccess, KubeServer} from '../../heartbeats/kube-server.ts';
+import type {KubeServerDraft} from '../../heartbeats/heartbeat.ts';
+import type {KubeAccess} from '../../heartbeats/kube-server.ts';
 import {matchLabels, type TagMatcher} from '../../matchers/index.ts';
 import type {DiscoveredCluster, SourceRef, SourceResult} from '../core/types.ts';
 import {clusterLabels, LABEL} from './labels.ts';
 import {isValidKubeName, kubeServerName} from './naming.ts';
 
-/** A kube_server as discovery wants it, before the heartbeat stamps expiry and revision. */
-export type KubeServerDraft = Omit<KubeServer, 'metadata'> & {readonly metadata: Omit<KubeServer['metadata'], 'expires' | 'revision'>};
+/** A kube_server as discovery wants it, before the heartbeat stamps expiry, revision and its identity. */
+export type {KubeServerDraft} from '../../heartbeats/heartbeat.ts';
 
 /** A cluster discovery wants registered. */
 export interface Candidate {

@@ -4,6 +4,7 @@
  * what vanished — but only where a source that covers the entry succeeded this cycle.
  * Entries a failed source covers are kept and marked stale.
  */
+import {canonicalJson} from '../../heartbeats/heartbeat.ts';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import type {Candidate, Evaluation, KubeServerDraft, Skip} from './evaluate.ts';
@@ -135,14 +136,5 @@ export function changedFields(existing: KubeServer, wanted: KubeServerDraft): st
     ['access', existing.status?.access, wanted.status?.access],
     ['auth_mode', existing.status?.auth_mode, wanted.status?.auth_mode],
   ];
-  return pairs.filter(([, a, b]) => stableJson(a) !== stableJson(b)).map(([field]) => field);
-}
-
-/** JSON with sorted object keys, so equal documents compare equal. */
-export function stableJson(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)))
-      : v,
-  ) ?? 'undefined';
+  return pairs.filter(([, a, b]) => canonicalJson(a) !== canonicalJson(b)).map(([field]) => field);
 }

@@ -54,6 +54,7 @@ export function stored(draft: KubeServerDraft, extra: Partial<KubeServer['status
   return {
     ...draft,
     metadata: {...draft.metadata, expires: '2026-01-01T00:10:00Z', revision: '1'},
+    spec: {...draft.spec, version: draft.spec.version ?? '0.0.0-test', hostname: draft.spec.hostname ?? 'node-1', host_id: draft.spec.host_id ?? 'host-1'},
     status: {...draft.status, ...extra},
   };
 }
