@@ -96,68 +96,44 @@ async function issueServerCert(caPem: string, caKeyPem: string, options: IssueOp
   const hosts = options.hosts ?? LOOPBACK_HOSTS;
   if (hosts.length === 0) throw new Error('issueServerCert: expected at least one host for subjectAltName, got none');
   const san = hosts.map((h) => (isIP(h) === 0 ? `DNS:${h}` : `IP:${h}`)).join(',');
-  return withTempDir(async (dir) => {
-    await writeFile(path.join(dir, 'ca.crt'), caPem);
-    await writeFile(path.join(dir, 'ca.key'), caKeyPem, {mode: 0o600});
-    const cnf = path.join(dir, 'server.cnf');
-    await writeFile(cnf, [
-      '[req]', 'distinguished_name = dn', 'prompt = no',
-      '[dn]', `CN = ${hosts[0] ?? 'localhost'}`,
-      '[v3_server]',
-      'basicConstraints = critical,CA:FALSE',
-      'keyUsage = critical,digitalSignature',
-      'extendedKeyUsage = serverAuth',
-      `subjectAltName = ${san}`,
-      'subjectKeyIdentifier = hash',
-      'authorityKeyIdentifier = keyid',
-      '',
-    ].join('\n'));
-    await openssl(dir, [
-      'req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-      '-keyout', 'server.key', '-out', 'server.csr', '-config', cnf,
-    ]);
-    await openssl(dir, [
-      'x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-set_serial', randomSerial(),
-      '-days', String(options.days ?? 30), '-extfile', cnf, '-extensions', 'v3_server', '-out', 'server.crt',
-    ]);
-    return {
-      caPem,
-      certPem: await readFile(path.join(dir, 'server.crt'), 'utf8'),
-      keyPem: await readFile(path.join(dir, 'server.key'), 'utf8'),
-    };
-  });
+  return issueLeaf(caPem, caKeyPem, hosts[0] ?? 'localhost', ['extendedKeyUsage = serverAuth', `subjectAltName = ${san}`], options.days);
 }
 
 async function issueClientCert(caPem: string, caKeyPem: string, options: ClientIssueOptions = {}): Promise<ClientTls> {
   const commonName = options.commonName ?? 'kube-discovery-test-client';
   if (!/^[\w.@-]+$/.test(commonName)) throw new Error(`issueClientCert: expected a common name of letters, digits and ._@-, got ${JSON.stringify(commonName)}`);
+  return issueLeaf(caPem, caKeyPem, commonName, ['extendedKeyUsage = clientAuth'], options.days);
+}
+
+/** Signs a P-256 leaf certificate for `commonName` with the CA; `extensions` say what it is for. */
+async function issueLeaf(caPem: string, caKeyPem: string, commonName: string, extensions: readonly string[], days = 30): Promise<ServerTls> {
   return withTempDir(async (dir) => {
     await writeFile(path.join(dir, 'ca.crt'), caPem);
     await writeFile(path.join(dir, 'ca.key'), caKeyPem, {mode: 0o600});
-    const cnf = path.join(dir, 'client.cnf');
+    const cnf = path.join(dir, 'leaf.cnf');
     await writeFile(cnf, [
       '[req]', 'distinguished_name = dn', 'prompt = no',
       '[dn]', `CN = ${commonName}`,
-      '[v3_client]',
+      '[v3_leaf]',
       'basicConstraints = critical,CA:FALSE',
       'keyUsage = critical,digitalSignature',
-      'extendedKeyUsage = clientAuth',
+      ...extensions,
       'subjectKeyIdentifier = hash',
       'authorityKeyIdentifier = keyid',
       '',
     ].join('\n'));
     await openssl(dir, [
       'req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-      '-keyout', 'client.key', '-out', 'client.csr', '-config', cnf,
+      '-keyout', 'leaf.key', '-out', 'leaf.csr', '-config', cnf,
     ]);
     await openssl(dir, [
-      'x509', '-req', '-in', 'client.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-set_serial', randomSerial(),
-      '-days', String(options.days ?? 30), '-extfile', cnf, '-extensions', 'v3_client', '-out', 'client.crt',
+      'x509', '-req', '-in', 'leaf.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-set_serial', randomSerial(),
+      '-days', String(days), '-extfile', cnf, '-extensions', 'v3_leaf', '-out', 'leaf.crt',
     ]);
     return {
       caPem,
-      certPem: await readFile(path.join(dir, 'client.crt'), 'utf8'),
-      keyPem: await readFile(path.join(dir, 'client.key'), 'utf8'),
+      certPem: await readFile(path.join(dir, 'leaf.crt'), 'utf8'),
+      keyPem: await readFile(path.join(dir, 'leaf.key'), 'utf8'),
     };
   });
 }
