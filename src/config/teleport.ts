@@ -30,12 +30,12 @@ const TELEPORT_VERSIONS = new Set(['v1', 'v2', 'v3']);
 /** Why each kind of Teleport setting is ignored; the warning groups keys by these. */
 const WHY = {
   services: "other Teleport services' sections: this service only discovers clusters",
-  agent: "the Teleport agent's own settings (joining, auth and proxy addresses, data dir)",
-  discovery: 'Teleport discovery features this service does not have (GKE, Kubernetes apps, Access Graph, its own listener)',
-  install: 'agent installation on discovered VMs (EC2, Azure VMs): this service installs nothing',
-  integration: 'Teleport integrations (AWS OIDC) and Kubernetes app discovery: this service uses the cloud credential chain',
+  agent: "the Teleport agent's own settings: joining, auth and proxy addresses, data dir",
+  discovery: 'Teleport discovery features this service does not have: GKE, Kubernetes apps, Access Graph, its own listener',
+  install: 'agent installation on discovered VMs: this service installs nothing',
+  integration: 'Teleport integrations and Kubernetes app discovery: this service uses the cloud credential chain',
   types: 'matcher types other than eks and aks: this service discovers EKS and AKS clusters only',
-  kube: "Teleport's Kubernetes service proxies kube_clusters; this service registers them (it uses labels and commands)",
+  kube: "Teleport's Kubernetes service proxies kube_clusters, this service registers them; its labels and commands are used",
 } as const;
 
 /** Top-level sections of a teleport.yaml (lib/config/fileconf.go FileConfig) that are not ours. */
