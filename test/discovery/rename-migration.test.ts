@@ -107,4 +107,13 @@ describe('moving a registry to Teleport names', () => {
     expect([...registrar.entries.keys()]).toEqual([OLD]);
     expect(report.applyErrors).toEqual([expect.objectContaining({name: NEW, message: 'disk full'})]);
   });
+
+  it('keeps an entry named by an override tag (no discovered-name label) when its record is malformed this cycle', () => {
+    const named = okResult('us-east-1', A, [eksCluster('payments', 'us-east-1', A, {tags: {TeleportKubernetesName: 'pay'}})]);
+    const current = [...evaluate([named], context('g1')).candidates.values()].map((c) => stored(c.server));
+    expect(current[0]?.spec.cluster.metadata.labels['teleport.internal/discovered-name']).toBeUndefined();
+    const malformed: SourceResult = {...okResult('us-east-1', A, []), malformed: [{name: 'payments', sourceId: named.source.id, reason: 'CA is not base64 PEM'}]};
+    const plan = reconcile(current, evaluate([malformed], context('g1')), [malformed], 'g1');
+    expect(plan.items.find((i) => i.name === 'pay')).toMatchObject({action: 'stale', reason: expect.stringContaining('CA is not base64 PEM')});
+  });
 });
