@@ -207,9 +207,9 @@ export function adaptTeleportConfig(input: unknown): TeleportAdaptation {
           const keptTypes = types.filter((t) => !(typeof t === 'string' && others.has(t)));
           const dropped = types.filter((t) => typeof t === 'string' && others.has(t)) as string[];
           if (dropped.length > 0) {
-            ignore('types', `${dotted([...path, 'types'])} ${dropped.join(', ')}`);
+            ignore('types', `${dotted([...path, 'types'])} [${dropped.join(', ')}]`);
             if (keptTypes.length === 0) {
-              warnings.push(`${dotted(path)} has no ${cloud === 'aws' ? 'eks' : 'aks'} type (types ${dropped.join(', ')}): it does nothing here.`);
+              warnings.push(`${dotted(path)} has no ${cloud === 'aws' ? 'eks' : 'aks'} type (types [${dropped.join(', ')}]): it does nothing here.`);
               return;
             }
             matcher['types'] = keptTypes;

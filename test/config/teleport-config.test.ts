@@ -81,9 +81,9 @@ describe("Teleport's documented configs pass config check", () => {
       'discovery_service.aws[1].integration',
       'discovery_service.aws[1].kube_app_discovery',
       'discovery_service.azure[0].install',
-      'discovery_service.aws[0].types ec2',
-      'discovery_service.aws[1].types ec2, rds',
-      'discovery_service.azure[0].types vm',
+      'discovery_service.aws[0].types [ec2]',
+      'discovery_service.aws[1].types [ec2, rds]',
+      'discovery_service.azure[0].types [vm]',
     ]) {
       expect(ignored).toContain(key);
     }
@@ -92,7 +92,7 @@ describe("Teleport's documented configs pass config check", () => {
     expect(others).toEqual(
       expect.arrayContaining([
         expect.stringMatching(/^discovery_service\.discovery_group is not set: using "default"\. Two deployments without a group .*delete each other's entries/),
-        'discovery_service.aws[0] has no eks type (types ec2): it does nothing here.',
+        'discovery_service.aws[0] has no eks type (types [ec2]): it does nothing here.',
         expect.stringMatching(
           /^discovery_service\.aws\[1\]\.setup_access_for_arn, discovery_service\.aws\[2\]\.assume_role_name, discovery_service\.aws\[2\]\.organization: .*no effect yet/,
         ),
