@@ -2,6 +2,7 @@
 import {InputError} from '../core/errors.ts';
 import {ConfigError, loadConfigFile} from '../config/load.ts';
 import type {Config} from '../config/schema.ts';
+import {configWarnings} from '../config/warnings.ts';
 import type {CliIo} from './io.ts';
 
 /** Prints a usage problem and returns exit code 2. */
@@ -10,7 +11,7 @@ export function usageError(io: CliIo, command: string, message: string): number 
   return 2;
 }
 
-/** Loads the config named by `-c`; prints every problem and returns 2 when it is missing or invalid. */
+/** Loads the config named by `-c`; prints its warnings, or every problem and returns 2 when it is missing or invalid. */
 export async function withConfig(io: CliIo, command: string, path: string | undefined, run: (config: Config) => Promise<number>): Promise<number> {
   if (!path) return usageError(io, command, 'missing -c FILE (the config file)');
   let config: Config;
@@ -23,6 +24,8 @@ export async function withConfig(io: CliIo, command: string, path: string | unde
     }
     throw error;
   }
+  // Said before anything runs, so an ignored Teleport setting or a missing group is never silent.
+  for (const warning of configWarnings(config)) io.stderr(`${path}: warning: ${warning}\n`);
   try {
     return await run(config);
   } catch (error) {

@@ -10,6 +10,8 @@ import type * as z from 'zod';
 import {InputError} from '../core/errors.ts';
 import {configSchema} from './schema.ts';
 import type {Config} from './schema.ts';
+import {adaptTeleportConfig, teleportKeysAt} from './teleport.ts';
+import {rememberWarnings} from './warnings.ts';
 
 /** One problem in a config file. `message` is "expected ..., found ..."; line and column are 1-based (0 when unknown). */
 export interface ConfigProblem {
@@ -82,10 +84,12 @@ export function parseConfig(text: string, fileName: string): Config {
     throw new ConfigError(fileName, problems);
   }
 
-  const result = configSchema.safeParse(data ?? undefined, {error: expectedPhrase});
-  if (result.success && problems.length === 0) return result.data;
+  // Teleport's own sections and spellings are adapted first; issues then point back into the file.
+  const teleport = adaptTeleportConfig(data ?? undefined);
+  const result = configSchema.safeParse(teleport.data, {error: expectedPhrase});
+  if (result.success && problems.length === 0) return rememberWarnings(result.data, teleport.warnings);
   if (!result.success) {
-    for (const issue of result.error.issues) problems.push(...issueProblems(doc, issue, at));
+    for (const issue of result.error.issues) problems.push(...issueProblems(doc, issue, at, teleport.originalPath));
   }
   throw new ConfigError(fileName, sortProblems(problems));
 }
@@ -94,13 +98,15 @@ type PathSegment = string | number;
 type Locate = (offset: number) => {line: number; column: number};
 
 /** Turns one zod issue into problems (an unknown-keys issue yields one per key, at the key). */
-function issueProblems(doc: Document, issue: z.core.$ZodIssue, at: Locate): ConfigProblem[] {
-  const path = issue.path.filter((segment): segment is PathSegment => typeof segment !== 'symbol');
+function issueProblems(doc: Document, issue: z.core.$ZodIssue, at: Locate, originalPath: (path: readonly PathSegment[]) => PathSegment[]): ConfigProblem[] {
+  const adaptedPath = issue.path.filter((segment): segment is PathSegment => typeof segment !== 'symbol');
+  const path = originalPath(adaptedPath);
   if (issue.code === 'unrecognized_keys') {
     const known = knownKeysFromMessage(issue.message);
     return issue.keys.map((key) => {
       const {pair} = locate(doc, [...path, key]);
-      const suggestion = closest(key, known);
+      // A near miss of a Teleport key is suggested too: fixing it makes the key ignored, with a warning.
+      const suggestion = closest(key, [...known, ...teleportKeysAt(adaptedPath)]);
       const hint = suggestion ? ` (did you mean ${suggestion}?)` : '';
       return {
         path: formatPath([...path, key]),

@@ -112,11 +112,8 @@ const tagsSchema = z
     }),
     {error: onlyType('a map of tag names to values, such as {env: prod}')},
   )
-  .superRefine((tags, ctx) => {
-    if (Object.keys(tags).length === 0) {
-      ctx.addIssue({code: 'custom', message: 'at least one tag (use {"*": "*"} to match every cluster)'});
-    }
-  });
+  // Empty tags match every cluster, as in Teleport.
+  .transform((tags) => (Object.keys(tags).length === 0 ? {...defaultTags} : tags));
 
 const defaultTags = {'*': '*'};
 
@@ -185,7 +182,7 @@ const discoveryGroupExpectation =
 
 const discoveryServiceSchema = z
   .strictObject({
-    enabled: z.boolean({error: 'true or false'}).default(true),
+    enabled: z.boolean({error: 'true or false (Teleport spellings yes/no, on/off too)'}).default(true),
     discovery_group: patterned(discoveryGroupExpectation, /^(?=.{1,63}$)[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?$/),
     poll_interval: duration({min: 10_000}).optional(),
     schedule: z
@@ -361,7 +358,7 @@ const logSchema = z.strictObject({
 
 /** The whole config file. Parse with `parseConfig` (src/config/load.ts) to get line-accurate errors. */
 export const configSchema = z.strictObject({
-  version: z.literal('v1', {error: 'v1'}),
+  version: z.literal('v1', {error: 'v1 (or a Teleport config version v2, v3)'}),
   discovery_service: discoveryServiceSchema,
   kubernetes_service: kubernetesServiceSchema.prefault({}),
   heartbeat: heartbeatSchema.prefault({}),

@@ -96,16 +96,21 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
   const plan = reconcile(current, evaluation, results, options.discoveryGroup);
 
   const applyErrors: {name: string; action: Action; message: string}[] = [];
-  await Promise.all(
-    plan.items.map(async (item) => {
-      try {
-        if (item.action === 'delete') await options.registrar.remove(item.name);
-        else if (item.server) await options.registrar.announce(item.server);
-      } catch (error) {
-        applyErrors.push({name: item.name, action: item.action, message: (error as Error).message});
-      }
-    }),
-  );
+  const apply = (items: readonly PlanItem[]): Promise<unknown> =>
+    Promise.all(
+      items.map(async (item) => {
+        try {
+          if (item.action === 'delete') await options.registrar.remove(item.name);
+          else if (item.server) await options.registrar.announce(item.server);
+        } catch (error) {
+          applyErrors.push({name: item.name, action: item.action, message: (error as Error).message});
+        }
+      }),
+    );
+  // A renamed entry goes only after its new name is announced: readers never see the cluster missing.
+  await apply(plan.items.filter((item) => item.renamedTo === undefined));
+  const failedNames = new Set(applyErrors.map((e) => e.name));
+  await apply(plan.items.filter((item) => item.renamedTo !== undefined && !failedNames.has(item.renamedTo)));
 
   const counts: Record<Action, number> = {create: 0, update: 0, delete: 0, unchanged: 0, stale: 0, skip: 0};
   for (const item of plan.items) counts[item.action]++;

@@ -71,9 +71,9 @@ export function evaluate(results: readonly SourceResult[], ctx: EvaluateContext)
       skips.push({name: '', cloudName: bad.name, source: result.source, kind: 'malformed', reason: bad.reason});
     }
     for (const cluster of result.clusters) {
-      const {labels, dropped} = clusterLabels(cluster, ctx.discoveryGroup);
+      const {name, renamed} = kubeServerName(cluster);
+      const {labels, dropped} = clusterLabels(cluster, ctx.discoveryGroup, renamed);
       if (dropped.length > 0) notes.push(`${cluster.name}: dropped tags with invalid label keys: ${dropped.join(', ')}`);
-      const {name} = kubeServerName(cluster);
       const skip = (kind: SkipKind, reason: string): void => {
         skips.push({name, cloudName: cluster.name, source: result.source, kind, reason, labels});
       };
@@ -145,7 +145,8 @@ function toServer(name: string, cluster: DiscoveredCluster, labels: Record<strin
             subscription_id: cluster.account,
           },
         };
-  const kind = cluster.cloud === 'AWS' ? 'EKS' : 'AKS';
+  // Teleport's kube_cluster description, word for word in shape.
+  const kind = cluster.cloud === 'AWS' ? 'AWS EKS' : 'Azure AKS';
   return {
     kind: 'kube_server',
     version: 'v3',

@@ -12,8 +12,10 @@ export const LABEL = {
   resourceGroup: 'resource-group',
   discoveryGroup: 'teleport.internal/discovery-group-name',
   discoveredName: 'teleport.internal/discovered-name',
-  /** Tag that overrides the registered name. */
+  /** Tag that overrides the registered name (EKS and AKS). */
   nameOverride: 'TeleportKubernetesName',
+  /** Teleport's original EKS override tag, still honoured for EKS. */
+  legacyNameOverride: 'teleport.dev/kubernetes-name',
 } as const;
 
 /** Teleport's label key rule: letters, digits and `/ . _ : * -`. */
@@ -24,8 +26,13 @@ export function isValidLabelKey(key: string): boolean {
   return key.length > 0 && key.length <= 256 && LABEL_KEY.test(key);
 }
 
-/** Labels of a discovered cluster: valid tags plus derived labels; also the keys of tags that were dropped. */
-export function clusterLabels(cluster: DiscoveredCluster, discoveryGroup: string): {labels: Record<string, string>; dropped: string[]} {
+/**
+ * Labels of a discovered cluster, the keys and values Teleport puts on its kube_cluster: valid
+ * tags, then the derived labels (which win over a tag of the same key, as in Teleport). The
+ * cloud name is recorded in `teleport.internal/discovered-name` only when `renamed` (a suffix
+ * was appended), as Teleport does. Also returns the keys of tags that were dropped.
+ */
+export function clusterLabels(cluster: DiscoveredCluster, discoveryGroup: string, renamed = true): {labels: Record<string, string>; dropped: string[]} {
   const labels: Record<string, string> = {};
   const dropped: string[] = [];
   for (const [key, value] of Object.entries(cluster.tags)) {
@@ -43,6 +50,6 @@ export function clusterLabels(cluster: DiscoveredCluster, discoveryGroup: string
     if (cluster.resourceGroup) labels[LABEL.resourceGroup] = cluster.resourceGroup;
   }
   labels[LABEL.discoveryGroup] = discoveryGroup;
-  labels[LABEL.discoveredName] = cluster.name;
+  if (renamed) labels[LABEL.discoveredName] = cluster.name;
   return {labels, dropped};
 }

@@ -1,39 +1,79 @@
-/** Unique kube_server names across accounts, regions and subscriptions (design §5). */
+/**
+ * kube_server names exactly as Teleport's discovery service gives its kube_clusters (design §5),
+ * so kubeconfig contexts, `tsh kube` targets and dashboards keep working for Teleport users:
+ * `<name>-eks-<region>-<account>` and `<name>-aks-<region>-<resource group>-<subscription>`.
+ */
 import type {DiscoveredCluster} from '../core/types.ts';
 import {LABEL} from './labels.ts';
 
 /** Teleport's rule for kube cluster names: DNS-label-like, dots and underscores allowed. */
 const KUBE_NAME = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,252}$/;
 
+/** Teleport's character rule for a kube cluster name, used to judge one suffix part at a time. */
+const KUBE_NAME_CHARS = /^[a-zA-Z0-9._-]+$/;
+
 /** Whether a name can be used as a kube_server name (and registry key part). */
 export function isValidKubeName(name: string): boolean {
   return KUBE_NAME.test(name);
 }
 
+/** The tags that override a cluster's name, in precedence order: EKS also honours Teleport's legacy namespaced tag. */
+export function nameOverrideTags(cloud: DiscoveredCluster['cloud']): readonly string[] {
+  return cloud === 'AWS' ? [LABEL.nameOverride, LABEL.legacyNameOverride] : [LABEL.nameOverride];
+}
+
+/** A cluster's kube_server name and how it was made. */
+export interface KubeServerName {
+  readonly name: string;
+  /** A name override tag set the name. */
+  readonly overridden: boolean;
+  /** A suffix was appended (Teleport then records the cloud name in `teleport.internal/discovered-name`). */
+  readonly renamed: boolean;
+}
+
 /**
- * `<name>-eks-<region>-<account>` or `<name>-aks-<region>-<resource-group>-<subscription>`;
- * a part the cloud name already contains is left out; the `TeleportKubernetesName` tag wins.
+ * The name of a discovered cluster. A non-empty override tag is the whole name; otherwise the
+ * suffix of type, region, (resource group,) account is appended, minus what the name already says.
  */
-export function kubeServerName(cluster: DiscoveredCluster): {name: string; overridden: boolean} {
-  const override = cluster.tags[LABEL.nameOverride];
-  if (override !== undefined && override !== '') return {name: override, overridden: true};
+export function kubeServerName(cluster: DiscoveredCluster): KubeServerName {
+  for (const tag of nameOverrideTags(cluster.cloud)) {
+    const override = cluster.tags[tag];
+    if (override !== undefined && override !== '') return {name: override, overridden: true, renamed: false};
+  }
   const parts =
     cluster.cloud === 'AWS'
       ? [cluster.type, cluster.region, cluster.account]
       : [cluster.type, cluster.region, cluster.resourceGroup ?? '', cluster.account];
-  const suffix = parts.filter((p) => p !== '' && !containsPart(cluster.name, p));
-  return {name: [cluster.name, ...suffix].join('-'), overridden: false};
+  const suffix = discoverySuffix(cluster.name, parts);
+  return suffix === '' ? {name: cluster.name, overridden: false, renamed: false} : {name: `${cluster.name}-${suffix}`, overridden: false, renamed: true};
 }
 
-/** Whether `part` appears in `name` as a whole `-`/`_`/`.`-delimited piece (so `aks1` does not contain `aks`). */
-function containsPart(name: string, part: string): boolean {
-  const lower = name.toLowerCase();
-  const p = part.toLowerCase();
-  for (let i = lower.indexOf(p); i !== -1; i = lower.indexOf(p, i + 1)) {
-    const before = i === 0 || '-_.'.includes(lower[i - 1] ?? '');
-    const end = i + p.length;
-    const after = end === lower.length || '-_.'.includes(lower[end] ?? '');
-    if (before && after) return true;
+/**
+ * Teleport's suffix rule: each part is cleaned; a part that is empty, that the name already
+ * contains (case-insensitive substring) or that is not valid in a name is left out; the rest
+ * are joined with `-`. Case is kept (Azure resource groups keep theirs).
+ */
+export function discoverySuffix(name: string, parts: readonly string[]): string {
+  const lowerName = name.toLowerCase();
+  const kept: string[] = [];
+  for (const raw of parts) {
+    const part = cleanPart(raw);
+    if (part === '') continue;
+    if (lowerName.includes(part.toLowerCase())) continue;
+    if (!isValidPart(part)) continue;
+    kept.push(part);
   }
-  return false;
+  const suffix = kept.join('-');
+  // Teleport re-checks the joined suffix and drops it whole if it is somehow invalid.
+  return suffix !== '' && isValidPart(suffix) ? suffix : '';
+}
+
+/** Spaces become `-`, runs of `-` collapse to one, and leading / trailing `-` go (Teleport replaces the space character only). */
+function cleanPart(part: string): string {
+  return part.replaceAll(' ', '-').replace(/-{2,}/g, '-').replace(/^-+|-+$/g, '');
+}
+
+/** A part is valid when a name made of a letter and the part would be valid, as Teleport checks it. */
+function isValidPart(part: string): boolean {
+  return KUBE_NAME_CHARS.test(`a${part}`);
 }

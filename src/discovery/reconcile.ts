@@ -7,7 +7,7 @@
 import {canonicalJson} from '../../heartbeats/heartbeat.ts';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
-import type {Candidate, Evaluation, KubeServerDraft, Skip} from './evaluate.ts';
+import {clusterIdentity, registeredIdentity, type Candidate, type Evaluation, type KubeServerDraft, type Skip} from './evaluate.ts';
 import {LABEL} from './labels.ts';
 
 /** What reconcile decided for one name. */
@@ -25,6 +25,8 @@ export interface PlanItem {
   readonly match?: string;
   /** The document to announce for create / update / unchanged / stale. */
   readonly server?: KubeServerDraft;
+  /** On a delete: the name the same cluster is registered under from this cycle on (the naming rule changed). */
+  readonly renamedTo?: string;
 }
 
 /** The whole plan of a cycle, in name order. */
@@ -56,9 +58,13 @@ export function reconcile(current: readonly KubeServer[], evaluation: Evaluation
     byName.set(entry.metadata.name, entry);
   }
 
+  const renames = findRenames(byName, evaluation);
+  const renamedFrom = new Map([...renames].map(([from, to]) => [to, from]));
   for (const candidate of evaluation.candidates.values()) {
     const existing = byName.get(candidate.name);
-    items.push(decideCandidate(candidate, existing));
+    const item = decideCandidate(candidate, existing);
+    const from = renamedFrom.get(candidate.name);
+    items.push(item.action === 'create' && from !== undefined ? {...item, reason: `new name of ${from}`} : item);
   }
 
   const skipsByName = new Map<string, Skip>();
@@ -76,10 +82,33 @@ export function reconcile(current: readonly KubeServer[], evaluation: Evaluation
 
   for (const [name, entry] of byName) {
     if (evaluation.candidates.has(name)) continue;
+    const to = renames.get(name);
+    const renamed = to === undefined ? undefined : evaluation.candidates.get(to);
+    if (to !== undefined && renamed) {
+      // Registered under its new name in this same plan, so readers never see a gap.
+      items.push({name, action: 'delete', reason: `renamed to ${to}`, source: renamed.source.id, labels: entry.spec.cluster.metadata.labels, renamedTo: to});
+      continue;
+    }
     items.push(decideVanished(name, entry, results, evaluation, skipsByName.get(name)));
   }
   items.sort((a, b) => a.name.localeCompare(b.name) || a.action.localeCompare(b.action));
   return {items};
+}
+
+/**
+ * Entries of clusters that are still discovered but now named differently (e.g. registered
+ * under an older naming rule): old name → new name.
+ */
+function findRenames(byName: ReadonlyMap<string, KubeServer>, evaluation: Evaluation): Map<string, string> {
+  const nameOf = new Map<string, string>();
+  for (const candidate of evaluation.candidates.values()) nameOf.set(clusterIdentity(candidate.cluster), candidate.name);
+  const renames = new Map<string, string>();
+  for (const [name, entry] of byName) {
+    if (evaluation.candidates.has(name)) continue;
+    const to = nameOf.get(registeredIdentity(entry));
+    if (to !== undefined && to !== name) renames.set(name, to);
+  }
+  return renames;
 }
 
 function decideCandidate(candidate: Candidate, existing: KubeServer | undefined): PlanItem {
@@ -110,7 +139,8 @@ function decideVanished(name: string, entry: KubeServer, results: readonly Sourc
     const err = failed.error;
     return keep(`source ${failed.source.id} failed (${err ? `${err.operation}: ${err.code}` : 'unknown error'}); kept until it answers again`, failed.source.id);
   }
-  const cloudName = labels[LABEL.discoveredName];
+  // The cloud's own name: Teleport records discovered-name only for suffixed names, so read the spec first.
+  const cloudName = entry.spec.cluster.spec.aws?.name ?? entry.spec.cluster.spec.azure?.resource_name ?? labels[LABEL.discoveredName];
   const malformed = evaluation.skips.find((s) => s.kind === 'malformed' && s.cloudName === cloudName && covers(s.source, entry));
   if (malformed) return keep(`cluster record unusable this cycle (${malformed.reason}); kept`, malformed.source.id);
   const ok = covering.find((r) => r.ok);

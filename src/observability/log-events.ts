@@ -49,7 +49,7 @@ export function logSourceResult(logger: Logger, result: SourceResult, durationMs
   logger.debug({event: 'source_ok', ...where, clusters: result.clusters.length, duration_ms: durationMs}, `source ${source.id} listed ${result.clusters.length} cluster(s)`);
 }
 
-/** Logs the one summary line of a cycle (info when every source succeeded, warn otherwise). */
+/** Logs the one summary line of a cycle (info when every source succeeded, warn otherwise), then one line per renamed entry. */
 export function logCycleSummary(logger: Logger, report: CycleReport): void {
   const c = report.counts;
   const failed = report.sources.filter((s) => !s.ok);
@@ -81,4 +81,8 @@ export function logCycleSummary(logger: Logger, report: CycleReport): void {
     `discovery cycle ${report.result}: ${found} found, ${c.create} registered, ${c.update} updated, ${c.delete} deregistered, ` +
       `${c.stale} stale, ${failed.length}/${report.sources.length} sources failed, ${report.applyErrors.length} write errors in ${report.durationMs} ms`,
   );
+  for (const item of report.items) {
+    if (item.renamedTo === undefined) continue;
+    logger.info({event: 'rename', from: item.name, to: item.renamedTo}, `kube_server ${item.name} is now registered as ${item.renamedTo}; the old entry was removed`);
+  }
 }

@@ -270,14 +270,6 @@ const bad: BadCase[] = [
     message: /expected each key once per map, found "poll_interval" again \(first on line 4\)/,
   },
   {
-    name: 'missing discovery_group',
-    yaml: 'version: v1\ndiscovery_service:\n  enabled: true\n',
-    path: 'discovery_service.discovery_group',
-    line: 3,
-    column: 3,
-    message: /expected a discovery group name.*found no key discovery_group/,
-  },
-  {
     name: 'discovery group with a slash',
     yaml: 'version: v1\ndiscovery_service:\n  discovery_group: mgmt/prod\n',
     path: 'discovery_service.discovery_group',
@@ -286,12 +278,12 @@ const bad: BadCase[] = [
     message: /expected a discovery group name.*found a string "mgmt\/prod"/,
   },
   {
-    name: 'missing version',
-    yaml: 'discovery_service:\n  discovery_group: mgmt\n',
+    name: 'a version neither this service nor Teleport has',
+    yaml: 'version: v4\ndiscovery_service:\n  discovery_group: mgmt\n',
     path: 'version',
     line: 1,
-    column: 1,
-    message: /expected v1, found no key version/,
+    column: 10,
+    message: /expected v1 \(or a Teleport config version v2, v3\), found a string "v4"/,
   },
   {
     name: 'bad listen_addr',
@@ -374,14 +366,6 @@ const bad: BadCase[] = [
     message: /expected a string \(quote numbers and booleans\), found a number 1/,
   },
   {
-    name: 'empty tags map',
-    yaml: minimal('  aws:\n    - {types: [eks], regions: ["*"], tags: {}}\n'),
-    path: 'discovery_service.aws[0].tags',
-    line: 5,
-    column: 44,
-    message: /expected at least one tag .*found an empty map/,
-  },
-  {
     name: 'bad service account in the allow-list',
     yaml: minimal('http:\n  auth:\n    allowed_service_accounts: [monitoring]\n'),
     path: 'http.auth.allowed_service_accounts[0]',
@@ -404,7 +388,7 @@ describe('config: bad configs', () => {
 
   it('reports several problems at once, in file order, formatted with file:line:column', () => {
     const text = [
-      'version: v2',
+      'version: v9',
       'discovery_service:',
       '  discovery_group: mgmt',
       '  poll_interval: soon',
@@ -429,7 +413,7 @@ describe('config: bad configs', () => {
       ['heartbeat.ttl', 8],
       ['storage.type', 9],
     ]);
-    expect(error?.message.split('\n')[0]).toBe('discovery.yaml:1:10: version: expected v1, found a string "v2"');
+    expect(error?.message.split('\n')[0]).toBe('discovery.yaml:1:10: version: expected v1 (or a Teleport config version v2, v3), found a string "v9"');
     expect(error?.message.split('\n')[2]).toBe(
       'discovery.yaml:7:16: discovery_service.aws[0].regions: expected a non-empty list of region names, found an empty list',
     );

@@ -17,13 +17,13 @@ describe('kube_server names', () => {
   it('leaves out parts the cloud name already contains', () => {
     expect(kubeServerName(eksCluster('prod-us-east-1', 'us-east-1', '111111111111')).name).toBe('prod-us-east-1-eks-111111111111');
     expect(kubeServerName(eksCluster('my-eks', 'us-east-1', '111111111111')).name).toBe('my-eks-us-east-1-111111111111');
-    // Only whole pieces count: "eks1" does not already say "eks".
-    expect(kubeServerName(eksCluster('eks1', 'us-east-1', '111111111111')).name).toBe('eks1-eks-us-east-1-111111111111');
+    // Teleport's rule: any case-insensitive substring counts, so "eks1" already says "eks".
+    expect(kubeServerName(eksCluster('eks1', 'us-east-1', '111111111111')).name).toBe('eks1-us-east-1-111111111111');
   });
 
   it('lets the TeleportKubernetesName tag override the name', () => {
     const c = eksCluster('prod', 'us-east-1', '111111111111', {tags: {TeleportKubernetesName: 'payments'}});
-    expect(kubeServerName(c)).toEqual({name: 'payments', overridden: true});
+    expect(kubeServerName(c)).toEqual({name: 'payments', overridden: true, renamed: false});
   });
 
   it('keeps the first of two clusters that still collide and reports the second', () => {
