@@ -11,6 +11,8 @@ import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import {MANAGED_GROUP_KEY} from '../../src/access/setup-step.ts';
 import {systemClock} from '../../src/core/clock.ts';
 import {parseConfig} from '../../src/config/load.ts';
+import type {Config} from '../../src/config/schema.ts';
+import {createBackend} from '../../src/registry/index.ts';
 import {silentLogger} from '../../src/observability/logger.ts';
 import {startService, type RunningService} from '../../src/service/service.ts';
 import {FakeAwsWorld, startFakeAws, type EksAuthenticationMode, type FakeAws, type FaultHook} from '../fakes/aws-fakes.ts';
@@ -37,6 +39,7 @@ interface Harness {
   readonly aws: FakeAws;
   readonly kube: Map<string, FakeKubeApi>;
   readonly dir: string;
+  readonly config: Config;
   svc: RunningService;
   start(): Promise<RunningService>;
   cycle(): Promise<void>;
@@ -51,7 +54,7 @@ afterEach(async () => {
   open = undefined;
 });
 
-async function harness(clusters: readonly ClusterSpec[], options: {fault?: FaultHook; timeout?: string} = {}): Promise<Harness> {
+async function harness(clusters: readonly ClusterSpec[], options: {fault?: FaultHook; timeout?: string; principal?: string} = {}): Promise<Harness> {
   const world = new FakeAwsWorld();
   world.addAccount(ACCOUNT, {accessKeys: [KEY]});
   const aws = await startFakeAws({world, ...(options.fault ? {fault: options.fault} : {})});
@@ -74,7 +77,7 @@ discovery_service:
     - types: [eks]
       regions: [${REGION}]
       tags: {env: prod}
-      setup_access_for_arn: ${USER_ARN}
+      setup_access_for_arn: ${options.principal ?? USER_ARN}
 probe: {timeout: ${options.timeout ?? '5s'}}
 storage: {type: sqlite, path: ${path.join(dir, 'registry.db')}}
 http: {listen_addr: "127.0.0.1:0"}
@@ -86,6 +89,7 @@ http: {listen_addr: "127.0.0.1:0"}
     aws,
     kube,
     dir,
+    config,
     svc: undefined as unknown as RunningService,
     async start() {
       h.svc = await startService({config, io: captureIo().io, clock: systemClock, logger: silentLogger});
@@ -214,6 +218,51 @@ describe('setup_access_for_arn', () => {
     expect([...(entryOf(h, 'crash')?.accessPolicies.keys() ?? [])]).toEqual([]);
     expect(await (await fetch(`${h.svc.url}/metrics`)).text()).toContain('kube_discovery_access_setup_total{cloud="AWS",outcome="repaired"} 1');
     expect((await h.servers())['crash']?.status?.target_health?.status).toBe('healthy');
+  });
+});
+
+describe('setup_access_for_arn with a principal other than the discovery identity', () => {
+  it('gives the identity a temporary entry with cluster-admin for the RBAC step and removes both again', async () => {
+    const agent = `arn:aws:iam::${ACCOUNT}:role/teleport-kube-agent`;
+    const h = await harness([{name: 'shared'}], {principal: agent});
+    await h.start();
+    const entries = h.world.cluster(ACCOUNT, REGION, 'shared')?.accessEntries;
+    expect([...(entries?.keys() ?? [])]).toEqual([agent]);
+    expect(entries?.get(agent)?.kubernetesGroups).toEqual(['kube-discovery']);
+    expect(h.kube.get('shared')?.rbac.get('clusterrolebindings', 'kube-discovery')).toBeDefined();
+    expect(h.aws.stats.count({operation: 'CreateAccessEntry', status: 200})).toBe(2);
+    expect(h.aws.stats.count({operation: 'DeleteAccessEntry', status: 200})).toBe(1);
+
+    // The identity cannot ask on the principal's behalf, so only the hourly refresh looks again.
+    const writes = h.writes();
+    await h.cycle();
+    expect(h.writes()).toBe(writes);
+  });
+});
+
+describe('setup_access_for_arn after a crash', () => {
+  it('takes back, at start, the cluster-admin association a killed run left between associate and disassociate', async () => {
+    const h = await harness([{name: 'killed'}]);
+    // What a run killed right after AssociateAccessPolicy leaves: its entry, the association, the marker.
+    h.world.addAccessEntry(ACCOUNT, REGION, 'killed', {principalArn: USER_ARN, kubernetesGroups: ['kube-discovery'], tags: {[MANAGED_GROUP_KEY]: 'setup', 'kube-discovery.io/purpose': 'access'}});
+    h.world.associateAccessPolicy(ACCOUNT, REGION, 'killed', USER_ARN, {policyArn: ADMIN_POLICY});
+    const backend = await createBackend(h.config.storage, {clock: systemClock});
+    await backend.put(
+      `access_setup/setup/admin/${ACCOUNT}.${REGION}.killed`,
+      JSON.stringify({clusterName: 'killed', region: REGION, account: ACCOUNT, identity: USER_ARN, policyArn: ADMIN_POLICY, createdIdentityEntry: false, at: new Date().toISOString()}),
+    );
+    await backend.close();
+
+    await h.start();
+    expect([...(entryOf(h, 'killed')?.accessPolicies.keys() ?? [])]).toEqual([]);
+    expect(entryOf(h, 'killed')?.kubernetesGroups).toEqual(['kube-discovery']);
+    expect(h.aws.stats.count({operation: 'DisassociateAccessPolicy', status: 200})).toBeGreaterThanOrEqual(1);
+    const check = await createBackend(h.config.storage, {clock: systemClock});
+    try {
+      expect(await check.list('access_setup/setup/admin/')).toEqual([]);
+    } finally {
+      await check.close();
+    }
   });
 });
 
