@@ -169,7 +169,15 @@ export function createAccessSetupStep(options: AccessSetupOptions): AccessSetupS
   /** Takes back temporary cluster-admin associations a crashed or failed run left behind. */
   const repair = async (): Promise<void> => {
     for (const item of await backend.list(`${prefix}admin/`)) {
-      const marker = JSON.parse(item.value) as AdminMarker;
+      let marker: AdminMarker;
+      try {
+        marker = JSON.parse(item.value) as AdminMarker;
+      } catch (error) {
+        // Kept for an operator to read: it may stand for an association still in place.
+        count('repair_failed');
+        logger.warn({event: 'access_setup', key: item.key, err: error}, `unreadable access set-up marker ${item.key}; check that cluster for a leftover ${CLUSTER_ADMIN_POLICY} association, then delete the key`);
+        continue;
+      }
       try {
         await releaseAdmin(apiFor(marker), marker);
         await backend.delete(item.key);
@@ -274,7 +282,7 @@ export function createAccessSetupStep(options: AccessSetupOptions): AccessSetupS
       let wrote = 0;
       await withTemporaryAdmin(api, w, identity, async () => {
         const t = await target();
-        for (const object of rbacObjects(w)) if ((await applyRbacObject(t, object)) !== 'unchanged') wrote++;
+        for (const object of rbacObjects(w)) if ((await retryWhileDenied(() => applyRbacObject(t, object), clock)) !== 'unchanged') wrote++;
       });
       changed ||= wrote > 0;
     }
@@ -412,6 +420,22 @@ function failureNote(error: unknown): Note {
   }
   const e = error as {name?: string; message?: string};
   return {kind: 'failed', step: 'set-up', code: e.name ?? 'Error', message: e.message ?? String(error), fix: 'retried next cycle'};
+}
+
+/** Waits between attempts of an RBAC write refused while a new access entry or association propagates. */
+export const PROPAGATION_RETRY_MS = [2_000, 4_000, 8_000] as const;
+
+/** EKS applies new entries and associations within seconds, not at once: a 401/403 right after is retried a few times. */
+async function retryWhileDenied<T>(run: () => Promise<T>, clock: Clock): Promise<T> {
+  for (const wait of PROPAGATION_RETRY_MS) {
+    try {
+      return await run();
+    } catch (error) {
+      if (!(error instanceof KubeApiError) || (error.status !== 401 && error.status !== 403)) throw error;
+      await clock.sleep(wait);
+    }
+  }
+  return run();
 }
 
 function refKey(ref: ClusterRef): string {
