@@ -259,10 +259,11 @@ export function createAccessSetupStep(options: AccessSetupOptions): AccessSetupS
       notes.set(w.name, {kind: 'foreign_entry', principal: w.principal, groups: entry.kubernetesGroups, command});
       return remember('foreign_entry');
     }
-    if (changed || entry?.tags[MANAGED_GROUP_KEY] === group) {
+    const recordKey = `${prefix}entries/${w.name}`;
+    if (changed || (entry?.tags[MANAGED_GROUP_KEY] === group && !(await backend.get(recordKey)))) {
       // Remember what we own under this name, so deregistration can clean it up after a restart too.
       const record: EntryRecord = {...w.ref, principal: w.principal};
-      await backend.put(`${prefix}entries/${w.name}`, JSON.stringify(record));
+      await backend.put(recordKey, JSON.stringify(record));
     }
 
     const identity = await callerOf(w.ref);

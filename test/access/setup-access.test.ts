@@ -192,6 +192,17 @@ describe('setup_access_for_arn', () => {
     expect(entryOf(h, 'kept')?.kubernetesGroups).toEqual(['kube-discovery']);
   });
 
+  it('leaves an entry someone else made without the group as it is, and says how its owner can add the group', async () => {
+    const h = await harness([{name: 'ops'}]);
+    h.world.addAccessEntry(ACCOUNT, REGION, 'ops', {principalArn: USER_ARN, kubernetesGroups: ['ops-team'], username: 'ops'});
+    await h.start();
+    expect(entryOf(h, 'ops')?.kubernetesGroups).toEqual(['ops-team']);
+    expect(h.writes()).toBe(0);
+    const message = (await h.servers())['ops']?.status?.target_health?.message;
+    expect(message).toContain('was not created by discovery group setup');
+    expect(message).toContain(`aws eks update-access-entry --region us-east-1 --cluster-name ops --principal-arn ${USER_ARN} --kubernetes-groups ops-team kube-discovery`);
+  });
+
   it('does not edit a CONFIG_MAP cluster and says how to switch it or map the identity', async () => {
     const h = await harness([{name: 'legacy', mode: 'CONFIG_MAP'}]);
     await h.start();
