@@ -164,6 +164,14 @@ const awsMatcherSchema = z
         params: {found: 'external_id without assume_role_arn'},
       });
     }
+    if (matcher.setup_access_group !== undefined && matcher.setup_access_for_arn === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'setup_access_group only together with setup_access_for_arn',
+        path: ['setup_access_group'],
+        params: {found: 'setup_access_group without setup_access_for_arn'},
+      });
+    }
   });
 
 const azureClouds = ['AzurePublicCloud', 'AzureChinaCloud', 'AzureUSGovernment'] as const;

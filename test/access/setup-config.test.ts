@@ -18,6 +18,12 @@ describe('setup_access_for_arn config', () => {
     expect(matcher).toMatchObject({setup_access_for_arn: 'arn:aws:iam::111111111111:role/ops/kube-discovery', setup_access_group: 'platform-readers'});
   });
 
+  it('rejects setup_access_group without setup_access_for_arn, which would silently do nothing', () => {
+    expect(() => parseConfig(config('      setup_access_group: readers\n'), 'c.yaml')).toThrow(
+      /c\.yaml:7:\d+: discovery_service\.aws\[0\]\.setup_access_group: expected setup_access_group only together with setup_access_for_arn/,
+    );
+  });
+
   it('rejects an assumed-role session ARN and a reserved group, naming key, line and column', () => {
     let error: unknown;
     try {
