@@ -144,3 +144,17 @@ function call(target: KubeTarget, method: string, path: string, body?: unknown):
     req.end(payload);
   });
 }
+
+/** Whether the token's identity may `verb` `resource` (a SelfSubjectAccessReview); throws when the API does not answer one. */
+export async function canI(target: KubeTarget, verb: string, resource: string, group = ''): Promise<boolean> {
+  const review = {
+    apiVersion: 'authorization.k8s.io/v1',
+    kind: 'SelfSubjectAccessReview',
+    spec: {resourceAttributes: {verb, resource, group}},
+  };
+  const reply = await call(target, 'POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', review);
+  expectOk(reply, `create a SelfSubjectAccessReview for ${verb} ${resource}`);
+  const allowed = (reply.body['status'] as {allowed?: unknown} | undefined)?.allowed;
+  if (typeof allowed !== 'boolean') throw new KubeApiError('SelfSubjectAccessReview answered without status.allowed', reply.status, 'InvalidResponse');
+  return allowed;
+}

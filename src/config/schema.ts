@@ -127,6 +127,19 @@ function typesOf<T extends string>(type: T, cloud: string): z.ZodArray<z.ZodEnum
 
 const awsRegion = patterned('an AWS region name such as us-east-1, or "*"', /^(?:\*|[a-z]{2}(?:-[a-z]+)+-\d{1,2})$/);
 
+// --- Automatic EKS access set-up (issue 18; src/access/setup-step.ts). Off unless setup_access_for_arn is set.
+const setupAccessKeys = {
+  setup_access_for_arn: patterned(
+    'an IAM role or user ARN such as arn:aws:iam::123456789012:role/kube-discovery',
+    /^arn:(?:aws|aws-cn|aws-us-gov):iam::\d{12}:(?:role|user)\/[\w+=,.@/-]+$/,
+  ).optional(),
+  setup_access_group: patterned(
+    'a Kubernetes group name not starting with system: or eks:, such as kube-discovery',
+    /^(?!system:|eks:)[a-z0-9](?:[-a-z0-9.:]{0,61}[a-z0-9])?$/,
+  ).optional(),
+};
+// --- end of automatic access set-up keys
+
 const awsMatcherSchema = z
   .strictObject({
     types: typesOf('eks', 'aws'),
@@ -137,6 +150,7 @@ const awsMatcherSchema = z
       /^arn:(?:aws|aws-cn|aws-us-gov):iam::\d{12}:role\/.+$/,
     ).optional(),
     external_id: z.string({error: 'a string'}).min(1, {error: 'a non-empty string'}).optional(),
+    ...setupAccessKeys,
   })
   .superRefine((matcher, ctx) => {
     if (matcher.external_id !== undefined && matcher.assume_role_arn === undefined) {
@@ -145,6 +159,14 @@ const awsMatcherSchema = z
         message: 'external_id only together with assume_role_arn',
         path: ['external_id'],
         params: {found: 'external_id without assume_role_arn'},
+      });
+    }
+    if (matcher.setup_access_group !== undefined && matcher.setup_access_for_arn === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'setup_access_group only together with setup_access_for_arn',
+        path: ['setup_access_group'],
+        params: {found: 'setup_access_group without setup_access_for_arn'},
       });
     }
   });

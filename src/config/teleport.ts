@@ -90,10 +90,10 @@ const OTHER_AWS_TYPES = new Set(['ec2', 'rds', 'rdsproxy', 'redshift', 'redshift
 const OTHER_AZURE_TYPES = new Set(['vm', 'mysql', 'postgres', 'redis', 'sqlserver']);
 
 // ---- Accepted before they are implemented ---------------------------------------------------
-// `assume_role_name` + `organization` (issue 17) and `setup_access_for_arn` (issue 18) appear in
+// `assume_role_name` + `organization` (issue 17) appear in
 // Teleport's documented configs. Until those features land they are taken out here with a
 // warning; when merging one, delete its keys from this list so they reach the schema.
-const NOT_YET_IMPLEMENTED_AWS_KEYS: readonly string[] = ['assume_role_name', 'organization', 'setup_access_for_arn'];
+const NOT_YET_IMPLEMENTED_AWS_KEYS: readonly string[] = ['assume_role_name', 'organization'];
 // ------------------------------------------------------------------------------------------------
 
 /** Teleport-only keys known at a path of the adapted config, for "did you mean" suggestions. */

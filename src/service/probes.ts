@@ -23,6 +23,8 @@ export interface ProbeStageOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Token source for AKS clusters, when Azure discovery is configured. */
   readonly aks?: TokenSource;
+  /** Adds what another step (access set-up) knows to a probe result before it is recorded. */
+  readonly adjustHealth?: (draft: KubeServerDraft, health: TargetHealth) => TargetHealth;
 }
 
 /** Probes after a cycle; returns how many entries were re-announced with new health. */
@@ -51,7 +53,8 @@ export function createProbeStage(options: ProbeStageOptions): ProbeStage {
     const results = await runner.probeAll(drafts, signal);
     let changed = 0;
     for (const draft of drafts) {
-      const health = results.get(draft.metadata.name);
+      const probed = results.get(draft.metadata.name);
+      const health = probed && options.adjustHealth ? options.adjustHealth(draft, probed) : probed;
       const before = draft.status?.target_health;
       if (!health || !healthChanged(before, health)) continue;
       if (signal.aborted) break;

@@ -25,6 +25,8 @@ import {StatusTracker} from '../status/status.ts';
 import {VERSION} from '../version.ts';
 import {createLeadership, type Role} from './leadership.ts';
 import {createProbeStage} from './probes.ts';
+import {createAccessSetupStep} from '../access/setup-step.ts';
+import {accessSetupCounter} from '../access/setup-metrics.ts';
 import {openRuntime, type Runtime, type Writer} from './runtime.ts';
 
 /** Options of startService. */
@@ -122,8 +124,19 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     }, 200).unref();
   });
 
+  // setup_access_for_arn: a named step between registration and probes (src/access/setup-step.ts).
+  const accessSetup = createAccessSetupStep({
+    config,
+    clock,
+    backend: runtime.backend,
+    logger: log,
+    env: options.io.env,
+    timeoutMs: config.probe.timeout,
+    onOutcome: accessSetupCounter(metrics.registry),
+  });
   const aks = runtime.discovery.azure;
   const probe = createProbeStage({
+    adjustHealth: accessSetup.adjustHealth,
     config,
     clock,
     logger: log,
@@ -163,7 +176,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         logCycleSummary(log, report);
         warnIfNoCredentials(log, report);
         firstCycleDone = true;
-        // Probes run after registration, inside the cycle's slot so their writes never race the next cycle.
+        // Access set-up, then probes, run after registration, inside the cycle's slot so their writes never race the next cycle.
+        await accessSetup.run(report, signal);
         const changed = await probe(report, writer.registrar, signal);
         if (changed > 0) log.info({event: 'probe', changed}, `probes changed the health of ${changed} clusters`);
         for (const waiter of waiters.splice(0)) waiter(report);
@@ -313,6 +327,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       await endTerm(graceMs ?? 10_000, deregister);
       await leadership.stop().catch((error: unknown) => log.warn({err: error}, 'could not resign leadership'));
       dynamic.stop();
+      accessSetup.close();
       clearTimeout(inventoryRecount);
       await api.close();
       await metricsHttp?.close();

@@ -94,7 +94,7 @@ describe("Teleport's documented configs pass config check", () => {
         expect.stringMatching(/^discovery_service\.discovery_group is not set: using "default"\. Two deployments without a group .*delete each other's entries/),
         'discovery_service.aws[0] has no eks type (types [ec2]): it does nothing here.',
         expect.stringMatching(
-          /^discovery_service\.aws\[1\]\.setup_access_for_arn, discovery_service\.aws\[2\]\.assume_role_name, discovery_service\.aws\[2\]\.organization: .*no effect yet/,
+          /^discovery_service\.aws\[2\]\.assume_role_name, discovery_service\.aws\[2\]\.organization: .*no effect yet/,
         ),
       ]),
     );

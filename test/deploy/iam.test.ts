@@ -12,6 +12,8 @@ const read = (file: string): string => readFileSync(path.join(ROOT, file), 'utf8
 
 /** Files whose AWS calls belong to `configure eks` (the operator's policy), not to the discovery identity. */
 const CONFIGURE_FILES = new Set(['src/clouds/aws/access-entries.ts']);
+/** Files whose AWS calls belong to `setup_access_for_arn` (its own opt-in policy), not to plain discovery. */
+const ACCESS_SETUP_FILES = new Set(['src/clouds/aws/access-setup-api.ts']);
 
 /** AWS operation (`service:Operation` as the SDK names it) → IAM action, or null when IAM needs no permission. */
 const AWS_ACTIONS: Readonly<Record<string, string | null>> = {
@@ -19,6 +21,10 @@ const AWS_ACTIONS: Readonly<Record<string, string | null>> = {
   'eks:DescribeCluster': 'eks:DescribeCluster',
   'eks:DescribeAccessEntry': 'eks:DescribeAccessEntry',
   'eks:CreateAccessEntry': 'eks:CreateAccessEntry',
+  'eks:DeleteAccessEntry': 'eks:DeleteAccessEntry',
+  'eks:ListAssociatedAccessPolicies': 'eks:ListAssociatedAccessPolicies',
+  'eks:AssociateAccessPolicy': 'eks:AssociateAccessPolicy',
+  'eks:DisassociateAccessPolicy': 'eks:DisassociateAccessPolicy',
   'sts:AssumeRole': 'sts:AssumeRole',
   // "No permissions are required to perform this operation" (STS API reference): it cannot be denied.
   'sts:GetCallerIdentity': null,
@@ -141,8 +147,9 @@ const iamWildcard = (pattern: string): RegExp => new RegExp(`^${pattern.split('*
 
 describe('AWS', () => {
   const uses = scanAws();
-  const discoveryUses = uses.filter((u) => !CONFIGURE_FILES.has(u.file));
+  const discoveryUses = uses.filter((u) => !CONFIGURE_FILES.has(u.file) && !ACCESS_SETUP_FILES.has(u.file));
   const configureUses = uses.filter((u) => CONFIGURE_FILES.has(u.file));
+  const setupUses = uses.filter((u) => ACCESS_SETUP_FILES.has(u.file));
 
   it('finds the calls discovery is known to make (the scan works)', () => {
     expect(sorted(new Set(uses.map((u) => u.operation)))).toEqual(
@@ -156,6 +163,27 @@ describe('AWS', () => {
 
   it('configure-policy.json grants exactly the actions configure calls', () => {
     expect(sorted(policyActions('deploy/aws/configure-policy.json'))).toEqual(sorted(iamActionsOf(configureUses)));
+  });
+
+  it('access-setup-policy.json grants exactly the actions setup_access_for_arn calls, apart from discovery-policy.json', () => {
+    const setup = iamActionsOf(setupUses);
+    expect(sorted(setup)).toEqual([
+      'eks:AssociateAccessPolicy', 'eks:CreateAccessEntry', 'eks:DeleteAccessEntry', 'eks:DescribeAccessEntry',
+      'eks:DisassociateAccessPolicy', 'eks:ListAssociatedAccessPolicies',
+    ]);
+    expect(sorted(policyActions('deploy/aws/access-setup-policy.json'))).toEqual(sorted(setup));
+    // Operators who do not opt in grant none of it.
+    for (const action of setup) expect(policyActions('deploy/aws/discovery-policy.json').has(action)).toBe(false);
+  });
+
+  it('access-setup-policy.json is scoped to clusters and access entries, and only ever associates cluster-admin', () => {
+    const doc = JSON.parse(read('deploy/aws/access-setup-policy.json')) as {Statement: {Action: string[]; Resource: string[]; Condition?: Record<string, Record<string, string>>}[]};
+    for (const statement of doc.Statement) {
+      for (const resource of statement.Resource) expect(resource).toMatch(/^arn:aws:eks:\*:\*:(cluster|access-entry)\//);
+      if (statement.Action.some((a) => a.endsWith('AccessPolicy'))) {
+        expect(statement.Condition?.['StringEquals']?.['eks:policyArn']).toBe('arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy');
+      }
+    }
   });
 
   it('the target-account role grants the discovery EKS actions, which the assumed role performs', () => {

@@ -4,6 +4,7 @@ export type {
   EksAuthenticationMode,
   EksClusterStatus,
   FakeAccessEntry,
+  FakeAssociatedPolicy,
   FakeAccessKey,
   FakeClusterInit,
   FakeClusterPatch,

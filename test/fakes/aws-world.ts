@@ -60,6 +60,16 @@ export interface FakeAccessEntry {
   readonly tags: Readonly<Record<string, string>>;
   readonly username: string;
   readonly type: string;
+  /** Associated access policies by policy ARN (AssociateAccessPolicy). */
+  readonly accessPolicies: ReadonlyMap<string, FakeAssociatedPolicy>;
+}
+
+/** An access policy associated with an access entry. */
+export interface FakeAssociatedPolicy {
+  readonly policyArn: string;
+  readonly accessScope: {readonly type: string; readonly namespaces: readonly string[]};
+  readonly associatedAt: number;
+  readonly modifiedAt: number;
 }
 
 /** An EKS cluster as the fake serves it. Times are epoch ms. */
@@ -327,9 +337,43 @@ export class FakeAwsWorld {
       username:
         entry.username ?? (role ? `arn:${role.partition}:sts::${role.account}:assumed-role/${role.name}/{{SessionName}}` : entry.principalArn),
       type: entry.type ?? 'STANDARD',
+      accessPolicies: new Map(),
     };
     cluster.accessEntries.set(entry.principalArn, created);
     return created;
+  }
+
+  /** Deletes an access entry (and its policy associations); returns whether it existed. */
+  removeAccessEntry(accountId: string, region: string, clusterName: string, principalArn: string): boolean {
+    return this.#mutableCluster(accountId, region, clusterName).accessEntries.delete(principalArn);
+  }
+
+  /** Associates (or re-scopes) an access policy with an existing entry. */
+  associateAccessPolicy(
+    accountId: string,
+    region: string,
+    clusterName: string,
+    principalArn: string,
+    policy: {policyArn: string; accessScope?: {type: string; namespaces?: readonly string[]}},
+  ): FakeAssociatedPolicy {
+    const entry = this.#mutableCluster(accountId, region, clusterName).accessEntries.get(principalArn);
+    if (!entry) throw new Error(`no access entry for ${principalArn} on ${clusterName}`);
+    const policies = entry.accessPolicies as Map<string, FakeAssociatedPolicy>;
+    const now = this.now();
+    const associated: FakeAssociatedPolicy = {
+      policyArn: policy.policyArn,
+      accessScope: {type: policy.accessScope?.type ?? 'cluster', namespaces: [...(policy.accessScope?.namespaces ?? [])]},
+      associatedAt: policies.get(policy.policyArn)?.associatedAt ?? now,
+      modifiedAt: now,
+    };
+    policies.set(policy.policyArn, associated);
+    return associated;
+  }
+
+  /** Removes a policy association; returns whether it existed. */
+  disassociateAccessPolicy(accountId: string, region: string, clusterName: string, principalArn: string, policyArn: string): boolean {
+    const entry = this.#mutableCluster(accountId, region, clusterName).accessEntries.get(principalArn);
+    return (entry?.accessPolicies as Map<string, FakeAssociatedPolicy> | undefined)?.delete(policyArn) ?? false;
   }
 
   #account(accountId: string): AccountState {

@@ -1,14 +1,15 @@
 /**
  * The EKS REST-JSON API as @aws-sdk/client-eks speaks it (paths and members from its
  * schemas): ListClusters, DescribeCluster, CreateAccessEntry, DescribeAccessEntry,
- * ListAccessEntries. Errors carry `x-amzn-ErrorType` and `{"message"}`, which the SDK's
+ * ListAccessEntries, DeleteAccessEntry, AssociateAccessPolicy, DisassociateAccessPolicy and
+ * ListAssociatedAccessPolicies. Errors carry `x-amzn-ErrorType` and `{"message"}`, which the SDK's
  * REST-JSON error parser reads. Pages hold `pageSize` items (capped by maxResults) and
  * nextToken is opaque, bound to (account, region, cluster) so a token reused elsewhere fails.
  */
 import {createHash} from 'node:crypto';
 import {AwsApiError, type ApiResponse, type AwsApi, type BoundOperation, type CallContext} from './aws-api.ts';
 import {parseQuery, type WireRequest} from './aws-sigv4.ts';
-import type {FakeAccessEntry, FakeEksCluster} from './aws-world.ts';
+import type {FakeAccessEntry, FakeAssociatedPolicy, FakeEksCluster} from './aws-world.ts';
 
 const JSON_TYPE = 'application/json';
 
@@ -149,8 +150,12 @@ function route(req: WireRequest): BoundOperation {
   } catch {
     throw unknownOperation(req);
   }
-  const [root, clusterName, sub, principalArn, extra] = segments;
+  const [root, clusterName, sub, principalArn, policies, policyArn, extra] = segments;
   if (root !== 'clusters' || extra !== undefined) throw unknownOperation(req);
+  if (policies !== undefined) {
+    if (sub !== 'access-entries' || policies !== 'access-policies' || clusterName === undefined || principalArn === undefined) throw unknownOperation(req);
+    return accessPolicyRoute(req, clusterName, principalArn, policyArn);
+  }
   if (clusterName === undefined || clusterName === '') {
     if (req.method !== 'GET') throw unknownOperation(req);
     return operation('ListClusters', (ctx) => {
@@ -169,6 +174,13 @@ function route(req: WireRequest): BoundOperation {
   }
   if (sub !== 'access-entries') throw unknownOperation(req);
   if (principalArn !== undefined) {
+    if (req.method === 'DELETE') {
+      return operation('DeleteAccessEntry', (ctx) => {
+        findEntry(ctx, clusterName, principalArn);
+        ctx.world.removeAccessEntry(ctx.caller.account, ctx.region, clusterName, principalArn);
+        return ok({});
+      });
+    }
     if (req.method !== 'GET') throw unknownOperation(req);
     return operation('DescribeAccessEntry', (ctx) => {
       const entry = findCluster(ctx, clusterName).accessEntries.get(principalArn);
@@ -217,6 +229,66 @@ function route(req: WireRequest): BoundOperation {
     });
     return ok({accessEntry: accessEntryJson(entry)});
   });
+}
+
+function findEntry(ctx: CallContext, clusterName: string, principalArn: string): FakeAccessEntry {
+  const entry = findCluster(ctx, clusterName).accessEntries.get(principalArn);
+  if (!entry) {
+    throw new AwsApiError('ResourceNotFoundException', `The specified principalArn could not be found. You can view your available access entries with 'list-access-entries'.`);
+  }
+  return entry;
+}
+
+function policyJson(p: FakeAssociatedPolicy): Record<string, unknown> {
+  return {policyArn: p.policyArn, accessScope: p.accessScope, associatedAt: epochSeconds(p.associatedAt), modifiedAt: epochSeconds(p.modifiedAt)};
+}
+
+/** `/clusters/{name}/access-entries/{principalArn}/access-policies[/{policyArn}]`. */
+function accessPolicyRoute(req: WireRequest, clusterName: string, principalArn: string, policyArn: string | undefined): BoundOperation {
+  if (policyArn !== undefined) {
+    if (req.method !== 'DELETE') throw unknownOperation(req);
+    return operation('DisassociateAccessPolicy', (ctx) => {
+      const entry = findEntry(ctx, clusterName, principalArn);
+      if (!entry.accessPolicies.has(policyArn)) {
+        throw new AwsApiError('ResourceNotFoundException', `The specified policyArn ${policyArn} is not associated with the access entry.`);
+      }
+      ctx.world.disassociateAccessPolicy(ctx.caller.account, ctx.region, clusterName, principalArn, policyArn);
+      return ok({});
+    });
+  }
+  if (req.method === 'GET') {
+    return operation(
+      'ListAssociatedAccessPolicies',
+      (ctx) => {
+        const policies = [...findEntry(ctx, clusterName, principalArn).accessPolicies.values()].sort((a, b) => a.policyArn.localeCompare(b.policyArn));
+        const p = page(policies, (x) => x.policyArn, req.rawQuery, ctx, `access-policies/${clusterName}/${principalArn}`);
+        return ok({clusterName, principalArn, associatedAccessPolicies: p.items.map(policyJson), ...(p.nextToken ? {nextToken: p.nextToken} : {})});
+      },
+      () => ({clusterName, principalArn}),
+    );
+  }
+  if (req.method !== 'POST') throw unknownOperation(req);
+  return operation(
+    'AssociateAccessPolicy',
+    (ctx) => {
+      findEntry(ctx, clusterName, principalArn);
+      const body = parseJsonBody(req);
+      const policy = body['policyArn'];
+      if (typeof policy !== 'string' || !/^arn:[\w-]+:eks::aws:cluster-access-policy\/\w+$/.test(policy)) {
+        throw new AwsApiError('InvalidParameterException', `policyArn must be an EKS access policy ARN, got ${JSON.stringify(policy)}`);
+      }
+      const scope = body['accessScope'] as {type?: unknown; namespaces?: unknown} | undefined;
+      if (scope?.type !== 'cluster' && scope?.type !== 'namespace') {
+        throw new AwsApiError('InvalidParameterException', 'accessScope.type must be cluster or namespace');
+      }
+      const associated = ctx.world.associateAccessPolicy(ctx.caller.account, ctx.region, clusterName, principalArn, {
+        policyArn: policy,
+        accessScope: {type: scope.type, namespaces: stringList(scope.namespaces, 'accessScope.namespaces')},
+      });
+      return ok({clusterName, principalArn, associatedAccessPolicy: policyJson(associated)});
+    },
+    () => ({clusterName, principalArn}),
+  );
 }
 
 function unknownOperation(req: WireRequest): AwsApiError {

@@ -57,6 +57,8 @@ export interface FakeKubeApiOptions {
   readonly gitVersion?: string;
   /** Treat requests without a token as system:anonymous (public /version and health only), like EKS. Default false: 401. */
   readonly anonymous?: boolean;
+  /** RBAC objects to serve; pass one to build an authorizer over it (see kube-rbac-authorizer.ts). Default a new empty store. */
+  readonly rbac?: KubeRbacStore;
 }
 
 /** One request the fake received. `authorization` is the raw header (a secret: assert on it, never print it). */
@@ -93,7 +95,7 @@ const AUTHZ_GROUP = 'authorization.k8s.io';
 export async function startFakeKubeApi(options: FakeKubeApiOptions): Promise<FakeKubeApi> {
   const tls = options.tls ?? await sharedServerTls();
   const authorize = options.authorize ?? (() => true);
-  const rbac = new KubeRbacStore();
+  const rbac = options.rbac ?? new KubeRbacStore();
   const requests: KubeRequestRecord[] = [];
   let mode: KubeApiMode = options.mode ?? 'ok';
   let latencyMs = options.latencyMs ?? 0;

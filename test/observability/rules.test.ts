@@ -4,6 +4,7 @@
  */
 import {readFile} from 'node:fs/promises';
 import {expect, it} from 'vitest';
+import {accessSetupCounter} from '../../src/access/setup-metrics.ts';
 import {Metrics} from '../../src/observability/metrics.ts';
 import {describeWithBinary, run} from './prom-tools.ts';
 
@@ -15,7 +16,7 @@ describeWithBinary('promtool', 'alert rules', (promtool) => {
   it('pass promtool check rules', async () => {
     const result = await run(promtool, ['check', 'rules', RULES]);
     expect(result.stderr).toBe('');
-    expect(result.stdout).toContain('SUCCESS: 8 rules found');
+    expect(result.stdout).toContain('SUCCESS: 9 rules found');
     expect(result.code).toBe(0);
   });
 
@@ -28,7 +29,9 @@ describeWithBinary('promtool', 'alert rules', (promtool) => {
 
 it('name only metrics the service exposes', async () => {
   const exposed = new Set<string>();
-  for (const [, name = '', type] of (await new Metrics().render()).body.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
+  const metrics = new Metrics();
+  accessSetupCounter(metrics.registry);
+  for (const [, name = '', type] of (await metrics.render()).body.matchAll(/^# TYPE (\S+) (\S+)$/gm)) {
     exposed.add(name);
     if (type === 'histogram') for (const suffix of ['_bucket', '_count', '_sum']) exposed.add(name + suffix);
   }

@@ -7,6 +7,7 @@ import type {KubeAccess, KubeServer} from '../../heartbeats/kube-server.ts';
 import type {FakeAwsWorld} from '../fakes/aws-world.ts';
 import {canonicalPrincipalArn, verifyEksToken} from '../fakes/eks-token.ts';
 import type {KubeAuthenticator, KubeUser} from '../fakes/kube-api-server.ts';
+import {EKS_CLUSTER_ADMIN_GROUP} from '../fakes/kube-rbac-authorizer.ts';
 
 /** An EKS cluster of the fake world the API server stands in for. */
 export interface EksClusterRef {
@@ -59,7 +60,9 @@ export function eksAuthenticator(options: {world: FakeAwsWorld; clusters: readon
         refused.push(`${principalArn} has no access entry in ${cluster.name}`);
         return undefined;
       }
-      return {user: entry.username, groups: entry.kubernetesGroups};
+      // EKS authorizes access policies itself; the fake RBAC authorizer sees cluster-admin as a group.
+      const admin = [...entry.accessPolicies.keys()].some((arn) => arn.endsWith('/AmazonEKSClusterAdminPolicy'));
+      return {user: entry.username, groups: admin ? [...entry.kubernetesGroups, EKS_CLUSTER_ADMIN_GROUP] : entry.kubernetesGroups};
     }
     return undefined;
   };
