@@ -13,6 +13,7 @@ import {DynamicLabels} from '../discovery/dynamic-labels.ts';
 import {createAuthenticator, podTokenReviewer, type TokenReviewer} from '../http/auth.ts';
 import {startHttpServer, type HttpServer, type Readiness} from '../http/server.ts';
 import {Inventory} from '../inventory/inventory.ts';
+import {RegistryHealth} from '../registry/health.ts';
 import {instrumentAwsClient} from '../observability/aws-middleware.ts';
 import {azureMetricsPolicies} from '../observability/azure-policy.ts';
 import {logCycleSummary, logSourceResult} from '../observability/log-events.ts';
@@ -76,6 +77,15 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const status = new StatusTracker();
   const group = config.discovery_service.discovery_group;
   let logger: Logger | undefined = options.logger;
+  // Registry failures are logged once per state change (JSON, through the service logger) and counted.
+  const registryHealth = new RegistryHealth({
+    backend: config.storage.type,
+    clock,
+    registry: metrics.registry,
+    logger: {error: (fields, message) => logger?.error(fields, message), info: (fields, message) => logger?.info(fields, message)},
+  });
+  // Keepalives reach the inventory built after the runtime: readers follow the lease.
+  let keptAlive: (lease: string, expiresMs: number) => void = () => undefined;
   const dynamic = new DynamicLabels({
     commands: config.kubernetes_service.commands,
     clock,
@@ -87,7 +97,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     logTo: 'stdout',
     ...(options.logger ? {logger: options.logger} : {}),
     ...(options.backend ? {backend: options.backend} : {}),
-    onHeartbeatFailure: (kind) => metrics.heartbeatFailure(kind),
+    onHeartbeatFailure: (kind, error) => {
+      metrics.heartbeatFailure(kind);
+      registryHealth.failed('write', error);
+    },
+    onHeartbeatSuccess: () => registryHealth.succeeded('write'),
+    onKeepAlive: (lease, expiresMs) => keptAlive(lease, expiresMs),
+    onBackendError: (error) => registryHealth.failed('write', error),
     discovery: {
       // Every SDK client and ARM pipeline counts its HTTP attempts (retries included) in the metrics.
       aws: {perRegionConcurrency: config.discovery_service.concurrency.per_region, onClient: (client) => instrumentAwsClient(client, metrics)},
@@ -110,8 +126,16 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   await dynamic.start();
 
   // Serve what the registry already holds (a restart shows the last inventory at once).
-  const inventory = new Inventory({backend: runtime.backend, group, clock, onError: (error) => log.warn({err: error}, 'registry read failed; serving the last known inventory')});
-  await inventory.start();
+  const cache = new Inventory({
+    backend: runtime.backend,
+    group,
+    clock,
+    onError: (error) => registryHealth.failed('read', error),
+    onReadOk: () => registryHealth.succeeded('read'),
+  });
+  const inventory = cache;
+  keptAlive = (lease, expiresMs) => cache.leaseKeptAlive(lease, expiresMs);
+  await cache.start();
   metrics.observeInventory(inventory.list());
   // A cycle writes thousands of entries; recount the inventory once per burst, not once per event.
   let inventoryRecount: NodeJS.Timeout | undefined;
@@ -141,7 +165,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       : {}),
   });
   let firstCycleDone = false;
-  let backendEverOk = false;
   const waiters: ((report: CycleReport) => void)[] = [];
 
   const makeScheduler = (writer: Writer): Scheduler =>
@@ -218,13 +241,24 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   };
 
   const readiness = async (): Promise<Readiness> => {
+    let pingFailed = false;
     try {
       await runtime.backend.ping();
-      backendEverOk = true;
+      // Reachable again after failed reads: re-list now rather than stay degraded until the next resync.
+      if (registryHealth.faults().some((f) => f.operation === 'read')) await cache.resync();
     } catch (error) {
-      const reason = `registry backend ${runtime.backend.name} unreachable: ${(error as Error).message}`;
+      pingFailed = true;
+      registryHealth.failed('read', error);
+    }
+    const fault = registryHealth.faults()[0];
+    if (pingFailed || fault) {
+      // Only the reason class here: /readyz is unauthenticated; the error text is in /v1/status and the log.
+      const what = fault ? `registry ${fault.operation}s failing (${fault.reason})` : `registry backend ${runtime.backend.name} unreachable`;
       // After a good start, serve the cached inventory and say so rather than drop out of the load balancer.
-      return inventory.synced && backendEverOk ? {ready: true, status: 'degraded', reason: `${reason}; serving the last known inventory`} : {ready: false, status: 'not_ready', reason};
+      // A first listing that succeeded is enough: the backend worked, and what it gave is served.
+      return cache.synced
+        ? {ready: true, status: 'degraded', reason: `${what}; serving the last known inventory`}
+        : {ready: false, status: 'not_ready', reason: what};
     }
     if (role.role === 'follower') return inventory.synced ? {ready: true, status: 'ready'} : {ready: false, status: 'not_ready', reason: 'the registry has not been read yet'};
     if (!firstCycleDone) return {ready: false, status: 'not_ready', reason: 'the first discovery cycle has not completed yet'};
@@ -245,8 +279,19 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     host_id: runtime.hostId,
     role: role.role,
     ...(role.role === 'follower' && role.leader ? {leader: role.leader} : {}),
-    backend: {type: runtime.backend.name, synced: inventory.synced, ...(inventory.lastError ? {error: inventory.lastError} : {})},
-    inventory: {count: inventory.list().length},
+    backend: {
+      type: runtime.backend.name,
+      synced: cache.synced,
+      ...(cache.lastError ? {error: cache.lastError} : {}),
+      faults: registryHealth.faults(),
+    },
+    inventory: {
+      count: cache.list().length,
+      // Stale: reads are failing and this is the last inventory read, served as it was.
+      stale: cache.staleSince !== undefined,
+      ...(cache.staleSince !== undefined ? {stale_since: new Date(cache.staleSince).toISOString()} : {}),
+      ...(cache.unreadable > 0 ? {unreadable_entries: cache.unreadable} : {}),
+    },
     last_cycle: status.lastCycle ?? null,
     last_success: status.lastSuccess ?? null,
     next_cycle: term?.scheduler.nextDue ? new Date(term.scheduler.nextDue).toISOString() : null,
