@@ -5,6 +5,7 @@ import type {CycleReport} from '../discovery/cycle.ts';
 import type {Command, CliIo} from './io.ts';
 import {createLeadership, type Role} from '../service/leadership.ts';
 import {openRuntime} from '../service/runtime.ts';
+import {redact, redactText} from '../observability/redact.ts';
 import {usageError, withConfig} from './common.ts';
 import {formatLabels, renderTable} from './table.ts';
 
@@ -58,7 +59,8 @@ export const runOnce: Command = async (argv, io) => {
       await leadership.stop();
       await runtime.close();
     }
-    io.stdout(output === 'json' ? `${JSON.stringify(toJson(report, values.explain), null, 2)}\n` : toTable(report, values.explain));
+    // Messages in the report come from clouds: redacted by value and pattern before they leave the process.
+    io.stdout(output === 'json' ? `${JSON.stringify(redact(toJson(report, values.explain)), null, 2)}\n` : redactText(toTable(report, values.explain)));
     return report.result === 'success' ? 0 : 1;
   });
 };

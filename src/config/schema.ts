@@ -4,6 +4,7 @@
  * turned into milliseconds. Every issue message is the "expected ..." phrase; the loader
  * adds the path, the line and what was found.
  */
+import {statSync} from 'node:fs';
 import {validate as validateCron, validateDetailed as validateCronDetailed} from 'node-cron';
 import * as z from 'zod';
 import {MatcherError, compileTagMatcher} from '../../matchers/index.ts';
@@ -276,6 +277,18 @@ const probeSchema = z.strictObject({
 
 const filePath = z.string({error: 'a file path'}).min(1, {error: 'a non-empty file path'});
 
+/** A file that must exist when the config is loaded (a missing token file would make every request fail). */
+const existingFile = filePath.superRefine((file, ctx) => {
+  let found: string | undefined;
+  try {
+    if (!statSync(file).isFile()) found = `${JSON.stringify(file)}, which is not a regular file`;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    found = code === 'ENOENT' ? `${JSON.stringify(file)}, which does not exist` : `${JSON.stringify(file)}, which cannot be read (${code ?? 'error'})`;
+  }
+  if (found) ctx.addIssue({code: 'custom', message: 'an existing, readable file', params: {found}});
+});
+
 const etcdTlsSchema = z
   .strictObject({ca: filePath.optional(), cert: filePath.optional(), key: filePath.optional()})
   .superRefine((tls, ctx) => {
@@ -340,7 +353,7 @@ const httpSchema = z.strictObject({
   listen_addr: listenAddr.default('127.0.0.1:3000'),
   auth: z
     .strictObject({
-      token_file: filePath.optional(),
+      token_file: existingFile.optional(),
       allowed_service_accounts: z
         .array(patterned('namespace:serviceaccount, such as monitoring:dashboard', serviceAccountPattern), {
           error: 'a list of namespace:serviceaccount strings',

@@ -9,6 +9,7 @@ import type {Registrar} from '../discovery/cycle.ts';
 import {Discovery, type DiscoveryOptions} from '../discovery/discovery.ts';
 import {createRegistrar} from '../discovery/registrar.ts';
 import {createLogger, type Logger} from '../observability/logger.ts';
+import {registerSecretsFromEnv} from '../observability/redact.ts';
 import type {Lease, RegistryBackend} from '../registry/backend.ts';
 import {createBackend} from '../registry/index.ts';
 import {VERSION} from '../version.ts';
@@ -67,6 +68,7 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
       isTty: options.logTo === 'stdout' && io.isTty,
       ...(options.logTo === 'stderr' ? {destination: pino.destination(2)} : {}),
     });
+  registerSecretsFromEnv(io.env);
   const backend =
     options.backend ?? (await createBackend(config.storage, {clock: options.clock, ...(options.onBackendError ? {onError: options.onBackendError} : {})}));
   try {

@@ -10,7 +10,7 @@ import type {CliIo} from '../cli/io.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
 import type {DiscoveryOptions} from '../discovery/discovery.ts';
 import {DynamicLabels} from '../discovery/dynamic-labels.ts';
-import {createAuthenticator, podTokenReviewer, type TokenReviewer} from '../http/auth.ts';
+import {createAuthenticator, podTokenReviewer, readTokenFile, type TokenReviewer} from '../http/auth.ts';
 import {startHttpServer, type HttpServer, type Readiness} from '../http/server.ts';
 import {Inventory} from '../inventory/inventory.ts';
 import {RegistryHealth} from '../registry/health.ts';
@@ -19,6 +19,7 @@ import {azureMetricsPolicies} from '../observability/azure-policy.ts';
 import {logCycleSummary, logSourceResult} from '../observability/log-events.ts';
 import type {Logger} from '../observability/logger.ts';
 import {Metrics} from '../observability/metrics.ts';
+import {redact} from '../observability/redact.ts';
 import type {RegistryBackend} from '../registry/backend.ts';
 import {cronSchedule, intervalSchedule} from '../scheduler/schedule.ts';
 import {Scheduler} from '../scheduler/scheduler.ts';
@@ -265,14 +266,22 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     return {ready: true, status: 'ready'};
   };
 
+  // Read now: tokens are registered for redaction before any message could echo one, and a missing file fails start.
+  if (config.http.auth?.token_file) await readTokenFile(config.http.auth.token_file);
   const auth = createAuthenticator({
     clock,
+    onTokenFileChange: (error) =>
+      error
+        ? log.error({event: 'token_file_unreadable', file: config.http.auth?.token_file, err: error}, 'http.auth.token_file cannot be read; bearer tokens from it are refused (401) until it is back')
+        : log.info({event: 'token_file_readable', file: config.http.auth?.token_file}, 'http.auth.token_file is readable again'),
     ...(config.http.auth?.token_file ? {tokenFile: config.http.auth.token_file} : {}),
     ...(config.http.auth?.allowed_service_accounts ? {allowedServiceAccounts: config.http.auth.allowed_service_accounts} : {}),
     ...(await tokenReviewerFor(options)),
   });
 
-  const statusBody = (): unknown => ({
+  // Error texts in the status come from clouds and backends: redacted like the log.
+  const statusBody = (): unknown => redact(statusFields());
+  const statusFields = (): unknown => ({
     discovery_group: group,
     version: VERSION,
     replica: runtime.replica,
