@@ -8,7 +8,7 @@ const USAGE = `usage: kube-discovery <command> [flags]
 
 commands:
   start -c FILE [--deregister-on-exit]     run the discovery service
-  once -c FILE [--output json|table] [--explain]
+  once -c FILE [--output json|table] [--explain] [--force]
                                            run one discovery cycle and print what it did
   ls [--server URL] [--labels k=v,...] [--output json|table]
                                            list discovered clusters

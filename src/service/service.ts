@@ -27,6 +27,7 @@ import {StatusTracker} from '../status/status.ts';
 import {VERSION} from '../version.ts';
 import {createLeadership, type Role} from './leadership.ts';
 import {createProbeStage} from './probes.ts';
+import {claimWriter, releaseWriter} from './writer-claim.ts';
 import {openRuntime, type Runtime, type Writer} from './runtime.ts';
 
 /** Options of startService. */
@@ -216,6 +217,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       }, TERM_RETRY_MS);
       return;
     }
+    // On an embedded registry, say who writes: `once` refuses to take over a running service's lease.
+    if (config.storage.type !== 'etcd' && writer.heartbeat.lease) {
+      await claimWriter(backend, group, writer.heartbeat.lease, runtime.replica, clock.now()).catch((error: unknown) => log.warn({err: error}, 'could not record this process as the registry writer'));
+    }
     const scheduler = makeScheduler(writer);
     term = {writer, scheduler};
     scheduler.start();
@@ -225,6 +230,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     term = undefined;
     if (!ending) return;
     await ending.scheduler.stop(graceMs);
+    if (config.storage.type !== 'etcd') await releaseWriter(runtime.backend, group).catch(() => undefined);
     await ending.writer.heartbeat.stop({deregister}).catch((error: unknown) => log.warn({err: error}, 'heartbeat did not stop cleanly'));
   };
   const onRole = (next: Role): void => {
