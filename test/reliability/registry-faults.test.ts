@@ -27,7 +27,7 @@ afterAll(async () => {
 const WORKER = path.resolve(import.meta.dirname, 'registry-fault-worker.ts');
 
 /** Runs a disk fault in its own mount namespace; throws with the worker's output when it cannot. */
-function inMountNamespace(fault: 'disk_full'): RegistryFaultObservations {
+function inMountNamespace(fault: 'disk_full' | 'read_only'): RegistryFaultObservations {
   const mountPoint = path.join(dir, `mnt-${fault}`);
   spawnSync('mkdir', ['-p', mountPoint]);
   const run = spawnSync('unshare', ['-m', '--propagation', 'private', process.execPath, WORKER, fault, mountPoint], {encoding: 'utf8', timeout: 120_000});
@@ -130,6 +130,10 @@ describe('registry faults: the inventory is served throughout', () => {
 
   it('sqlite on a full disk (3 MB tmpfs in a mount namespace, filled to ENOSPC)', () => {
     expectServedThroughout(inMountNamespace('disk_full'), {reason: 'disk_full', operation: 'write'});
+  });
+
+  it('sqlite on a read-only file system (the tmpfs remounted ro under a filled registry; start serves it, writes wait)', () => {
+    expectServedThroughout(inMountNamespace('read_only'), {reason: 'read_only', operation: 'write'});
   });
 });
 
