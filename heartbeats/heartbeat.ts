@@ -140,7 +140,8 @@ export class Heartbeat {
     if (this.#state !== 'new') throw new Error(`heartbeat of group ${this.#group} was already started; expected a new one`);
     this.#state = 'running';
     const prefix = kubeServerPrefix(this.#group);
-    this.adopt(await this.#retrying('announce', prefix, () => this.#backend.list(prefix)));
+    // A read: its success says nothing about whether writes work again.
+    this.adopt(await this.#retrying('announce', prefix, () => this.#backend.list(prefix), true, false));
     this.#lease = await this.#resumeOwnLease();
     if (!this.#lease) {
       const grantedAt = this.#clock.now();
@@ -335,12 +336,12 @@ export class Heartbeat {
   }
 
   /** Runs `fn` up to `attempts` times with exponential backoff on the clock; the final error names `what`, never a value. */
-  async #retrying<T>(kind: HeartbeatFailureKind, what: string, fn: () => Promise<T>, abortable = true): Promise<T> {
+  async #retrying<T>(kind: HeartbeatFailureKind, what: string, fn: () => Promise<T>, abortable = true, write = true): Promise<T> {
     const {attempts, baseMs} = this.#retry;
     for (let attempt = 1; ; attempt++) {
       try {
         const result = await fn();
-        this.#onSuccess(kind);
+        if (write) this.#onSuccess(kind);
         return result;
       } catch (err) {
         this.#onFailure(kind, err);

@@ -112,6 +112,8 @@ export class SqliteBackend implements RegistryBackend {
    * the keepalive: readers and the purge follow the owner, not the last row written.
    */
   readonly #held = new Map<string, {ttlMs: number; expires: number}>();
+  /** Opened read-only (the file system refused writes at open): every stored entry is served as last known. */
+  #readOnly = false;
   #closed = false;
   #cancelPurge: (() => void) | undefined;
 
@@ -120,7 +122,13 @@ export class SqliteBackend implements RegistryBackend {
     const purgeIntervalMs = checkInterval(options.purgeIntervalMs);
     let db: DatabaseSync | undefined;
     try {
-      db = openDatabase(options);
+      try {
+        db = openDatabase(options);
+      } catch (err) {
+        // A read-only volume still holds the last inventory: serve it, refuse writes until it is writable.
+        db = openReadOnly(options.path, err);
+        return new SqliteBackend(db, options, purgeIntervalMs, true);
+      }
       return new SqliteBackend(db, options, purgeIntervalMs);
     } catch (err) {
       try {
@@ -132,8 +140,9 @@ export class SqliteBackend implements RegistryBackend {
     }
   }
 
-  private constructor(db: DatabaseSync, options: SqliteBackendOptions, purgeIntervalMs: number) {
+  private constructor(db: DatabaseSync, options: SqliteBackendOptions, purgeIntervalMs: number, readOnly = false) {
     this.#db = db;
+    this.#readOnly = readOnly;
     this.path = options.path;
     this.#options = options;
     this.#clock = options.clock;
@@ -146,6 +155,7 @@ export class SqliteBackend implements RegistryBackend {
   async grantLease(ttlMs: number): Promise<Lease> {
     this.#open();
     checkTtl(ttlMs);
+    this.#writable();
     this.#reopenIfDeleted();
     const id = randomUUID();
     const now = this.#clock.now();
@@ -164,6 +174,7 @@ export class SqliteBackend implements RegistryBackend {
     const now = this.#clock.now();
     const held = this.#held.get(lease.id);
     if (held && held.expires > now) held.expires = now + held.ttlMs;
+    this.#writable();
     if (this.#reopenIfDeleted()) {
       this.#held.delete(lease.id);
       throw new LeaseNotFoundError(`lease ${lease.id} was in the deleted registry database ${this.path}; grant a new one and re-announce`);
@@ -179,6 +190,7 @@ export class SqliteBackend implements RegistryBackend {
 
   async revokeLease(lease: Lease): Promise<void> {
     this.#open();
+    this.#writable();
     this.#held.delete(lease.id);
     const events = this.#transaction(() => this.#dropLeases([lease.id]));
     this.#hub.emit(events);
@@ -192,6 +204,7 @@ export class SqliteBackend implements RegistryBackend {
 
   async put(key: string, value: string, options?: PutOptions): Promise<RegistryItem> {
     this.#open();
+    this.#writable();
     this.#reopenIfDeleted();
     const now = this.#clock.now();
     const leaseId = options?.lease?.id;
@@ -242,6 +255,7 @@ export class SqliteBackend implements RegistryBackend {
 
   async delete(key: string): Promise<boolean> {
     this.#open();
+    this.#writable();
     this.#reopenIfDeleted();
     const now = this.#clock.now();
     const [events, existed] = this.#transaction((): [WatchEvent[], boolean] => {
@@ -297,7 +311,8 @@ export class SqliteBackend implements RegistryBackend {
 
   /** Whether a row is live: no lease, or a lease alive on disk or held alive by this process. */
   #live(row: ItemRow, now: number): boolean {
-    if (row.lease === null) return true;
+    // Nothing can expire in a store nobody can write: what it holds is the last known inventory.
+    if (row.lease === null || this.#readOnly) return true;
     return (row.expires ?? 0) > now || (this.#held.get(row.lease)?.expires ?? 0) > now;
   }
 
@@ -309,6 +324,7 @@ export class SqliteBackend implements RegistryBackend {
 
   /** A purge during a read is housekeeping: a failing disk must not fail the read. */
   #purgeQuietly(): void {
+    if (this.#readOnly) return;
     try {
       this.purgeExpired();
     } catch (err) {
@@ -340,6 +356,28 @@ export class SqliteBackend implements RegistryBackend {
     this.#held.clear();
     this.#report(new RegistryFileDeletedError(`registry database file ${this.path} was deleted or replaced while open; re-created it`));
     return true;
+  }
+
+  /** Before a write: a read-only backend tries to reopen the file writable, else throws SQLITE_READONLY. */
+  #writable(): void {
+    if (!this.#readOnly) return;
+    let db: DatabaseSync;
+    try {
+      db = openDatabase(this.#options);
+    } catch (err) {
+      throw Object.assign(new Error(`registry database ${this.path} is read-only (${(err as Error).message}); serving it read-only, writes refused`, {cause: err}), {
+        errcode: SQLITE_READONLY,
+      });
+    }
+    try {
+      this.#db.close();
+    } catch {
+      // The read-only connection has nothing to save.
+    }
+    this.#db = db;
+    this.#sql = prepareStatements(db);
+    this.#fileId = fileId(this.path);
+    this.#readOnly = false;
   }
 
   #report(error: Error): void {
@@ -405,6 +443,31 @@ function openDatabase(options: SqliteBackendOptions): DatabaseSync {
       // Failing with the error above.
     }
     throw err;
+  }
+  return db;
+}
+
+const SQLITE_READONLY = 8;
+
+/**
+ * Opens an existing registry read-only and immutable (a WAL database on a read-only file system
+ * cannot be opened otherwise), when `cause` said the file cannot be written. Rethrows `cause` when
+ * that is not the problem or the file is not a registry this version reads.
+ */
+function openReadOnly(path: string, cause: unknown): DatabaseSync {
+  const code = (cause as {errcode?: number}).errcode;
+  const readOnlyProblem = code === SQLITE_READONLY || code === 14 || /read-?only|unable to open/i.test((cause as Error).message);
+  if (path === ':memory:' || !readOnlyProblem || fileId(path) === undefined) throw cause;
+  let db: DatabaseSync;
+  try {
+    db = new DatabaseSync(`file:${encodeURI(path)}?immutable=1`, {readOnly: true});
+  } catch {
+    throw cause;
+  }
+  const version = (db.prepare('PRAGMA user_version').get() as {user_version: number}).user_version;
+  if (version !== SQLITE_SCHEMA_VERSION) {
+    db.close();
+    throw cause;
   }
   return db;
 }

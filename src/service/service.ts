@@ -201,6 +201,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   let role: Role = {role: 'follower'};
   let stopping = false;
 
+  let termFailures = 0;
   const beginTerm = async (backend: RegistryBackend): Promise<void> => {
     let writer: Writer | undefined;
     try {
@@ -211,7 +212,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     } catch (error) {
       // A leader that cannot write must not sit idle while the old lease lapses: clean up and try again.
       await writer?.heartbeat.stop({deregister: false}).catch(() => undefined);
-      log.error({err: error, retry_in_ms: TERM_RETRY_MS}, 'could not take over as leader; retrying');
+      // Once per streak: the registry health already logs the backend's state changes.
+      log[termFailures++ === 0 ? 'error' : 'debug']({err: error, retry_in_ms: TERM_RETRY_MS, attempts: termFailures}, 'could not take over as leader; retrying');
       clock.setTimeout(() => {
         if (!stopping && !term && role.role === 'leader') onRole(role);
       }, TERM_RETRY_MS);
@@ -221,6 +223,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     if (config.storage.type !== 'etcd' && writer.heartbeat.lease) {
       await claimWriter(backend, group, writer.heartbeat.lease, runtime.replica, clock.now()).catch((error: unknown) => log.warn({err: error}, 'could not record this process as the registry writer'));
     }
+    if (termFailures > 0) log.info({attempts: termFailures}, 'took over as leader after failed attempts');
+    termFailures = 0;
     const scheduler = makeScheduler(writer);
     term = {writer, scheduler};
     scheduler.start();
