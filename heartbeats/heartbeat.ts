@@ -51,7 +51,11 @@ export interface HeartbeatOptions {
   readonly version: string;
   readonly logger?: HeartbeatLogger;
   /** Called once per failed registry call (each retry attempt counts), e.g. to bump a metric. */
-  readonly onFailure?: (kind: HeartbeatFailureKind) => void;
+  readonly onFailure?: (kind: HeartbeatFailureKind, error: unknown) => void;
+  /** Called after each successful registry write, so a health tracker sees recovery. */
+  readonly onSuccess?: (kind: HeartbeatFailureKind) => void;
+  /** Called when a keepalive extended the lease, with the new expiry (epoch ms): readers follow the lease. */
+  readonly onKeepAlive?: (lease: Lease, expiresMs: number) => void;
   /** Default 3 attempts, 200 ms base delay. */
   readonly retry?: RetryPolicy;
 }
@@ -78,7 +82,9 @@ export class Heartbeat {
   readonly #intervalMs: number;
   readonly #identity: {readonly host_id: string; readonly hostname: string; readonly version: string};
   readonly #log: HeartbeatLogger;
-  readonly #onFailure: (kind: HeartbeatFailureKind) => void;
+  readonly #onFailure: (kind: HeartbeatFailureKind, error: unknown) => void;
+  readonly #onSuccess: (kind: HeartbeatFailureKind) => void;
+  readonly #onKeepAlive: (lease: Lease, expiresMs: number) => void;
   readonly #retry: RetryPolicy;
   readonly #entries = new Map<string, Entry>();
   readonly #abort = new AbortController();
@@ -111,6 +117,8 @@ export class Heartbeat {
     this.#identity = {host_id: options.hostId, hostname: options.hostname, version: options.version};
     this.#log = options.logger ?? silent;
     this.#onFailure = options.onFailure ?? (() => {});
+    this.#onSuccess = options.onSuccess ?? (() => {});
+    this.#onKeepAlive = options.onKeepAlive ?? (() => {});
     this.#retry = retry;
   }
 
@@ -132,7 +140,8 @@ export class Heartbeat {
     if (this.#state !== 'new') throw new Error(`heartbeat of group ${this.#group} was already started; expected a new one`);
     this.#state = 'running';
     const prefix = kubeServerPrefix(this.#group);
-    this.adopt(await this.#retrying('announce', prefix, () => this.#backend.list(prefix)));
+    // A read: its success says nothing about whether writes work again.
+    this.adopt(await this.#retrying('announce', prefix, () => this.#backend.list(prefix), true, false));
     this.#lease = await this.#resumeOwnLease();
     if (!this.#lease) {
       const grantedAt = this.#clock.now();
@@ -280,10 +289,14 @@ export class Heartbeat {
     try {
       await this.#backend.keepAlive(lease);
       this.#leaseExpires = at + this.#ttlMs;
+      this.#onSuccess('keepalive');
+      this.#onKeepAlive(lease, this.#leaseExpires);
     } catch (err) {
-      this.#onFailure('keepalive');
-      const lost = err instanceof LeaseNotFoundError || this.#clock.now() >= this.#leaseExpires;
-      this.#log.warn(
+      this.#onFailure('keepalive', err);
+      // A backend whose leases live while their holder keeps calling (sqlite) has not lost one to a failing disk.
+      const lost = err instanceof LeaseNotFoundError || (!this.#backend.leasesFollowHolder && this.#clock.now() >= this.#leaseExpires);
+      // Repeated failures are the registry health's to log (once per state change); only a lost lease is news here.
+      this.#log[lost ? 'warn' : 'debug'](
         {group: this.#group, lease: lease.id, lost, err: errorMessage(err)},
         lost ? 'lease lost; granting a new one and re-announcing' : 'keepalive failed; retrying on the next tick',
       );
@@ -307,7 +320,7 @@ export class Heartbeat {
         const failed = results.filter((r) => r.status === 'rejected').length;
         this.#log.warn({group: this.#group, lost: lost.id, lease: lease.id, reannounced: held.length - failed, failed}, 'replaced a lost lease');
       } catch (err) {
-        this.#log.error({group: this.#group, err: errorMessage(err)}, 'could not grant a new lease; trying again on the next keepalive');
+        this.#log.debug({group: this.#group, err: errorMessage(err)}, 'could not grant a new lease; trying again on the next keepalive');
       }
     })().finally(() => {
       this.#replacing = undefined;
@@ -323,13 +336,15 @@ export class Heartbeat {
   }
 
   /** Runs `fn` up to `attempts` times with exponential backoff on the clock; the final error names `what`, never a value. */
-  async #retrying<T>(kind: HeartbeatFailureKind, what: string, fn: () => Promise<T>, abortable = true): Promise<T> {
+  async #retrying<T>(kind: HeartbeatFailureKind, what: string, fn: () => Promise<T>, abortable = true, write = true): Promise<T> {
     const {attempts, baseMs} = this.#retry;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await fn();
+        const result = await fn();
+        if (write) this.#onSuccess(kind);
+        return result;
       } catch (err) {
-        this.#onFailure(kind);
+        this.#onFailure(kind, err);
         if (attempt >= attempts || (abortable && this.#abort.signal.aborted)) {
           throw new Error(`${kind} of ${what} failed after ${attempt} attempt(s): ${errorMessage(err)}`, {cause: err});
         }

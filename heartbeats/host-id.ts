@@ -10,6 +10,7 @@ export function hostIdKey(replicaName: string): string {
 /**
  * The replica's host id from the registry, or a new random UUID stored there the first time,
  * so restarts keep their identity (like the per-pod identity Secret of Teleport's Kubernetes storage).
+ * When the id cannot be stored, the new one is used for this run (the registry health reports the write failure).
  */
 export async function loadOrCreateHostId(backend: RegistryBackend, replicaName: string): Promise<string> {
   if (replicaName === '' || replicaName.includes('/')) {
@@ -19,6 +20,7 @@ export async function loadOrCreateHostId(backend: RegistryBackend, replicaName: 
   const existing = (await backend.get(key))?.value.trim();
   if (existing) return existing;
   const id = randomUUID();
-  await backend.put(key, id);
+  // A registry that cannot be written (read-only volume) still gets served: the id then lasts this run only.
+  await backend.put(key, id).catch(() => undefined);
   return id;
 }

@@ -3,6 +3,7 @@ import {InputError} from '../core/errors.ts';
 import {ConfigError, loadConfigFile} from '../config/load.ts';
 import type {Config} from '../config/schema.ts';
 import {configWarnings} from '../config/warnings.ts';
+import {redactText, registerSecretsFromEnv} from '../observability/redact.ts';
 import type {CliIo} from './io.ts';
 
 /** Prints a usage problem and returns exit code 2. */
@@ -34,3 +35,13 @@ export async function withConfig(io: CliIo, command: string, path: string | unde
   }
 }
 
+
+/**
+ * An error as one line for the terminal, through the one redactor: credentials of the
+ * environment by value (plain and percent-encoded), and anything that looks like a secret.
+ */
+export function oneLine(error: unknown, io: CliIo): string {
+  registerSecretsFromEnv(io.env);
+  const text = redactText((error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, ' ').trim());
+  return text || 'unknown error';
+}

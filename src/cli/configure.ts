@@ -5,6 +5,7 @@
  * and the ClusterRole/ClusterRoleBinding, written through the cluster's API with an EKS token
  * of the identity running the command. Idempotent: a second run changes nothing and says so.
  */
+import {oneLine} from './common.ts';
 import {parseArgs} from 'node:util';
 import {aksAccessInstructions, checkGuid} from '../access/aks-access.ts';
 import {
@@ -253,13 +254,3 @@ function stringValue(value: unknown): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined;
 }
 
-/** The error as one line, with any AWS secret from the environment cut out as a last line of defence. */
-function oneLine(error: unknown, io: CliIo): string {
-  let text = (error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, ' ').trim();
-  for (const name of ['AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN']) {
-    for (const secret of [io.env[name], process.env[name]]) {
-      if (secret && secret.length >= 8) text = text.split(secret).join('[redacted]');
-    }
-  }
-  return text || 'unknown error';
-}

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 /** The `kube-discovery` command line: dispatches to one sub-command and exits with its code. */
+import {registerSecretsFromEnv} from '../observability/redact.ts';
 import {processIo, type CliIo, type Command} from './io.ts';
 import {VERSION} from '../version.ts';
 
@@ -7,7 +8,7 @@ const USAGE = `usage: kube-discovery <command> [flags]
 
 commands:
   start -c FILE [--deregister-on-exit]     run the discovery service
-  once -c FILE [--output json|table] [--explain]
+  once -c FILE [--output json|table] [--explain] [--force]
                                            run one discovery cycle and print what it did
   ls [--server URL] [--labels k=v,...] [--output json|table]
                                            list discovered clusters
@@ -51,6 +52,8 @@ export async function main(argv: readonly string[], io: CliIo = processIo): Prom
     return name === undefined ? 2 : 0;
   }
   if (name === '--version') return commands['version']!([], io);
+  // Every credential in the environment is redacted by value from whatever the command prints.
+  registerSecretsFromEnv(io.env);
   const command = commands[name];
   if (!command) {
     io.stderr(`kube-discovery: unknown command ${JSON.stringify(name)}; known: ${Object.keys(commands).join(', ')}\n${USAGE}`);

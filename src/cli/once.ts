@@ -1,10 +1,15 @@
-/** `kube-discovery once -c FILE [--output json|table] [--explain]`: one cycle, printed. Exit 0 ok, 1 partial, 2 usage/config. */
+/**
+ * `kube-discovery once -c FILE [--output json|table] [--explain] [--force]`: one cycle, printed. Exit 0 ok, 1 partial
+ * (or a running `start` writes the same registry and --force was not given), 2 usage/config.
+ */
 import {parseArgs} from 'node:util';
 import {systemClock} from '../core/clock.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
 import type {Command, CliIo} from './io.ts';
 import {createLeadership, type Role} from '../service/leadership.ts';
 import {openRuntime} from '../service/runtime.ts';
+import {runningWriter} from '../service/writer-claim.ts';
+import {redact, redactText} from '../observability/redact.ts';
 import {usageError, withConfig} from './common.ts';
 import {formatLabels, renderTable} from './table.ts';
 
@@ -18,6 +23,7 @@ export const runOnce: Command = async (argv, io) => {
         config: {type: 'string', short: 'c'},
         output: {type: 'string', short: 'o'},
         explain: {type: 'boolean', default: false},
+        force: {type: 'boolean', default: false},
       },
       strict: true,
     }));
@@ -47,6 +53,16 @@ export const runOnce: Command = async (argv, io) => {
       io.stderr(`kube-discovery once: replica ${role.leader ?? 'another replica'} leads discovery group ${config.discovery_service.discovery_group}; read its results with \`kube-discovery ls\`\n`);
       return 1;
     }
+    // On sqlite every process "leads": a running `start` is found by its writer record instead.
+    const running = config.storage.type === 'etcd' ? undefined : await runningWriter(runtime.backend, config.discovery_service.discovery_group);
+    if (running && !values.force) {
+      await leadership.stop();
+      await runtime.close();
+      io.stderr(
+        `kube-discovery once: a running \`kube-discovery ${running.command}\` (pid ${running.pid} on ${running.hostname}, since ${running.since}) writes discovery group ${config.discovery_service.discovery_group} in this registry; running once now would take over its lease and entries. Trigger a cycle there (SIGHUP or POST /v1/discover), stop it first, or pass --force\n`,
+      );
+      return 1;
+    }
     try {
       const writer = await runtime.openWriter(role.backend);
       try {
@@ -58,7 +74,8 @@ export const runOnce: Command = async (argv, io) => {
       await leadership.stop();
       await runtime.close();
     }
-    io.stdout(output === 'json' ? `${JSON.stringify(toJson(report, values.explain), null, 2)}\n` : toTable(report, values.explain));
+    // Messages in the report come from clouds: redacted by value and pattern before they leave the process.
+    io.stdout(output === 'json' ? `${JSON.stringify(redact(toJson(report, values.explain)), null, 2)}\n` : redactText(toTable(report, values.explain)));
     return report.result === 'success' ? 0 : 1;
   });
 };

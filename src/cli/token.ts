@@ -3,6 +3,7 @@
  * ExecCredential on stdout; on failure prints one line on stderr (never a stack trace,
  * never a secret) and exits 1, or 2 for bad usage.
  */
+import {oneLine} from './common.ts';
 import {parseArgs} from 'node:util';
 import {systemClock, type Clock} from '../core/clock.ts';
 import {InputError} from '../core/errors.ts';
@@ -127,13 +128,3 @@ function stringValue(value: unknown): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined;
 }
 
-/** The error as one line, with any secret from the environment cut out as a last line of defence. */
-function oneLine(error: unknown, io: CliIo): string {
-  let text = (error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, ' ').trim();
-  for (const name of ['AWS_SECRET_ACCESS_KEY', 'AWS_SESSION_TOKEN', 'AZURE_CLIENT_SECRET', 'AZURE_CLIENT_CERTIFICATE_PASSWORD', 'AZURE_PASSWORD']) {
-    for (const secret of [io.env[name], process.env[name]]) {
-      if (secret && secret.length >= 8) text = text.split(secret).join('[redacted]');
-    }
-  }
-  return text || 'unknown error';
-}

@@ -40,6 +40,9 @@ export function formatProblem(fileName: string, problem: ConfigProblem): string 
   return problem.path ? `${where}: ${problem.path}: ${problem.message}` : `${where}: ${problem.message}`;
 }
 
+/** Largest config text accepted (characters). */
+export const MAX_CONFIG_CHARS = 2 ** 20;
+
 /** Reads and validates a config file; throws `ConfigError` naming the path when it is missing or unreadable. */
 export async function loadConfigFile(path: string): Promise<Config> {
   let text: string;
@@ -55,6 +58,11 @@ export async function loadConfigFile(path: string): Promise<Config> {
 
 /** Parses and validates config text; `fileName` only labels the messages. Throws `ConfigError` with every problem. */
 export function parseConfig(text: string, fileName: string): Config {
+  // A real config is a few KB; parsing megabytes of YAML takes seconds. Refuse before parsing.
+  if (text.length > MAX_CONFIG_CHARS) {
+    const found = `${(text.length / 2 ** 20).toFixed(1)} MiB of text`;
+    throw new ConfigError(fileName, [{path: '', line: 1, column: 1, message: `expected a config file of at most ${MAX_CONFIG_CHARS / 2 ** 20} MiB, found ${found}`}]);
+  }
   const lineCounter = new LineCounter();
   // uniqueKeys is off so duplicates are found below, pointing at the second key and naming the first.
   const doc = parseDocument(text, {lineCounter, prettyErrors: false, uniqueKeys: false});

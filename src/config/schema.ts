@@ -4,6 +4,7 @@
  * turned into milliseconds. Every issue message is the "expected ..." phrase; the loader
  * adds the path, the line and what was found.
  */
+import {statSync} from 'node:fs';
 import {validate as validateCron, validateDetailed as validateCronDetailed} from 'node-cron';
 import * as z from 'zod';
 import {MatcherError, compileTagMatcher} from '../../matchers/index.ts';
@@ -23,8 +24,13 @@ function duration(bounds: {min: number; max?: number}): z.ZodPipe<z.ZodString, z
       return z.NEVER;
     }
     if (ms < bounds.min || ms > max) {
+      // Name the bound that was crossed: a huge value is too long, not too short.
       const range =
-        max === maxTimerMs ? `of at least ${formatDuration(bounds.min)}` : `between ${formatDuration(bounds.min)} and ${formatDuration(max)}`;
+        max !== maxTimerMs
+          ? `between ${formatDuration(bounds.min)} and ${formatDuration(max)}`
+          : ms > max
+            ? `of at most ${formatDuration(max)}`
+            : `of at least ${formatDuration(bounds.min)}`;
       ctx.addIssue({
         code: 'custom',
         message: `a duration ${range}`,
@@ -59,12 +65,35 @@ function nonEmptyList<T extends z.ZodType>(item: T, expect: string): z.ZodArray<
   return z.array(item, {error: expect}).min(1, {error: expect});
 }
 
-/** A list of names where `*` means "all", alone or not at all. */
+/**
+ * Reports the first repeated entry of a list, at the repeat, in one pass (a Set): a list of
+ * 500,000 copies fails on its second item without quadratic work, and with one problem, not 499,999.
+ */
+function rejectDuplicates(items: readonly unknown[], ctx: z.core.$RefinementCtx): void {
+  const seen = new Map<unknown, number>();
+  for (let index = 0; index < items.length; index++) {
+    const item = items[index];
+    const first = seen.get(item);
+    if (first !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        message: 'a list without duplicates',
+        path: [index],
+        params: {found: `${JSON.stringify(item)} again (first at item ${first})`},
+      });
+      return;
+    }
+    seen.set(item, index);
+  }
+}
+
+/** A list of names where `*` means "all", alone or not at all; no name twice. */
 function namesOrWildcard(item: z.ZodString, expect: string): z.ZodArray<z.ZodString> {
   return nonEmptyList(item, expect).superRefine((names, ctx) => {
     if (names.length > 1 && names.includes('*')) {
       ctx.addIssue({code: 'custom', message: `either ["*"] alone or ${expect.replace(/^a non-empty /, 'a ')}`});
     }
+    rejectDuplicates(names, ctx);
   });
 }
 
@@ -122,7 +151,7 @@ function typesOf<T extends string>(type: T, cloud: string): z.ZodArray<z.ZodEnum
   return nonEmptyList(
     z.enum([type] as [T], {error: `${type} (the only type of an ${cloud} matcher)`}),
     `a non-empty list of types, such as [${type}]`,
-  );
+  ).superRefine(rejectDuplicates) as unknown as z.ZodArray<z.ZodEnum<{[K in T]: K}>>;
 }
 
 const awsRegion = patterned('an AWS region name such as us-east-1, or "*"', /^(?:\*|[a-z]{2}(?:-[a-z]+)+-\d{1,2})$/);
@@ -295,6 +324,18 @@ const probeSchema = z.strictObject({
 
 const filePath = z.string({error: 'a file path'}).min(1, {error: 'a non-empty file path'});
 
+/** A file that must exist when the config is loaded (a missing token file would make every request fail). */
+const existingFile = filePath.superRefine((file, ctx) => {
+  let found: string | undefined;
+  try {
+    if (!statSync(file).isFile()) found = `${JSON.stringify(file)}, which is not a regular file`;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    found = code === 'ENOENT' ? `${JSON.stringify(file)}, which does not exist` : `${JSON.stringify(file)}, which cannot be read (${code ?? 'error'})`;
+  }
+  if (found) ctx.addIssue({code: 'custom', message: 'an existing, readable file', params: {found}});
+});
+
 const etcdTlsSchema = z
   .strictObject({ca: filePath.optional(), cert: filePath.optional(), key: filePath.optional()})
   .superRefine((tls, ctx) => {
@@ -329,7 +370,7 @@ const storageSchema = z
       z
         .strictObject({
           type: z.literal('etcd'),
-          endpoints: nonEmptyList(etcdEndpoint, 'a non-empty list of etcd endpoint URLs'),
+          endpoints: nonEmptyList(etcdEndpoint, 'a non-empty list of etcd endpoint URLs').superRefine(rejectDuplicates),
           prefix: patterned('a key prefix starting with "/"', /^\/.*/).default('/kube-discovery/'),
           tls: etcdTlsSchema.optional(),
           username: z.string({error: 'a string'}).min(1, {error: 'a non-empty string'}).optional(),
@@ -359,7 +400,7 @@ const httpSchema = z.strictObject({
   listen_addr: listenAddr.default('127.0.0.1:3000'),
   auth: z
     .strictObject({
-      token_file: filePath.optional(),
+      token_file: existingFile.optional(),
       allowed_service_accounts: z
         .array(patterned('namespace:serviceaccount, such as monitoring:dashboard', serviceAccountPattern), {
           error: 'a list of namespace:serviceaccount strings',

@@ -6,6 +6,7 @@
  */
 import type {Clock} from '../core/clock.ts';
 import type {AksUserKubeconfig} from './aks-kubeconfig.ts';
+import {registerSecret} from '../observability/redact.ts';
 import {TokenCache} from './token-cache.ts';
 
 /** Addresses one managed cluster; compared case-insensitively, as ARM does. */
@@ -90,6 +91,7 @@ export class AksLocalAccounts {
   /** Records what listClusterUserCredential said for a cluster; a changed token replaces the cached one at once. */
   record(ref: AksClusterRef, account: AksLocalAccount): void {
     const key = clusterKey(ref);
+    if (account.kind === 'token') registerSecret(account.token);
     const previous = this.#recorded.get(key)?.account;
     this.#recorded.set(key, {account, at: this.#clock.now()});
     if (!sameAccount(previous, account)) this.#cache.delete(key);

@@ -6,6 +6,7 @@
  * the SDK itself.
  */
 import {fromNodeProviderChain, fromTemporaryCredentials} from '@aws-sdk/credential-providers';
+import {registerSecret} from '../observability/redact.ts';
 import {systemClock, type Clock} from '../core/clock.ts';
 import type {AwsCredentials} from './eks-token.ts';
 import {configuredStsEndpoint, partitionOf, type Env} from './sts-endpoint.ts';
@@ -85,7 +86,11 @@ export class AwsCredentialProviders {
     const base = options.base ?? fromNodeProviderChain(this.#logger ? {logger: this.#logger} : {});
     this.#base = async () => {
       try {
-        return await base();
+        const credentials = await base();
+        // Held by the process: removed by value from every message that could echo it.
+        registerSecret(credentials.secretAccessKey);
+        registerSecret(credentials.sessionToken);
+        return credentials;
       } catch (error) {
         throw new AwsCredentialError(`no AWS credentials found: ${messageOf(error)}; ${NO_CREDENTIALS_HINT}`, 'CredentialsProviderError', undefined, {cause: error});
       }
@@ -122,6 +127,8 @@ export class AwsCredentialProviders {
       const mint = async (): Promise<CachedCredentials> => {
         try {
           const credentials = await assume();
+          registerSecret(credentials.secretAccessKey);
+          registerSecret(credentials.sessionToken);
           // AssumeRole always reports an expiry; an hour is its default should one be missing.
           const expiresAt = credentials.expiration ?? new Date(this.#clock.now() + 3_600_000);
           return {credentials: {...credentials, expiration: expiresAt}, expiresAt};

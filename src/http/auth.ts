@@ -6,6 +6,7 @@
 import {createHash, timingSafeEqual} from 'node:crypto';
 import {readFile, stat} from 'node:fs/promises';
 import type {Clock} from '../core/clock.ts';
+import {registerSecret} from '../observability/redact.ts';
 
 /** Decides whether a request's Authorization header is allowed. */
 export type Authenticator = (authorization: string | undefined) => Promise<boolean>;
@@ -21,6 +22,19 @@ export interface AuthOptions {
   readonly clock: Clock;
   /** How long a TokenReview verdict is reused. */
   readonly reviewCacheMs?: number;
+  /**
+   * The token file became unreadable (error) or readable again (undefined): called once per
+   * change, for one log line. Meanwhile file tokens are refused (401), never a 500.
+   */
+  readonly onTokenFileChange?: (error: Error | undefined) => void;
+}
+
+/** Reads the bearer tokens of a token file (one per line, `#` comments) and registers them for redaction. */
+export async function readTokenFile(file: string): Promise<string[]> {
+  const text = await readFile(file, 'utf8');
+  const tokens = text.split('\n').map((t) => t.trim()).filter((t) => t !== '' && !t.startsWith('#'));
+  for (const token of tokens) registerSecret(token);
+  return tokens;
 }
 
 const digest = (text: string): Buffer => createHash('sha256').update(text).digest();
@@ -31,16 +45,30 @@ export function createAuthenticator(options: AuthOptions): Authenticator | undef
   let cached: {mtimeMs: number; digests: Buffer[]} | undefined;
   const reviews = new Map<string, {allowed: boolean; until: number}>();
 
+  let failing = false;
+
   async function fileTokens(): Promise<Buffer[]> {
     if (!options.tokenFile) return [];
-    const info = await stat(options.tokenFile);
-    // Re-read when the file changes, so tokens rotate without a restart.
-    if (!cached || cached.mtimeMs !== info.mtimeMs) {
-      const text = await readFile(options.tokenFile, 'utf8');
-      const tokens = text.split('\n').map((t) => t.trim()).filter((t) => t !== '' && !t.startsWith('#'));
-      cached = {mtimeMs: info.mtimeMs, digests: tokens.map(digest)};
+    try {
+      const info = await stat(options.tokenFile);
+      // Re-read when the file changes, so tokens rotate without a restart.
+      if (!cached || cached.mtimeMs !== info.mtimeMs) {
+        cached = {mtimeMs: info.mtimeMs, digests: (await readTokenFile(options.tokenFile)).map(digest)};
+      }
+      if (failing) {
+        failing = false;
+        options.onTokenFileChange?.(undefined);
+      }
+      return cached.digests;
+    } catch (error) {
+      // A vanished file allows nobody (401) rather than failing every request (500); said once.
+      cached = undefined;
+      if (!failing) {
+        failing = true;
+        options.onTokenFileChange?.(error as Error);
+      }
+      return [];
     }
-    return cached.digests;
   }
 
   return async (authorization) => {

@@ -9,6 +9,7 @@ import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import {AuthenticationError, InputError, NotFoundError} from '../core/errors.ts';
 import type {Inventory} from '../inventory/inventory.ts';
 import type {Logger} from '../observability/logger.ts';
+import {redactText} from '../observability/redact.ts';
 import type {Authenticator} from './auth.ts';
 
 /** Readiness as /readyz reports it. */
@@ -207,8 +208,8 @@ function sendError(res: ServerResponse, error: unknown, logger: Logger | undefin
     res.end();
     return;
   }
-  if (error instanceof InputError) return sendJson(res, 400, {error: 'bad_request', message: error.message});
-  if (error instanceof NotFoundError) return sendJson(res, 404, {error: 'not_found', message: error.message});
+  if (error instanceof InputError) return sendJson(res, 400, {error: 'bad_request', message: redactText(error.message)});
+  if (error instanceof NotFoundError) return sendJson(res, 404, {error: 'not_found', message: redactText(error.message)});
   if (error instanceof AuthenticationError) {
     res.setHeader('www-authenticate', 'Bearer');
     return sendJson(res, 401, {error: 'unauthorized', message: error.message});

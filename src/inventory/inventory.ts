@@ -2,11 +2,17 @@
  * The in-memory view of the registry that the HTTP API serves: listed once, then kept
  * current by the backend's watch, and re-listed periodically. When the backend is
  * unreachable it keeps serving the last known inventory (and says so in its state).
+ *
+ * Readers never see a gap: an entry leaves the view only when the backend says so (a delete
+ * event, or a successful listing without it), never because the `expires` cached at the last
+ * listing has passed — keepalives extend the lease, not the stored document, and the owner's
+ * lease is what readers follow (`leaseKeptAlive`). A stored document that cannot be read keeps
+ * the last good copy of its entry instead of dropping it.
  */
 import {kubeServerFromItem} from '../../heartbeats/heartbeat.ts';
 import {kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
-import type {RegistryBackend, WatchEvent, Watcher} from '../registry/backend.ts';
+import type {RegistryBackend, RegistryItem, WatchEvent, Watcher} from '../registry/backend.ts';
 
 /** A change of the inventory, as /v1/watch streams it. */
 export type InventoryEvent = {readonly type: 'put'; readonly server: KubeServer} | {readonly type: 'delete'; readonly name: string};
@@ -19,6 +25,8 @@ export interface InventoryOptions {
   /** Full re-list period; catches writes of other processes and lapsed expiries. */
   readonly resyncMs?: number;
   readonly onError?: (error: unknown) => void;
+  /** Called after a listing succeeded again, so a health tracker sees recovery. */
+  readonly onReadOk?: () => void;
 }
 
 /** The live inventory of one discovery group. */
@@ -26,6 +34,11 @@ export class Inventory {
   readonly #options: InventoryOptions;
   readonly #prefix: string;
   #servers = new Map<string, KubeServer>();
+  /** Lease of each entry, and the latest expiry known per lease (listings and keepalives). */
+  #leaseOf = new Map<string, string>();
+  readonly #leaseExpiry = new Map<string, number>();
+  #staleSince: number | undefined;
+  #unreadable = 0;
   #listeners = new Set<(event: InventoryEvent) => void>();
   #watcher: Watcher | undefined;
   #cancelResync: (() => void) | undefined;
@@ -48,6 +61,21 @@ export class Inventory {
     return this.#lastError;
   }
 
+  /** Epoch ms since which reads have failed and the last inventory read is served; undefined when current. */
+  get staleSince(): number | undefined {
+    return this.#staleSince;
+  }
+
+  /** Stored documents the last listing could not read (their last good copy is served). */
+  get unreadable(): number {
+    return this.#unreadable;
+  }
+
+  /** A keepalive extended `lease` to `expiresMs`: entries on it show that expiry. */
+  leaseKeptAlive(lease: string, expiresMs: number): void {
+    if ((this.#leaseExpiry.get(lease) ?? 0) < expiresMs) this.#leaseExpiry.set(lease, expiresMs);
+  }
+
   /** Lists the registry and starts watching. A failing first listing is reported, not thrown: it is retried on resync. */
   async start(): Promise<void> {
     await this.resync();
@@ -64,11 +92,23 @@ export class Inventory {
     try {
       const items = await this.#options.backend.list(this.#prefix);
       const next = new Map<string, KubeServer>();
+      const leases = new Map<string, string>();
+      let unreadable = 0;
       for (const item of items) {
+        const name = item.key.slice(this.#prefix.length);
         try {
-          const server = kubeServerFromItem(item);
-          next.set(server.metadata.name, server);
+          const server = readServer(item, name);
+          next.set(name, server);
+          this.#noteLease(name, item, leases);
         } catch (error) {
+          // Malformed is not absent: keep serving the last good copy of this entry.
+          unreadable++;
+          const previous = this.#servers.get(name);
+          if (previous) {
+            next.set(name, previous);
+            const lease = this.#leaseOf.get(name);
+            if (lease !== undefined) leases.set(name, lease);
+          }
           this.#options.onError?.(error);
         }
       }
@@ -77,23 +117,28 @@ export class Inventory {
         if (this.#servers.get(name)?.metadata.revision !== server.metadata.revision) this.#emit({type: 'put', server});
       }
       this.#servers = next;
+      this.#leaseOf = leases;
+      this.#unreadable = unreadable;
+      const live = new Set(leases.values());
+      for (const id of this.#leaseExpiry.keys()) if (!live.has(id)) this.#leaseExpiry.delete(id);
       this.#synced = true;
       this.#lastError = undefined;
+      this.#staleSince = undefined;
+      // Unreadable documents stay a read fault (reported above) until they are fixed.
+      if (unreadable === 0) this.#options.onReadOk?.();
     } catch (error) {
       this.#fail(error);
     }
   }
 
-  /** Live entries sorted by name; entries past their expiry are left out even before the backend purges them. */
+  /** Entries sorted by name, with the expiry of their owner's lease as last known. */
   list(): KubeServer[] {
-    const now = this.#options.clock.now();
-    return [...this.#servers.values()].filter((s) => Date.parse(s.metadata.expires) > now).sort((a, b) => byName(a.metadata.name, b.metadata.name));
+    return [...this.#servers.keys()].sort(byName).map((name) => this.#view(name));
   }
 
-  /** One live entry. */
+  /** One entry. */
   get(name: string): KubeServer | undefined {
-    const server = this.#servers.get(name);
-    return server && Date.parse(server.metadata.expires) > this.#options.clock.now() ? server : undefined;
+    return this.#servers.has(name) ? this.#view(name) : undefined;
   }
 
   /** Subscribes to changes; returns the unsubscribe function. */
@@ -113,8 +158,10 @@ export class Inventory {
   #apply(event: WatchEvent): void {
     if (event.type === 'put') {
       try {
-        const server = kubeServerFromItem(event.item);
-        this.#servers.set(server.metadata.name, server);
+        const name = event.item.key.slice(this.#prefix.length);
+        const server = readServer(event.item, name);
+        this.#servers.set(name, server);
+        this.#noteLease(name, event.item, this.#leaseOf);
         this.#emit({type: 'put', server});
       } catch (error) {
         this.#options.onError?.(error);
@@ -122,7 +169,26 @@ export class Inventory {
       return;
     }
     const name = event.key.slice(this.#prefix.length);
+    this.#leaseOf.delete(name);
     if (this.#servers.delete(name)) this.#emit({type: 'delete', name});
+  }
+
+  #noteLease(name: string, item: RegistryItem, into: Map<string, string>): void {
+    if (item.lease === undefined) {
+      into.delete(name);
+      return;
+    }
+    into.set(name, item.lease);
+    if (item.expires !== undefined) this.leaseKeptAlive(item.lease, item.expires);
+  }
+
+  /** The stored entry with `expires` moved to its lease's latest known expiry. */
+  #view(name: string): KubeServer {
+    const server = this.#servers.get(name) as KubeServer;
+    const lease = this.#leaseOf.get(name);
+    const expires = lease === undefined ? undefined : this.#leaseExpiry.get(lease);
+    if (expires === undefined || expires <= Date.parse(server.metadata.expires)) return server;
+    return {...server, metadata: {...server.metadata, expires: new Date(expires).toISOString()}};
   }
 
   #emit(event: InventoryEvent): void {
@@ -137,6 +203,7 @@ export class Inventory {
 
   #fail(error: unknown): void {
     this.#lastError = (error as Error).message ?? String(error);
+    this.#staleSince ??= this.#options.clock.now();
     this.#options.onError?.(error);
   }
 
@@ -151,4 +218,15 @@ export class Inventory {
 /** Code-unit order: the same order the HTTP page cursor (`name > after`) walks, whatever the locale. */
 function byName(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** A stored kube_server whose document is well-formed and names the entry it is stored under. */
+function readServer(item: RegistryItem, name: string): KubeServer {
+  const server = kubeServerFromItem(item);
+  const meta = (server as {metadata?: {name?: unknown}}).metadata;
+  const spec = (server as {spec?: {cluster?: unknown}}).spec;
+  if (meta?.name !== name || typeof spec?.cluster !== 'object' || spec.cluster === null) {
+    throw new Error(`registry entry ${item.key}: expected a kube_server named ${JSON.stringify(name)} with spec.cluster, found a malformed document`);
+  }
+  return server;
 }

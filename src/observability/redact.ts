@@ -1,7 +1,11 @@
 /**
- * Redaction of secrets anywhere in a logged object: keys that name a credential, and values
- * that look like one wherever they appear (EKS tokens, bearer and basic headers, JWTs, SigV4
- * signatures, AWS secret keys and session tokens, private keys, secrets in query strings).
+ * Redaction of secrets anywhere in a logged object: keys that name a credential, every
+ * credential value the process holds (registered with `registerSecret` when it is read or
+ * minted: static and assumed-role AWS keys, session tokens, Azure client secrets, bearer and
+ * token-file tokens, the etcd password), and values that look like one wherever they appear
+ * (EKS tokens, bearer and basic headers, JWTs, SigV4 signatures, AWS secret keys and session
+ * tokens, private keys, secrets in query strings). This is the one redactor: logs, /v1/status,
+ * `once` output, CLI errors and HTTP answers all go through it.
  */
 
 /** Replacement text for a redacted value. */
@@ -18,6 +22,8 @@ const SECRET_VALUE: readonly [RegExp, string][] = [
   [/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{6,}/gi, `$1 ${REDACTED}`],
   [/\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*/g, REDACTED],
   [/(X-Amz-(?:Signature|Security-Token|Credential)=)[^&\s"']+/gi, `$1${REDACTED}`],
+  // The header form, as an SDK or proxy error may echo it: `x-amz-security-token: <token>`.
+  [/(x-amz-security-token["']?\s*[:=]\s*["']?)[^"'\s,&;}]+/gi, `$1${REDACTED}`],
   [/(\bSignature=)[0-9a-f]{16,}/g, `$1${REDACTED}`],
   [/([?&](?:sig|code|client_secret|client_assertion|assertion|access_token|refresh_token|id_token|password)=)[^&\s"']+/gi, `$1${REDACTED}`],
   // `name: value` / `name=value` / `"name":"value"` for credential-named fields inside text (a JSON body in an error message).
@@ -27,12 +33,72 @@ const SECRET_VALUE: readonly [RegExp, string][] = [
   ],
   [/(<(SecretAccessKey|SessionToken)>)[^<]*(<\/\2>)/g, `$1${REDACTED}$3`],
   // STS session tokens: long base64 starting with the serialized-token prefixes AWS uses.
-  [/\b(?:IQoJb3JpZ2lu|FwoGZXIvYXdz|FQoGZXIvYXdz)[A-Za-z0-9/+=]{20,}/g, REDACTED],
+  [/\b(?:IQoJb3JpZ2lu|FwoGZXIvYXdz|FQoGZXIvYXdz|AQoDYXdz|AQoEXAMPLE)[A-Za-z0-9/+=%]{20,}/g, REDACTED],
   [/-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g, REDACTED],
 ];
 
-// An AWS secret access key: exactly 40 base64 characters with mixed case, standing alone.
-const AWS_SECRET_KEY = /(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])/g;
+// An AWS secret access key: exactly 40 base64 characters with mixed case, standing alone
+// (after `=` too: `secret=<key>` must not survive).
+const AWS_SECRET_KEY = /(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])/g;
+
+/** Values shorter than this are not registered: they would cut ordinary words out of messages. */
+const MIN_SECRET_LENGTH = 8;
+/** Registered values kept at most; the oldest go first (minted tokens also match a pattern above). */
+const MAX_SECRETS = 2048;
+const secrets = new Set<string>();
+let secretPattern: RegExp | undefined;
+
+/**
+ * Registers a credential value the process holds, so it is removed from every message by value,
+ * whatever its format and wherever it is echoed (plain and percent-encoded).
+ */
+export function registerSecret(value: string | undefined | null): void {
+  if (typeof value !== 'string') return;
+  const trimmed = value.trim();
+  if (trimmed.length < MIN_SECRET_LENGTH) return;
+  for (const form of new Set([trimmed, encodeURIComponent(trimmed)])) {
+    if (secrets.has(form)) continue;
+    secrets.add(form);
+    if (secrets.size > MAX_SECRETS) secrets.delete(secrets.values().next().value as string);
+    secretPattern = undefined;
+  }
+}
+
+/** Environment variables that hold a credential (the AWS SDK, @azure/identity and the etcd backend read them). */
+export const SECRET_ENV_VARS = [
+  'AWS_SECRET_ACCESS_KEY',
+  'AWS_SESSION_TOKEN',
+  'AWS_SECURITY_TOKEN',
+  'AZURE_CLIENT_SECRET',
+  'AZURE_CLIENT_CERTIFICATE_PASSWORD',
+  'AZURE_PASSWORD',
+  'KUBE_DISCOVERY_ETCD_PASSWORD',
+] as const;
+
+/** Registers every credential found in `env` (and process.env). */
+export function registerSecretsFromEnv(env: Readonly<Record<string, string | undefined>> = process.env): void {
+  for (const name of SECRET_ENV_VARS) {
+    registerSecret(env[name]);
+    registerSecret(process.env[name]);
+  }
+}
+
+/** Forgets every registered value (tests). */
+export function clearRegisteredSecrets(): void {
+  secrets.clear();
+  secretPattern = undefined;
+}
+
+function removeRegistered(text: string): string {
+  if (secrets.size === 0) return text;
+  // Longest first, so a value containing another is removed whole.
+  secretPattern ??= new RegExp([...secrets].sort((a, b) => b.length - a.length).map(escapeRegExp).join('|'), 'g');
+  return text.replace(secretPattern, REDACTED);
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
 
 function looksLikeSecretKey(candidate: string): boolean {
   return /[a-z]/.test(candidate) && /[A-Z]/.test(candidate) && /[0-9/+]/.test(candidate);
@@ -45,7 +111,7 @@ export function isSecretKey(key: string): boolean {
 
 /** Removes secret-looking substrings from free text (messages, error messages, URLs). */
 export function redactText(text: string): string {
-  let out = text;
+  let out = removeRegistered(text);
   for (const [pattern, replacement] of SECRET_VALUE) out = out.replace(pattern, replacement);
   return out.replace(AWS_SECRET_KEY, (m) => (looksLikeSecretKey(m) ? REDACTED : m));
 }

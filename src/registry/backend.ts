@@ -46,6 +46,12 @@ export interface PutOptions {
 export interface RegistryBackend {
   /** Backend name for logs and /v1/status (`memory`, `sqlite`, `etcd`). */
   readonly name: string;
+  /**
+   * True when a lease stays alive as long as its holder keeps calling keepAlive, even when a call
+   * fails to record it (sqlite: the process is the only writer). The heartbeat then never gives up
+   * such a lease because of a failing disk.
+   */
+  readonly leasesFollowHolder?: boolean;
   /** Creates a lease that expires `ttlMs` from now unless kept alive. */
   grantLease(ttlMs: number): Promise<Lease>;
   /** Extends the lease to now + its TTL; throws when the lease has already expired or is unknown. */

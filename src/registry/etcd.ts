@@ -20,6 +20,7 @@ import {FencedError} from '../core/errors.ts';
 import {LeaseNotFoundError, type Lease, type PutOptions, type RegistryBackend, type RegistryItem, type WatchEvent, type Watcher} from './backend.ts';
 import {ResumableWatch} from './etcd-watch.ts';
 import type {Fence} from './fence.ts';
+import {registerSecret} from '../observability/redact.ts';
 
 /** Connection settings of the etcd backend (`storage.type: etcd`). */
 export interface EtcdBackendConfig {
@@ -113,9 +114,11 @@ export async function etcdBackendFromConfig(
       throw new Error(`etcd: cannot read storage.password_file ${config.password_file}: ${(err as Error).message}`, {cause: err});
     }
     if (password === '') throw new Error(`etcd: expected the password of storage.username in storage.password_file ${config.password_file}, found an empty file`);
+    registerSecret(password);
   } else if (config.username !== undefined) {
     passwordSource = `$${ETCD_PASSWORD_ENV}`;
     password = env[ETCD_PASSWORD_ENV];
+    registerSecret(password);
     // Without this check the first call fails with etcd's generic "invalid user ID or password".
     if (password === undefined || password === '') {
       throw new Error(

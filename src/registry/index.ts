@@ -9,6 +9,8 @@ import {SqliteBackend} from './sqlite.ts';
 /** What every backend factory gets besides its config. */
 export interface BackendDeps {
   readonly clock: Clock;
+  /** Background failures (no call to throw them to), for the service's registry health. */
+  readonly onError?: (error: Error) => void;
 }
 
 /** Builds one backend from its `storage` config section. */
@@ -28,7 +30,7 @@ export interface SqliteStorageConfig {
 /** The registered backends, explicitly: nothing registers itself on import. */
 export const backends = {
   memory: (_config: MemoryStorageConfig, deps: BackendDeps) => Promise.resolve(new MemoryBackend({clock: deps.clock})),
-  sqlite: (config: SqliteStorageConfig, deps: BackendDeps) => SqliteBackend.open({path: config.path, clock: deps.clock}),
+  sqlite: (config: SqliteStorageConfig, deps: BackendDeps) => SqliteBackend.open({path: config.path, clock: deps.clock, ...(deps.onError ? {onError: deps.onError} : {})}),
   // Loaded on use: the etcd client (gRPC) costs tens of MB that embedded deployments don't need.
   etcd: async (config: EtcdStorageConfig, deps: BackendDeps) => (await import('./etcd.ts')).etcdBackendFromConfig(config, deps),
 } as const satisfies Record<string, BackendFactory<never>>;

@@ -1,6 +1,6 @@
 /** Embedded registry backend on `node:sqlite`: one file that survives restarts and serves the last inventory at once. */
 import {randomUUID} from 'node:crypto';
-import {mkdirSync} from 'node:fs';
+import {mkdirSync, statSync} from 'node:fs';
 import {dirname} from 'node:path';
 import {DatabaseSync} from 'node:sqlite';
 import type {Clock} from '../core/clock.ts';
@@ -18,6 +18,16 @@ export interface SqliteBackendOptions {
   readonly purgeIntervalMs?: number;
   /** How long a write waits for another connection's lock before failing; default 5s. */
   readonly busyTimeoutMs?: number;
+  /**
+   * Background failures (the purge timer, a purge during a read, a deleted database file), for the
+   * service to log once per state change; nothing is printed by the backend itself.
+   */
+  readonly onError?: (error: Error) => void;
+}
+
+/** The database file was deleted or replaced under a running process; writes re-create it. */
+export class RegistryFileDeletedError extends Error {
+  override readonly name = 'RegistryFileDeletedError';
 }
 
 /** Schema version stored in `PRAGMA user_version`; bump it with a migration step in `migrate`. */
@@ -40,8 +50,6 @@ const SCHEMA_V1 = `
 `;
 
 const ITEM_COLUMNS = 'SELECT e.key, e.value, e.lease, e.revision, l.expires FROM entries e LEFT JOIN leases l ON l.id = e.lease';
-// An entry whose lease expired (or vanished) is never returned, even before the purge removes it.
-const LIVE = '(e.lease IS NULL OR l.expires > $now)';
 
 interface ItemRow {
   key: string;
@@ -57,6 +65,8 @@ function prepareStatements(db: DatabaseSync) {
     nextRevision: db.prepare(`UPDATE meta SET value = value + 1 WHERE name = 'revision' RETURNING value`),
     insertLease: db.prepare('INSERT INTO leases (id, ttl_ms, expires) VALUES ($id, $ttl, $expires)'),
     keepAlive: db.prepare('UPDATE leases SET expires = $now + ttl_ms WHERE id = $id AND expires > $now'),
+    // A lease this process kept alive through a failing disk may look expired on disk; it is not.
+    keepAliveHeld: db.prepare('UPDATE leases SET expires = $now + ttl_ms WHERE id = $id'),
     liveLease: db.prepare('SELECT ttl_ms, expires FROM leases WHERE id = $id AND expires > $now'),
     expiredLeases: db.prepare('SELECT id FROM leases WHERE expires <= $now'),
     leaseKeys: db.prepare('SELECT key FROM entries WHERE lease = $id ORDER BY key'),
@@ -67,10 +77,11 @@ function prepareStatements(db: DatabaseSync) {
        ON CONFLICT (key) DO UPDATE SET value = excluded.value, lease = excluded.lease, revision = excluded.revision`,
     ),
     deleteEntry: db.prepare('DELETE FROM entries WHERE key = $key'),
-    get: db.prepare(`${ITEM_COLUMNS} WHERE e.key = $key AND ${LIVE}`),
-    listAll: db.prepare(`${ITEM_COLUMNS} WHERE ${LIVE} ORDER BY e.key`),
-    listRange: db.prepare(`${ITEM_COLUMNS} WHERE e.key >= $from AND e.key < $to AND ${LIVE} ORDER BY e.key`),
-    listFrom: db.prepare(`${ITEM_COLUMNS} WHERE e.key >= $from AND ${LIVE} ORDER BY e.key`),
+    // Liveness is decided in #live: a lease this process keeps alive counts even when the disk could not record it.
+    get: db.prepare(`${ITEM_COLUMNS} WHERE e.key = $key`),
+    listAll: db.prepare(`${ITEM_COLUMNS} ORDER BY e.key`),
+    listRange: db.prepare(`${ITEM_COLUMNS} WHERE e.key >= $from AND e.key < $to ORDER BY e.key`),
+    listFrom: db.prepare(`${ITEM_COLUMNS} WHERE e.key >= $from ORDER BY e.key`),
     ping: db.prepare('SELECT 1 AS ok'),
   };
 }
@@ -84,13 +95,25 @@ type Statements = ReturnType<typeof prepareStatements>;
  */
 export class SqliteBackend implements RegistryBackend {
   readonly name = 'sqlite';
+  readonly leasesFollowHolder = true;
   /** The database file. */
   readonly path: string;
-  readonly #db: DatabaseSync;
-  readonly #sql: Statements;
+  #db: DatabaseSync;
+  #sql: Statements;
+  /** Device and inode of the open file, to notice it being deleted or replaced. */
+  #fileId: string | undefined;
+  readonly #options: SqliteBackendOptions;
   readonly #clock: Clock;
   readonly #purgeIntervalMs: number;
   readonly #hub = new WatchHub();
+  /**
+   * Leases this process holds, with the expiry its keepalives gave them. The process is the only
+   * writer, so a lease it keeps alive is alive even when the disk (full, read-only) could not record
+   * the keepalive: readers and the purge follow the owner, not the last row written.
+   */
+  readonly #held = new Map<string, {ttlMs: number; expires: number}>();
+  /** Opened read-only (the file system refused writes at open): every stored entry is served as last known. */
+  #readOnly = false;
   #closed = false;
   #cancelPurge: (() => void) | undefined;
 
@@ -99,10 +122,13 @@ export class SqliteBackend implements RegistryBackend {
     const purgeIntervalMs = checkInterval(options.purgeIntervalMs);
     let db: DatabaseSync | undefined;
     try {
-      if (options.path !== ':memory:') mkdirSync(dirname(options.path), {recursive: true});
-      db = new DatabaseSync(options.path);
-      configure(db, options.busyTimeoutMs ?? 5000);
-      migrate(db);
+      try {
+        db = openDatabase(options);
+      } catch (err) {
+        // A read-only volume still holds the last inventory: serve it, refuse writes until it is writable.
+        db = openReadOnly(options.path, err);
+        return new SqliteBackend(db, options, purgeIntervalMs, true);
+      }
       return new SqliteBackend(db, options, purgeIntervalMs);
     } catch (err) {
       try {
@@ -114,11 +140,14 @@ export class SqliteBackend implements RegistryBackend {
     }
   }
 
-  private constructor(db: DatabaseSync, options: SqliteBackendOptions, purgeIntervalMs: number) {
+  private constructor(db: DatabaseSync, options: SqliteBackendOptions, purgeIntervalMs: number, readOnly = false) {
     this.#db = db;
+    this.#readOnly = readOnly;
     this.path = options.path;
+    this.#options = options;
     this.#clock = options.clock;
     this.#sql = prepareStatements(db);
+    this.#fileId = fileId(options.path);
     this.#purgeIntervalMs = purgeIntervalMs;
     this.#schedulePurge();
   }
@@ -126,20 +155,43 @@ export class SqliteBackend implements RegistryBackend {
   async grantLease(ttlMs: number): Promise<Lease> {
     this.#open();
     checkTtl(ttlMs);
+    this.#writable();
+    this.#reopenIfDeleted();
     const id = randomUUID();
-    this.#sql.insertLease.run({id, ttl: ttlMs, expires: this.#clock.now() + ttlMs});
+    const now = this.#clock.now();
+    this.#sql.insertLease.run({id, ttl: ttlMs, expires: now + ttlMs});
+    this.#held.set(id, {ttlMs, expires: now + ttlMs});
     return {id, ttlMs};
   }
 
-  /** One UPDATE of the lease row; entries follow because their expiry is their lease's. */
+  /**
+   * One UPDATE of the lease row; entries follow because their expiry is their lease's. The held
+   * expiry moves first, so a failing disk (the error is still thrown, for the caller to report)
+   * never makes a kept-alive entry look expired.
+   */
   async keepAlive(lease: Lease): Promise<void> {
     this.#open();
-    const {changes} = this.#sql.keepAlive.run({id: lease.id, now: this.#clock.now()});
-    if (Number(changes) === 0) throw new LeaseNotFoundError(`lease ${lease.id} is expired or unknown to the sqlite registry ${this.path}`);
+    const now = this.#clock.now();
+    const held = this.#held.get(lease.id);
+    if (held && held.expires > now) held.expires = now + held.ttlMs;
+    this.#writable();
+    if (this.#reopenIfDeleted()) {
+      this.#held.delete(lease.id);
+      throw new LeaseNotFoundError(`lease ${lease.id} was in the deleted registry database ${this.path}; grant a new one and re-announce`);
+    }
+    const alive = held !== undefined && held.expires > now;
+    const {changes} = (alive ? this.#sql.keepAliveHeld : this.#sql.keepAlive).run({id: lease.id, now});
+    if (Number(changes) === 0) {
+      this.#held.delete(lease.id);
+      throw new LeaseNotFoundError(`lease ${lease.id} is expired or unknown to the sqlite registry ${this.path}`);
+    }
+    if (!held) this.#held.set(lease.id, {ttlMs: lease.ttlMs, expires: now + lease.ttlMs});
   }
 
   async revokeLease(lease: Lease): Promise<void> {
     this.#open();
+    this.#writable();
+    this.#held.delete(lease.id);
     const events = this.#transaction(() => this.#dropLeases([lease.id]));
     this.#hub.emit(events);
   }
@@ -152,6 +204,8 @@ export class SqliteBackend implements RegistryBackend {
 
   async put(key: string, value: string, options?: PutOptions): Promise<RegistryItem> {
     this.#open();
+    this.#writable();
+    this.#reopenIfDeleted();
     const now = this.#clock.now();
     const leaseId = options?.lease?.id;
     const [events, item] = this.#transaction((): [WatchEvent[], RegistryItem] => {
@@ -159,8 +213,10 @@ export class SqliteBackend implements RegistryBackend {
       let expires: number | undefined;
       if (leaseId !== undefined) {
         const lease = this.#sql.liveLease.get({id: leaseId, now}) as {expires: number} | undefined;
-        if (!lease) throw new LeaseNotFoundError(`lease ${leaseId} is expired or unknown to the sqlite registry ${this.path}`);
-        expires = lease.expires;
+        const held = this.#held.get(leaseId);
+        const alive = held && held.expires > now ? held.expires : undefined;
+        if (!lease && alive === undefined) throw new LeaseNotFoundError(`lease ${leaseId} is expired or unknown to the sqlite registry ${this.path}`);
+        expires = Math.max(lease?.expires ?? 0, alive ?? 0);
       }
       const revision = this.#nextRevision();
       this.#sql.upsert.run({key, value, lease: leaseId ?? null, revision});
@@ -173,29 +229,34 @@ export class SqliteBackend implements RegistryBackend {
 
   async get(key: string): Promise<RegistryItem | undefined> {
     this.#open();
-    this.purgeExpired();
-    const row = this.#sql.get.get({key, now: this.#clock.now()}) as ItemRow | undefined;
-    return row ? toItem(row) : undefined;
+    this.#readable();
+    this.#purgeQuietly();
+    const now = this.#clock.now();
+    const row = this.#sql.get.get({key}) as ItemRow | undefined;
+    return row && this.#live(row, now) ? toItem(this.#effective(row)) : undefined;
   }
 
   async list(prefix: string): Promise<RegistryItem[]> {
     this.#open();
-    this.purgeExpired();
+    this.#readable();
+    this.#purgeQuietly();
     const now = this.#clock.now();
     // A key range instead of LIKE: `%` and `_` in keys stay literal and the primary key index is used.
     const end = prefixEnd(prefix);
     const rows = (
       prefix === ''
-        ? this.#sql.listAll.all({now})
+        ? this.#sql.listAll.all()
         : end === undefined
-          ? this.#sql.listFrom.all({from: prefix, now})
-          : this.#sql.listRange.all({from: prefix, to: end, now})
+          ? this.#sql.listFrom.all({from: prefix})
+          : this.#sql.listRange.all({from: prefix, to: end})
     ) as unknown as ItemRow[];
-    return rows.filter((row) => row.key.startsWith(prefix)).map(toItem);
+    return rows.filter((row) => row.key.startsWith(prefix) && this.#live(row, now)).map((row) => toItem(this.#effective(row)));
   }
 
   async delete(key: string): Promise<boolean> {
     this.#open();
+    this.#writable();
+    this.#reopenIfDeleted();
     const now = this.#clock.now();
     const [events, existed] = this.#transaction((): [WatchEvent[], boolean] => {
       const purged = this.#purgeIn(now);
@@ -215,6 +276,7 @@ export class SqliteBackend implements RegistryBackend {
 
   async ping(): Promise<void> {
     this.#open();
+    this.#readable();
     this.#sql.ping.get();
   }
 
@@ -223,6 +285,7 @@ export class SqliteBackend implements RegistryBackend {
     this.#closed = true;
     this.#cancelPurge?.();
     this.#hub.clear();
+    this.#held.clear();
     this.#db.close();
   }
 
@@ -231,13 +294,94 @@ export class SqliteBackend implements RegistryBackend {
     if (this.#closed) return;
     const now = this.#clock.now();
     // Cheap indexed probe first, so reads only take the write lock when something did expire.
-    if (this.#sql.expiredLeases.all({now}).length === 0) return;
+    if (this.#expiredLeaseIds(now).length === 0) return;
     this.#hub.emit(this.#transaction(() => this.#purgeIn(now)));
   }
 
   #purgeIn(now: number): WatchEvent[] {
-    const ids = (this.#sql.expiredLeases.all({now}) as unknown as Array<{id: string}>).map((row) => row.id);
+    const ids = this.#expiredLeaseIds(now);
     return ids.length === 0 ? [] : this.#dropLeases(ids);
+  }
+
+  /** Leases expired on disk and not kept alive by this process. */
+  #expiredLeaseIds(now: number): string[] {
+    const ids = (this.#sql.expiredLeases.all({now}) as unknown as Array<{id: string}>).map((row) => row.id);
+    return ids.filter((id) => !((this.#held.get(id)?.expires ?? 0) > now));
+  }
+
+  /** Whether a row is live: no lease, or a lease alive on disk or held alive by this process. */
+  #live(row: ItemRow, now: number): boolean {
+    // Nothing can expire in a store nobody can write: what it holds is the last known inventory.
+    if (row.lease === null || this.#readOnly) return true;
+    return (row.expires ?? 0) > now || (this.#held.get(row.lease)?.expires ?? 0) > now;
+  }
+
+  /** The row with its lease's expiry as the owner keeps it. */
+  #effective(row: ItemRow): ItemRow {
+    const held = row.lease === null ? undefined : this.#held.get(row.lease);
+    return held && held.expires > (row.expires ?? 0) ? {...row, expires: held.expires} : row;
+  }
+
+  /** A purge during a read is housekeeping: a failing disk must not fail the read. */
+  #purgeQuietly(): void {
+    if (this.#readOnly) return;
+    try {
+      this.purgeExpired();
+    } catch (err) {
+      this.#report(new Error(`sqlite registry ${this.path}: purge of expired leases failed: ${(err as Error).message}`, {cause: err}));
+    }
+  }
+
+  /** Reads refuse a deleted file: its orphaned copy says nothing about what a restart would find. */
+  #readable(): void {
+    if (this.path === ':memory:' || fileId(this.path) === this.#fileId) return;
+    throw new RegistryFileDeletedError(`registry database file ${this.path} was deleted or replaced while open; the next write re-creates it`);
+  }
+
+  /**
+   * Re-creates the database when its file was deleted or replaced (true then). Leases and entries
+   * of the old file are gone with it; the heartbeat re-announces on the LeaseNotFoundError that follows.
+   */
+  #reopenIfDeleted(): boolean {
+    if (this.path === ':memory:' || fileId(this.path) === this.#fileId) return false;
+    const db = openDatabase(this.#options);
+    try {
+      this.#db.close();
+    } catch {
+      // The old connection points at an orphaned file; nothing left to save there.
+    }
+    this.#db = db;
+    this.#sql = prepareStatements(db);
+    this.#fileId = fileId(this.path);
+    this.#held.clear();
+    this.#report(new RegistryFileDeletedError(`registry database file ${this.path} was deleted or replaced while open; re-created it`));
+    return true;
+  }
+
+  /** Before a write: a read-only backend tries to reopen the file writable, else throws SQLITE_READONLY. */
+  #writable(): void {
+    if (!this.#readOnly) return;
+    let db: DatabaseSync;
+    try {
+      db = openDatabase(this.#options);
+    } catch (err) {
+      throw Object.assign(new Error(`registry database ${this.path} is read-only (${(err as Error).message}); serving it read-only, writes refused`, {cause: err}), {
+        errcode: SQLITE_READONLY,
+      });
+    }
+    try {
+      this.#db.close();
+    } catch {
+      // The read-only connection has nothing to save.
+    }
+    this.#db = db;
+    this.#sql = prepareStatements(db);
+    this.#fileId = fileId(this.path);
+    this.#readOnly = false;
+  }
+
+  #report(error: Error): void {
+    this.#options.onError?.(error);
   }
 
   /** Deletes leases with their entries inside the caller's transaction; one revision for the batch, like etcd. */
@@ -274,18 +418,68 @@ export class SqliteBackend implements RegistryBackend {
 
   #schedulePurge(): void {
     this.#cancelPurge = this.#clock.setTimeout(() => {
-      try {
-        this.purgeExpired();
-      } catch (err) {
-        // A busy or failing database must not kill the timer; reads still filter expired entries.
-        process.emitWarning(`sqlite registry ${this.path}: purge of expired leases failed: ${(err as Error).message}`);
-      }
+      // A busy or failing database must not kill the timer; reads still filter expired entries.
+      this.#purgeQuietly();
       if (!this.#closed) this.#schedulePurge();
     }, this.#purgeIntervalMs);
   }
 
   #open(): void {
     if (this.#closed) throw new Error(`sqlite registry ${this.path} is closed; expected an open backend`);
+  }
+}
+
+/** Opens, configures and migrates the file (creating its directory). */
+function openDatabase(options: SqliteBackendOptions): DatabaseSync {
+  if (options.path !== ':memory:') mkdirSync(dirname(options.path), {recursive: true});
+  const db = new DatabaseSync(options.path);
+  try {
+    configure(db, options.busyTimeoutMs ?? 5000);
+    migrate(db);
+  } catch (err) {
+    try {
+      db.close();
+    } catch {
+      // Failing with the error above.
+    }
+    throw err;
+  }
+  return db;
+}
+
+const SQLITE_READONLY = 8;
+
+/**
+ * Opens an existing registry read-only and immutable (a WAL database on a read-only file system
+ * cannot be opened otherwise), when `cause` said the file cannot be written. Rethrows `cause` when
+ * that is not the problem or the file is not a registry this version reads.
+ */
+function openReadOnly(path: string, cause: unknown): DatabaseSync {
+  const code = (cause as {errcode?: number}).errcode;
+  const readOnlyProblem = code === SQLITE_READONLY || code === 14 || /read-?only|unable to open/i.test((cause as Error).message);
+  if (path === ':memory:' || !readOnlyProblem || fileId(path) === undefined) throw cause;
+  let db: DatabaseSync;
+  try {
+    db = new DatabaseSync(`file:${encodeURI(path)}?immutable=1`, {readOnly: true});
+  } catch {
+    throw cause;
+  }
+  const version = (db.prepare('PRAGMA user_version').get() as {user_version: number}).user_version;
+  if (version !== SQLITE_SCHEMA_VERSION) {
+    db.close();
+    throw cause;
+  }
+  return db;
+}
+
+/** `dev:ino` of the file, or undefined when it does not exist. */
+function fileId(path: string): string | undefined {
+  if (path === ':memory:') return undefined;
+  try {
+    const st = statSync(path);
+    return `${st.dev}:${st.ino}`;
+  } catch {
+    return undefined;
   }
 }
 

@@ -9,7 +9,8 @@ import type {Registrar} from '../discovery/cycle.ts';
 import {Discovery, type DiscoveryOptions} from '../discovery/discovery.ts';
 import {createRegistrar} from '../discovery/registrar.ts';
 import {createLogger, type Logger} from '../observability/logger.ts';
-import type {RegistryBackend} from '../registry/backend.ts';
+import {registerSecretsFromEnv} from '../observability/redact.ts';
+import type {Lease, RegistryBackend} from '../registry/backend.ts';
 import {createBackend} from '../registry/index.ts';
 import {VERSION} from '../version.ts';
 import type {CliIo} from '../cli/io.ts';
@@ -48,7 +49,13 @@ export interface RuntimeOptions {
   readonly discovery?: Partial<DiscoveryOptions>;
   readonly backend?: RegistryBackend;
   /** Counts failed registry writes of the heartbeat. */
-  readonly onHeartbeatFailure?: (kind: 'announce' | 'keepalive' | 'delete') => void;
+  readonly onHeartbeatFailure?: (kind: 'announce' | 'keepalive' | 'delete', error: unknown) => void;
+  /** A heartbeat write succeeded (recovery of a failing registry). */
+  readonly onHeartbeatSuccess?: (kind: 'announce' | 'keepalive' | 'delete') => void;
+  /** A keepalive extended a lease to `expiresMs`. */
+  readonly onKeepAlive?: (lease: string, expiresMs: number) => void;
+  /** Background failures of the backend (purge, a deleted database file). */
+  readonly onBackendError?: (error: Error) => void;
 }
 
 /** Opens logger, backend, host id and discovery for a config. */
@@ -61,7 +68,9 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
       isTty: options.logTo === 'stdout' && io.isTty,
       ...(options.logTo === 'stderr' ? {destination: pino.destination(2)} : {}),
     });
-  const backend = options.backend ?? (await createBackend(config.storage, {clock: options.clock}));
+  registerSecretsFromEnv(io.env);
+  const backend =
+    options.backend ?? (await createBackend(config.storage, {clock: options.clock, ...(options.onBackendError ? {onError: options.onBackendError} : {})}));
   try {
     const hostname = os.hostname();
     const replica = replicaName(io.env);
@@ -95,6 +104,8 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
           version: VERSION,
           logger,
           ...(options.onHeartbeatFailure ? {onFailure: options.onHeartbeatFailure} : {}),
+          ...(options.onHeartbeatSuccess ? {onSuccess: options.onHeartbeatSuccess} : {}),
+          ...(options.onKeepAlive ? {onKeepAlive: (lease: Lease, expiresMs: number) => options.onKeepAlive?.(lease.id, expiresMs)} : {}),
         });
         await heartbeat.start();
         const registrar = createRegistrar(view, heartbeat, group, (key, error) => logger.warn({key, err: error}, 'skipping unreadable registry entry'));

@@ -10,14 +10,16 @@ import type {CliIo} from '../cli/io.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
 import type {DiscoveryOptions} from '../discovery/discovery.ts';
 import {DynamicLabels} from '../discovery/dynamic-labels.ts';
-import {createAuthenticator, podTokenReviewer, type TokenReviewer} from '../http/auth.ts';
+import {createAuthenticator, podTokenReviewer, readTokenFile, type TokenReviewer} from '../http/auth.ts';
 import {startHttpServer, type HttpServer, type Readiness} from '../http/server.ts';
 import {Inventory} from '../inventory/inventory.ts';
+import {RegistryHealth} from '../registry/health.ts';
 import {instrumentAwsClient} from '../observability/aws-middleware.ts';
 import {azureMetricsPolicies} from '../observability/azure-policy.ts';
 import {logCycleSummary, logSourceResult} from '../observability/log-events.ts';
 import type {Logger} from '../observability/logger.ts';
 import {Metrics} from '../observability/metrics.ts';
+import {redact} from '../observability/redact.ts';
 import type {RegistryBackend} from '../registry/backend.ts';
 import {cronSchedule, intervalSchedule} from '../scheduler/schedule.ts';
 import {Scheduler} from '../scheduler/scheduler.ts';
@@ -27,6 +29,7 @@ import {createLeadership, type Role} from './leadership.ts';
 import {createProbeStage} from './probes.ts';
 import {createAccessSetupStep} from '../access/setup-step.ts';
 import {accessSetupCounter} from '../access/setup-metrics.ts';
+import {claimWriter, releaseWriter} from './writer-claim.ts';
 import {openRuntime, type Runtime, type Writer} from './runtime.ts';
 
 /** Options of startService. */
@@ -78,6 +81,15 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const status = new StatusTracker();
   const group = config.discovery_service.discovery_group;
   let logger: Logger | undefined = options.logger;
+  // Registry failures are logged once per state change (JSON, through the service logger) and counted.
+  const registryHealth = new RegistryHealth({
+    backend: config.storage.type,
+    clock,
+    registry: metrics.registry,
+    logger: {error: (fields, message) => logger?.error(fields, message), info: (fields, message) => logger?.info(fields, message)},
+  });
+  // Keepalives reach the inventory built after the runtime: readers follow the lease.
+  let keptAlive: (lease: string, expiresMs: number) => void = () => undefined;
   const dynamic = new DynamicLabels({
     commands: config.kubernetes_service.commands,
     clock,
@@ -89,7 +101,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     logTo: 'stdout',
     ...(options.logger ? {logger: options.logger} : {}),
     ...(options.backend ? {backend: options.backend} : {}),
-    onHeartbeatFailure: (kind) => metrics.heartbeatFailure(kind),
+    onHeartbeatFailure: (kind, error) => {
+      metrics.heartbeatFailure(kind);
+      registryHealth.failed('write', error);
+    },
+    onHeartbeatSuccess: () => registryHealth.succeeded('write'),
+    onKeepAlive: (lease, expiresMs) => keptAlive(lease, expiresMs),
+    onBackendError: (error) => registryHealth.failed('write', error),
     discovery: {
       // Every SDK client and ARM pipeline counts its HTTP attempts (retries included) in the metrics.
       aws: {perRegionConcurrency: config.discovery_service.concurrency.per_region, onClient: (client) => instrumentAwsClient(client, metrics)},
@@ -112,8 +130,16 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   await dynamic.start();
 
   // Serve what the registry already holds (a restart shows the last inventory at once).
-  const inventory = new Inventory({backend: runtime.backend, group, clock, onError: (error) => log.warn({err: error}, 'registry read failed; serving the last known inventory')});
-  await inventory.start();
+  const cache = new Inventory({
+    backend: runtime.backend,
+    group,
+    clock,
+    onError: (error) => registryHealth.failed('read', error),
+    onReadOk: () => registryHealth.succeeded('read'),
+  });
+  const inventory = cache;
+  keptAlive = (lease, expiresMs) => cache.leaseKeptAlive(lease, expiresMs);
+  await cache.start();
   metrics.observeInventory(inventory.list());
   // A cycle writes thousands of entries; recount the inventory once per burst, not once per event.
   let inventoryRecount: NodeJS.Timeout | undefined;
@@ -154,7 +180,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       : {}),
   });
   let firstCycleDone = false;
-  let backendEverOk = false;
   const waiters: ((report: CycleReport) => void)[] = [];
 
   const makeScheduler = (writer: Writer): Scheduler =>
@@ -190,6 +215,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   let role: Role = {role: 'follower'};
   let stopping = false;
 
+  let termFailures = 0;
   const beginTerm = async (backend: RegistryBackend): Promise<void> => {
     let writer: Writer | undefined;
     try {
@@ -200,12 +226,19 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     } catch (error) {
       // A leader that cannot write must not sit idle while the old lease lapses: clean up and try again.
       await writer?.heartbeat.stop({deregister: false}).catch(() => undefined);
-      log.error({err: error, retry_in_ms: TERM_RETRY_MS}, 'could not take over as leader; retrying');
+      // Once per streak: the registry health already logs the backend's state changes.
+      log[termFailures++ === 0 ? 'error' : 'debug']({err: error, retry_in_ms: TERM_RETRY_MS, attempts: termFailures}, 'could not take over as leader; retrying');
       clock.setTimeout(() => {
         if (!stopping && !term && role.role === 'leader') onRole(role);
       }, TERM_RETRY_MS);
       return;
     }
+    // On an embedded registry, say who writes: `once` refuses to take over a running service's lease.
+    if (config.storage.type !== 'etcd' && writer.heartbeat.lease) {
+      await claimWriter(backend, group, writer.heartbeat.lease, runtime.replica, clock.now()).catch((error: unknown) => log.warn({err: error}, 'could not record this process as the registry writer'));
+    }
+    if (termFailures > 0) log.info({attempts: termFailures}, 'took over as leader after failed attempts');
+    termFailures = 0;
     const scheduler = makeScheduler(writer);
     term = {writer, scheduler};
     scheduler.start();
@@ -215,6 +248,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     term = undefined;
     if (!ending) return;
     await ending.scheduler.stop(graceMs);
+    if (config.storage.type !== 'etcd') await releaseWriter(runtime.backend, group).catch(() => undefined);
     await ending.writer.heartbeat.stop({deregister}).catch((error: unknown) => log.warn({err: error}, 'heartbeat did not stop cleanly'));
   };
   const onRole = (next: Role): void => {
@@ -232,35 +266,65 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   };
 
   const readiness = async (): Promise<Readiness> => {
+    let pingFailed = false;
     try {
       await runtime.backend.ping();
-      backendEverOk = true;
+      // Reachable again after failed reads: re-list now rather than stay degraded until the next resync.
+      if (registryHealth.faults().some((f) => f.operation === 'read')) await cache.resync();
     } catch (error) {
-      const reason = `registry backend ${runtime.backend.name} unreachable: ${(error as Error).message}`;
+      pingFailed = true;
+      registryHealth.failed('read', error);
+    }
+    const fault = registryHealth.faults()[0];
+    if (pingFailed || fault) {
+      // Only the reason class here: /readyz is unauthenticated; the error text is in /v1/status and the log.
+      const what = fault ? `registry ${fault.operation}s failing (${fault.reason})` : `registry backend ${runtime.backend.name} unreachable`;
       // After a good start, serve the cached inventory and say so rather than drop out of the load balancer.
-      return inventory.synced && backendEverOk ? {ready: true, status: 'degraded', reason: `${reason}; serving the last known inventory`} : {ready: false, status: 'not_ready', reason};
+      // A first listing that succeeded is enough: the backend worked, and what it gave is served.
+      return cache.synced
+        ? {ready: true, status: 'degraded', reason: `${what}; serving the last known inventory`}
+        : {ready: false, status: 'not_ready', reason: what};
     }
     if (role.role === 'follower') return inventory.synced ? {ready: true, status: 'ready'} : {ready: false, status: 'not_ready', reason: 'the registry has not been read yet'};
     if (!firstCycleDone) return {ready: false, status: 'not_ready', reason: 'the first discovery cycle has not completed yet'};
     return {ready: true, status: 'ready'};
   };
 
+  // Read now: tokens are registered for redaction before any message could echo one, and a missing file fails start.
+  if (config.http.auth?.token_file) await readTokenFile(config.http.auth.token_file);
   const auth = createAuthenticator({
     clock,
+    onTokenFileChange: (error) =>
+      error
+        ? log.error({event: 'token_file_unreadable', file: config.http.auth?.token_file, err: error}, 'http.auth.token_file cannot be read; bearer tokens from it are refused (401) until it is back')
+        : log.info({event: 'token_file_readable', file: config.http.auth?.token_file}, 'http.auth.token_file is readable again'),
     ...(config.http.auth?.token_file ? {tokenFile: config.http.auth.token_file} : {}),
     ...(config.http.auth?.allowed_service_accounts ? {allowedServiceAccounts: config.http.auth.allowed_service_accounts} : {}),
     ...(await tokenReviewerFor(options)),
   });
 
-  const statusBody = (): unknown => ({
+  // Error texts in the status come from clouds and backends: redacted like the log.
+  const statusBody = (): unknown => redact(statusFields());
+  const statusFields = (): unknown => ({
     discovery_group: group,
     version: VERSION,
     replica: runtime.replica,
     host_id: runtime.hostId,
     role: role.role,
     ...(role.role === 'follower' && role.leader ? {leader: role.leader} : {}),
-    backend: {type: runtime.backend.name, synced: inventory.synced, ...(inventory.lastError ? {error: inventory.lastError} : {})},
-    inventory: {count: inventory.list().length},
+    backend: {
+      type: runtime.backend.name,
+      synced: cache.synced,
+      ...(cache.lastError ? {error: cache.lastError} : {}),
+      faults: registryHealth.faults(),
+    },
+    inventory: {
+      count: cache.list().length,
+      // Stale: reads are failing and this is the last inventory read, served as it was.
+      stale: cache.staleSince !== undefined,
+      ...(cache.staleSince !== undefined ? {stale_since: new Date(cache.staleSince).toISOString()} : {}),
+      ...(cache.unreadable > 0 ? {unreadable_entries: cache.unreadable} : {}),
+    },
     last_cycle: status.lastCycle ?? null,
     last_success: status.lastSuccess ?? null,
     next_cycle: term?.scheduler.nextDue ? new Date(term.scheduler.nextDue).toISOString() : null,

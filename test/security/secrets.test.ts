@@ -124,3 +124,109 @@ describe('secrets', () => {
     expect(leaks(io.stdout() + io.stderr())).toEqual([]);
   });
 });
+
+/**
+ * Redaction by value: every credential the process holds is cut out of any message, whatever its
+ * format, even when an AWS error echoes it in its first line. One region per case; each answers
+ * ListClusters with an error whose message carries one credential.
+ */
+describe('secrets echoed in cloud error messages (12 cases)', () => {
+  const OLD_FORMAT_TOKEN = 'AQoDYXdzEJr1K2Zm9wX8yXc0dGVzdG9sZGZvcm1hdHNlc3Npb250b2tlbg==';
+  const AZURE_SECRET = 'Zx8Q~abcdEFGHijkl.mnopQRST_uvwxYZ0123456';
+  const ETCD_PASSWORD = 'etcd-pa55word-never-shown';
+  const FILE_TOKEN = 'file-bearer-token-0123456789abcdef';
+  const cases: Record<string, () => string> = {
+    'us-east-1': () => `The security token included in the request is invalid: ${SECRET}`,
+    'us-east-2': () => `SignatureDoesNotMatch; secret=${SECRET}`,
+    'us-west-1': () => `invalid header x-amz-security-token:${SESSION}`,
+    'us-west-2': () => `expired session ${OLD_FORMAT_TOKEN}`,
+    'eu-west-2': () => `assumed key ${fake.world.issuedCredentials()[0]?.secretAccessKey ?? 'none'}`,
+    'eu-west-3': () => `assumed session ${fake.world.issuedCredentials()[0]?.sessionToken ?? 'none'}`,
+    'eu-central-1': () => `client secret rejected: ${AZURE_SECRET}`,
+    'eu-north-1': () => `auth failed for root:${ETCD_PASSWORD}`,
+    'ap-south-1': () => `bearer was ${FILE_TOKEN} (from the token file)`,
+    'ap-northeast-1': () => `token=${encodeURIComponent(SESSION)}`,
+    'ap-southeast-1': () => `abc${SECRET}`,
+    'ca-central-1': () => `SessionToken=${SESSION}`,
+  };
+  let svc2: RunningService;
+  let restore: () => void;
+  let dir: string;
+  const logs2: string[] = [];
+
+  function leaksAll(text: string): string[] {
+    const found = leaks(text);
+    for (const [what, value] of Object.entries({OLD_FORMAT_TOKEN, AZURE_SECRET, ETCD_PASSWORD, FILE_TOKEN, encoded: encodeURIComponent(SESSION)})) {
+      if (text.includes(value)) found.push(what);
+    }
+    return found;
+  }
+
+  beforeAll(async () => {
+    const {mkdtemp, writeFile} = await import('node:fs/promises');
+    const os = await import('node:os');
+    const path = await import('node:path');
+    dir = await mkdtemp(path.join(os.tmpdir(), 'kd-secrets-'));
+    await writeFile(path.join(dir, 'tokens'), `${FILE_TOKEN}\n`);
+    restore = setEnv({AZURE_CLIENT_SECRET: AZURE_SECRET, KUBE_DISCOVERY_ETCD_PASSWORD: ETCD_PASSWORD});
+    fake.fault = (ctx) => {
+      const message = ctx.service === 'eks' && ctx.operation === 'ListClusters' ? cases[ctx.region] : undefined;
+      return message ? {code: 'AccessDeniedException', message: message()} : undefined;
+    };
+    const yaml = `version: v1
+discovery_service:
+  discovery_group: echoes
+  poll_interval: 1h
+  aws:
+    - types: [eks]
+      regions: [${Object.keys(cases).join(', ')}]
+      assume_role_arn: ${ROLE}
+      external_id: ext-secret-id
+storage: {type: memory}
+http: {listen_addr: "127.0.0.1:0", auth: {token_file: ${path.join(dir, 'tokens')}}}
+log: {level: trace}
+`;
+    await writeFile(path.join(dir, 'echoes.yaml'), yaml);
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        logs2.push(chunk.toString('utf8'));
+        done();
+      },
+    });
+    svc2 = await startService({
+      config: parseConfig(yaml, 'echoes.yaml'),
+      io: captureIo().io,
+      clock: systemClock,
+      logger: createLogger({level: 'trace', format: 'json', destination: sink}),
+    });
+    await svc2.nextCycle();
+  });
+
+  afterAll(async () => {
+    await svc2?.stop({deregister: false});
+    fake.fault = failRegion('eu-west-1', 'AccessDeniedException');
+    restore();
+    const {rm} = await import('node:fs/promises');
+    await rm(dir, {recursive: true, force: true});
+  });
+
+  it('every case failed its source with the echoing message, so the checks are meaningful', async () => {
+    const status = (await (await fetch(`${svc2.url}/v1/status`, {headers: {authorization: `Bearer ${FILE_TOKEN}`}})).json()) as {
+      sources: {region: string; last_error?: {message: string}}[];
+    };
+    expect(status.sources.filter((s) => s.last_error?.message.includes('[REDACTED]')).map((s) => s.region).sort()).toEqual(Object.keys(cases).sort());
+  });
+
+  it('reach neither the log, /v1/status, /readyz nor `once` JSON', async () => {
+    const texts: Record<string, string> = {logs: logs2.join('')};
+    for (const p of ['/v1/status', '/readyz', '/v1/kube_servers']) {
+      texts[p] = await (await fetch(`${svc2.url}${p}`, {headers: {authorization: `Bearer ${FILE_TOKEN}`}})).text();
+    }
+    const once = captureIo();
+    const path = await import('node:path');
+    await main(['once', '-c', path.join(dir, 'echoes.yaml'), '--output', 'json'], once.io);
+    texts['once'] = once.stdout() + once.stderr();
+    expect(texts['once']).toContain('AccessDeniedException');
+    for (const [where, text] of Object.entries(texts)) expect(leaksAll(text), where).toEqual([]);
+  });
+});

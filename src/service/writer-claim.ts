@@ -1,0 +1,57 @@
+/**
+ * Which process writes a discovery group on an embedded registry (sqlite, memory). `start` records
+ * itself under its heartbeat lease, so the record lapses with the lease if the process dies;
+ * `once` reads it and refuses to take over the lease and entries of a running `start` unless forced.
+ * (On etcd the leader election already decides who writes.)
+ */
+import os from 'node:os';
+import type {Lease, RegistryBackend} from '../registry/backend.ts';
+
+/** The running writer as recorded. */
+export interface WriterClaim {
+  readonly pid: number;
+  readonly hostname: string;
+  readonly replica: string;
+  readonly command: string;
+  /** RFC 3339 of when it started writing. */
+  readonly since: string;
+}
+
+/** Registry key of a group's writer record (outside `kube_servers/`, so readers never see it). */
+export function writerKey(group: string): string {
+  return `writers/${group}`;
+}
+
+/** Records this process as the group's writer, on its heartbeat lease. */
+export async function claimWriter(backend: RegistryBackend, group: string, lease: Lease, replica: string, now: number): Promise<void> {
+  const claim: WriterClaim = {pid: process.pid, hostname: os.hostname(), replica, command: 'start', since: new Date(now).toISOString()};
+  await backend.put(writerKey(group), JSON.stringify(claim), {lease});
+}
+
+/** Removes the record on a clean stop, so `once` may run at once. */
+export async function releaseWriter(backend: RegistryBackend, group: string): Promise<void> {
+  await backend.delete(writerKey(group));
+}
+
+/**
+ * The live writer of the group other than this process, or undefined. A record of a process on
+ * this host that no longer exists (a crash before its lease lapsed) does not count.
+ */
+export async function runningWriter(backend: RegistryBackend, group: string): Promise<WriterClaim | undefined> {
+  const item = await backend.get(writerKey(group));
+  if (!item) return undefined;
+  let claim: WriterClaim;
+  try {
+    claim = JSON.parse(item.value) as WriterClaim;
+  } catch {
+    return undefined;
+  }
+  if (claim.hostname === os.hostname()) {
+    try {
+      process.kill(claim.pid, 0);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ESRCH') return undefined;
+    }
+  }
+  return claim;
+}

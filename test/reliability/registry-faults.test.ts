@@ -1,0 +1,171 @@
+/**
+ * Registry faults, one row each, against a running service on a filled registry: the served
+ * inventory never shrinks (0 false deregistrations, 0 gaps, checked every clock second over three
+ * TTLs), the failure shows in /readyz (reason class only), /v1/status, the metrics and one JSON log
+ * line, and everything recovers when the fault clears. Disk faults run for real on a 3 MB tmpfs in
+ * a private mount namespace (registry-fault-worker.ts).
+ */
+import {spawnSync} from 'node:child_process';
+import {mkdtemp, rm} from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import {afterAll, beforeAll, describe, expect, it} from 'vitest';
+import {kubeServerKey} from '../../heartbeats/kube-server.ts';
+import {openEtcdBackend} from '../../src/registry/etcd.ts';
+import type {RegistryItem} from '../../src/registry/backend.ts';
+import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
+import {CLUSTERS, runRegistryFaultScenario, type RegistryFaultDriver, type RegistryFaultObservations} from './registry-fault-scenario.ts';
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), 'kd-regfault-'));
+});
+afterAll(async () => {
+  await rm(dir, {recursive: true, force: true});
+});
+
+const WORKER = path.resolve(import.meta.dirname, 'registry-fault-worker.ts');
+
+/** Runs a disk fault in its own mount namespace; throws with the worker's output when it cannot. */
+function inMountNamespace(fault: 'disk_full' | 'read_only'): RegistryFaultObservations {
+  const mountPoint = path.join(dir, `mnt-${fault}`);
+  spawnSync('mkdir', ['-p', mountPoint]);
+  const run = spawnSync('unshare', ['-m', '--propagation', 'private', process.execPath, WORKER, fault, mountPoint], {encoding: 'utf8', timeout: 120_000});
+  const line = run.stdout?.split('\n').find((l) => l.startsWith('RESULT '));
+  if (!line) throw new Error(`registry fault worker (${fault}) failed with ${run.status ?? run.signal}: ${run.error?.message ?? ''}\n${run.stderr}`);
+  return JSON.parse(line.slice('RESULT '.length)) as RegistryFaultObservations;
+}
+
+/** Common expectations of a fault row. */
+function expectServedThroughout(
+  seen: RegistryFaultObservations,
+  expected: {reason?: string; operation?: string; entriesAfter?: number; selfHealing?: boolean},
+): void {
+  expect(seen.entriesBefore).toBe(CLUSTERS);
+  // Zero gaps, zero false deregistrations.
+  expect(seen.minEntriesDuringFault).toBeGreaterThanOrEqual(CLUSTERS);
+  expect(seen.deletesDuringFault).toBe(0);
+  expect(seen.statusDuringFault.inventory.count).toBeGreaterThanOrEqual(CLUSTERS);
+  expect(seen.nonJsonLines).toEqual([]);
+  expect(seen.processWarnings).toBe(0);
+  if (expected.selfHealing) {
+    // Healed by the next keepalive: visible in the metrics and one log line each way.
+    expect(seen.errorsMetric).toBeGreaterThan(0);
+    expect(seen.degradedLines).toBe(1);
+    expect(seen.recoveredLines).toBe(1);
+  } else if (expected.reason) {
+    expect(seen.readyDuringFault).toMatchObject({httpStatus: 200, body: {status: 'degraded'}});
+    expect(seen.readyDuringFault.body.reason).toContain(`(${expected.reason})`);
+    expect(seen.statusDuringFault.backend.faults).toEqual(
+      expect.arrayContaining([expect.objectContaining({reason: expected.reason, ...(expected.operation ? {operation: expected.operation} : {})})]),
+    );
+    expect(seen.errorsMetric).toBeGreaterThan(0);
+    expect(seen.degradedMetric).toBeGreaterThanOrEqual(1);
+    expect(seen.degradedLines).toBeGreaterThanOrEqual(1);
+    // Once per state change, not once per failed call.
+    expect(seen.degradedLines).toBeLessThanOrEqual(2);
+    expect(seen.recoveredLines).toBe(seen.degradedLines);
+  } else {
+    expect(seen.readyDuringFault.body.status).toBe('ready');
+    expect(seen.degradedLines).toBe(0);
+  }
+  expect(seen.readyAfter).toMatchObject({httpStatus: 200, body: {status: 'ready'}});
+  expect(seen.faultsAfter).toBe(0);
+  expect(seen.entriesAfter).toBe(expected.entriesAfter ?? CLUSTERS + 1);
+}
+
+const noFault = {inject: async () => undefined, clear: async () => undefined};
+const C0 = kubeServerKey('faults', 'c0-eks-us-east-1-111111111111');
+const ORPHAN = kubeServerKey('faults', 'orphan');
+
+describe('registry faults: the inventory is served throughout', () => {
+  const rows: Array<{name: string; driver: () => RegistryFaultDriver; reason?: string; operation?: string; selfHealing?: boolean}> = [
+    {name: 'heartbeat.ttl 30s on sqlite: keepalives extend the lease, readers follow it', driver: () => ({storage: `{type: sqlite, path: ${path.join(dir, 'ttl.db')}}`, ...noFault})},
+    {name: 'heartbeat.ttl 30s on memory', driver: () => ({storage: '{type: memory}', ...noFault})},
+    {
+      name: 'sqlite database file deleted while running: re-created and re-announced by the next keepalive',
+      reason: 'file_deleted',
+      selfHealing: true,
+      driver: () => {
+        const file = path.join(dir, 'deleted.db');
+        return {
+          storage: `{type: sqlite, path: ${file}}`,
+          async inject() {
+            for (const suffix of ['', '-wal', '-shm']) await rm(`${file}${suffix}`, {force: true});
+          },
+          // Heals itself: the next write re-creates the file and the heartbeat re-announces.
+          clear: async () => undefined,
+        };
+      },
+    },
+    {
+      name: 'a stored document that is not JSON (over a live entry, and on its own)',
+      reason: 'malformed',
+      operation: 'read',
+      driver: () => {
+        let original: RegistryItem | undefined;
+        return {
+          storage: `{type: sqlite, path: ${path.join(dir, 'malformed.db')}}`,
+          async inject(svc) {
+            original = await svc.runtime.backend.get(C0);
+            await svc.runtime.backend.put(C0, '{"kind": "kube_server", "metadata": ');
+            await svc.runtime.backend.put(ORPHAN, 'not json at all');
+          },
+          async clear(svc) {
+            await svc.runtime.backend.delete(ORPHAN);
+            if (original?.lease) await svc.runtime.backend.put(C0, original.value, {lease: {id: original.lease, ttlMs: 30_000}});
+          },
+        };
+      },
+    },
+  ];
+
+  for (const row of rows) {
+    it(row.name, async () => {
+      const seen = await runRegistryFaultScenario(row.driver());
+      const {reason, operation, selfHealing} = row;
+      expectServedThroughout(seen, {...(reason ? {reason} : {}), ...(operation ? {operation} : {}), ...(selfHealing ? {selfHealing} : {})});
+    });
+  }
+
+  it('sqlite on a full disk (3 MB tmpfs in a mount namespace, filled to ENOSPC)', () => {
+    expectServedThroughout(inMountNamespace('disk_full'), {reason: 'disk_full', operation: 'write'});
+  });
+
+  it('sqlite on a read-only file system (the tmpfs remounted ro under a filled registry; start serves it, writes wait)', () => {
+    expectServedThroughout(inMountNamespace('read_only'), {reason: 'read_only', operation: 'write'});
+  });
+});
+
+describeWithEtcd('registry faults on etcd', () => {
+  let etcd: TestEtcd;
+  beforeAll(async () => {
+    etcd = await startEtcd();
+  });
+  afterAll(async () => {
+    await etcd?.stop();
+  });
+
+  it('etcd down longer than the TTL: a reading replica keeps serving the last inventory, marked stale', async () => {
+    const seen = await runRegistryFaultScenario({
+      storage: `{type: etcd, endpoints: ["${etcd.endpoint}"], dial_timeout: 1s}`,
+      discovery: false,
+      async prepare() {
+        const writer = await openEtcdBackend({endpoints: [etcd.endpoint], prefix: '/kube-discovery/'});
+        const lease = await writer.grantLease(120_000);
+        for (let i = 0; i < CLUSTERS; i++) {
+          const name = `c${i}-eks-us-east-1-111111111111`;
+          const doc = {kind: 'kube_server', version: 'v3', metadata: {name, expires: new Date(Date.now() + 120_000).toISOString()}, spec: {cluster: {kind: 'kube_cluster', metadata: {name: `c${i}`, labels: {}}, spec: {}}}};
+          await writer.put(kubeServerKey('faults', name), JSON.stringify(doc), {lease});
+        }
+        await writer.close();
+      },
+      inject: async () => etcd.kill(),
+      clear: async () => etcd.restart(),
+    });
+    expectServedThroughout(seen, {reason: 'unreachable', operation: 'read', entriesAfter: CLUSTERS});
+    expect(seen.statusDuringFault.inventory.stale).toBe(true);
+    // The unauthenticated answer names the class only, never the endpoint.
+    expect(JSON.stringify(seen.readyDuringFault.body)).not.toContain('127.0.0.1');
+  });
+});
