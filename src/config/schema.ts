@@ -296,7 +296,7 @@ const etcdEndpoint = checked('an etcd endpoint URL such as https://etcd-0.etcd:2
   return url !== undefined && (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
 });
 
-const storageTypes = ['memory', 'sqlite', 'etcd'] as const;
+const storageTypes = ['memory', 'sqlite', 'etcd', 'kubernetes'] as const;
 
 const storageSchema = z
   .discriminatedUnion(
@@ -328,6 +328,15 @@ const storageSchema = z
             });
           }
         }),
+      z.strictObject({
+        type: z.literal('kubernetes'),
+        // A namespace is a DNS label; empty means the pod's own (in-cluster) or the kubeconfig context's.
+        namespace: patterned('a namespace name such as kube-discovery', /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/).optional(),
+        kubeconfig: filePath.optional(),
+        context: z.string({error: 'a string'}).min(1, {error: 'a non-empty string'}).optional(),
+        qps: z.number({error: 'a number'}).positive({error: 'a number > 0'}).default(20),
+        burst: z.number({error: 'a number'}).int({error: 'an integer'}).min(1, {error: 'an integer >= 1'}).default(40),
+      }),
     ],
     {error: onlyType(`a map with type ${storageTypes.join(', ')}`)},
   )
@@ -394,6 +403,8 @@ export type ProbeConfig = Config['probe'];
 export type StorageConfig = Config['storage'];
 /** `storage` with `type: etcd`. */
 export type EtcdStorageConfig = Extract<StorageConfig, {type: 'etcd'}>;
+/** `storage` with `type: kubernetes`. */
+export type KubernetesStorageConfig = Extract<StorageConfig, {type: 'kubernetes'}>;
 /** `storage` with `type: sqlite`. */
 export type SqliteStorageConfig = Extract<StorageConfig, {type: 'sqlite'}>;
 /** `http`: API listener and its authentication. */

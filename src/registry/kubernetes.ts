@@ -31,11 +31,12 @@ const KEEPALIVE_PRIORITY = 10;
 /** `storage: {type: kubernetes, ...}`. */
 export interface KubernetesStorageConfig {
   readonly type: 'kubernetes';
-  readonly namespace: string;
-  readonly kubeconfig?: string;
-  readonly context?: string;
-  readonly qps?: number;
-  readonly burst?: number;
+  /** Default: the kubeconfig context's namespace, in-cluster the pod's own. */
+  readonly namespace?: string | undefined;
+  readonly kubeconfig?: string | undefined;
+  readonly context?: string | undefined;
+  readonly qps?: number | undefined;
+  readonly burst?: number | undefined;
 }
 
 /** Options of the backend. */
@@ -669,7 +670,11 @@ export async function kubernetesBackendFromConfig(config: KubernetesStorageConfi
     ...(config.qps === undefined ? {} : {qps: config.qps}),
     ...(config.burst === undefined ? {} : {burst: config.burst}),
   });
-  return new KubernetesBackend({client, namespace: config.namespace, clock: deps.clock, ...(process.env['POD_NAME'] ? {identity: process.env['POD_NAME']} : {})});
+  const namespace = config.namespace ?? client.namespace;
+  if (namespace === undefined || namespace === '') {
+    throw new Error('storage.namespace: expected a namespace (none in the config, the kubeconfig context or the pod)');
+  }
+  return new KubernetesBackend({client, namespace, clock: deps.clock, ...(process.env['POD_NAME'] ? {identity: process.env['POD_NAME']} : {})});
 }
 
 function leaseGone(id: string): LeaseNotFoundError {
