@@ -336,6 +336,8 @@ const storageSchema = z
         context: z.string({error: 'a string'}).min(1, {error: 'a non-empty string'}).optional(),
         qps: z.number({error: 'a number'}).positive({error: 'a number > 0'}).default(20),
         burst: z.number({error: 'a number'}).int({error: 'an integer'}).min(1, {error: 'an integer >= 1'}).default(40),
+        // leaseDurationSeconds of the leader Lease: how long a crashed leader blocks a successor.
+        session_ttl: duration({min: 2000, max: 3_600_000}).default(15_000),
       }),
     ],
     {error: onlyType(`a map with type ${storageTypes.join(', ')}`)},

@@ -48,6 +48,8 @@ export interface KubernetesBackendOptions {
   readonly identity?: string;
   /** How often watchers check their entries' Leases for expiry; default 1s. */
   readonly purgeIntervalMs?: number;
+  /** Identity Secrets are named `<prefix>-identity-<replica>`; default `kube-discovery`. */
+  readonly identitySecretPrefix?: string;
   /** Delete entries whose Lease expired (and the expired Leases) on each purge tick. The leader sets it. */
   readonly reap?: boolean;
 }
@@ -86,6 +88,7 @@ export class KubernetesBackend implements RegistryBackend {
   readonly #ns: string;
   readonly #clock: Clock;
   readonly #identity: string;
+  readonly #identityPrefix: string;
   readonly #purgeMs: number;
   readonly #leases = new Map<string, LocalLease>();
   readonly #rv = new Map<string, string>();
@@ -101,6 +104,7 @@ export class KubernetesBackend implements RegistryBackend {
     this.#ns = options.namespace;
     this.#clock = options.clock;
     this.#identity = options.identity ?? `kube-discovery-${randomUUID().slice(0, 8)}`;
+    this.#identityPrefix = options.identitySecretPrefix ?? 'kube-discovery';
     this.#purgeMs = checkInterval(options.purgeIntervalMs);
     this.#reap = options.reap ?? false;
     this.#schedulePurge();
@@ -318,6 +322,47 @@ export class KubernetesBackend implements RegistryBackend {
     this.#watchers.clear();
   }
 
+  /**
+   * The host id in Secret `<identityPrefix>-identity-<replica>`: read if present, else created
+   * (create-if-absent: a replica that lost the race reads the winner's id). A Secret that cannot be
+   * read as an identity fails the start; it is never overwritten.
+   */
+  async hostIdentity(replica: string, create: () => string): Promise<string> {
+    this.#open();
+    const name = identitySecretName(this.#identityPrefix, replica);
+    const path = `/api/v1/namespaces/${encodeURIComponent(this.#ns)}/secrets`;
+    const read = async (): Promise<string | undefined> => {
+      try {
+        return parseIdentity(await this.#client.request({method: 'GET', path: `${path}/${name}`}), name);
+      } catch (err) {
+        if (err instanceof KubeApiError && err.status === 404) return undefined;
+        throw err;
+      }
+    };
+    const existing = await read();
+    if (existing !== undefined) return existing;
+    const id = create();
+    try {
+      await this.#client.request({
+        method: 'POST',
+        path,
+        body: {
+          apiVersion: 'v1',
+          kind: 'Secret',
+          type: 'Opaque',
+          metadata: {name, labels: {'app.kubernetes.io/name': 'kube-discovery', 'kube-discovery.io/identity': 'true'}},
+          data: {host_id: Buffer.from(id, 'utf8').toString('base64')},
+        },
+      });
+      return id;
+    } catch (err) {
+      if (!(err instanceof KubeApiError && err.status === 409)) throw err;
+      const winner = await read();
+      if (winner === undefined) throw err;
+      return winner;
+    }
+  }
+
   /** Deletes entries whose owner Lease expired or is gone, then the expired registry Leases; returns the number of entries deleted. */
   async reapExpired(): Promise<number> {
     const [entries, leases] = await Promise.all([this.#listEntries(), this.#listLeases()]);
@@ -347,9 +392,14 @@ export class KubernetesBackend implements RegistryBackend {
     return this.#listEntriesWithVersion();
   }
 
-  /** @internal */
+  /** The API client (shared with the Lease election). */
   get client(): KubeClient {
     return this.#client;
+  }
+
+  /** Namespace of the entries, Leases and identity Secrets. */
+  get namespace(): string {
+    return this.#ns;
   }
 
   /** @internal */
@@ -675,6 +725,20 @@ export async function kubernetesBackendFromConfig(config: KubernetesStorageConfi
     throw new Error('storage.namespace: expected a namespace (none in the config, the kubeconfig context or the pod)');
   }
   return new KubernetesBackend({client, namespace, clock: deps.clock, ...(process.env['POD_NAME'] ? {identity: process.env['POD_NAME']} : {})});
+}
+
+/** Name of a replica's identity Secret: `<prefix>-identity-<replica>`, mapped like any object name when invalid. */
+export function identitySecretName(prefix: string, replica: string): string {
+  const name = `${prefix}-identity-${replica}`;
+  return /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(name) ? name : objectNameForKey(name);
+}
+
+function parseIdentity(answer: unknown, name: string): string {
+  const data = record(record(answer, `Secret ${name}`)['data'] ?? {}, `Secret ${name} data`);
+  const encoded = data['host_id'];
+  const id = typeof encoded === 'string' ? Buffer.from(encoded, 'base64').toString('utf8').trim() : '';
+  if (id === '') throw new MalformedAnswerError(`Secret ${name} has no data.host_id; expected the replica's host id (fix or delete the Secret)`);
+  return id;
 }
 
 function leaseGone(id: string): LeaseNotFoundError {

@@ -267,7 +267,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     replica: runtime.replica,
     clock,
     logger: log,
-    ...(config.storage.type === 'etcd' ? {sessionTtlMs: config.storage.session_ttl} : {}),
+    ...(config.storage.type === 'etcd' || config.storage.type === 'kubernetes' ? {sessionTtlMs: config.storage.session_ttl} : {}),
   });
 
   let http: HttpServer | undefined;

@@ -84,8 +84,8 @@ describe('config: the example file', () => {
 
   it('fills kubernetes storage defaults; the namespace may come from the pod', () => {
     const config = parseConfig(minimal('storage: {type: kubernetes, namespace: kube-discovery}\n'), 'discovery.yaml');
-    expect(config.storage).toEqual({type: 'kubernetes', namespace: 'kube-discovery', qps: 20, burst: 40});
-    expect(parseConfig(minimal('storage: {type: kubernetes}\n'), 'discovery.yaml').storage).toEqual({type: 'kubernetes', qps: 20, burst: 40});
+    expect(config.storage).toEqual({type: 'kubernetes', namespace: 'kube-discovery', qps: 20, burst: 40, session_ttl: 15_000});
+    expect(parseConfig(minimal('storage: {type: kubernetes}\n'), 'discovery.yaml').storage).toEqual({type: 'kubernetes', qps: 20, burst: 40, session_ttl: 15_000});
   });
 
   it('a cron schedule replaces the poll interval default', () => {

@@ -73,6 +73,8 @@ export interface KubeCall {
   readonly path: string;
   readonly query: string;
   readonly watch: boolean;
+  /** User name of the bearer token, when valid. */
+  readonly user?: string;
 }
 
 /** A running fake API server. */
@@ -435,7 +437,9 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     const url = new URL(req.url ?? '/', 'https://fake-kube');
     const method = req.method ?? 'GET';
     const isWatch = url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1';
-    const call: KubeCall = {method, path: url.pathname, query: url.search, watch: isWatch};
+    const bearer = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '')?.[1];
+    const caller = bearer === undefined ? undefined : tokens.get(bearer)?.username;
+    const call: KubeCall = {method, path: url.pathname, query: url.search, watch: isWatch, ...(caller === undefined ? {} : {user: caller})};
     calls.push(call);
     const injected = fault?.(call);
     if (injected === 'hang') return;

@@ -22,6 +22,8 @@ export interface KubeEnv {
   readonly kubeconfigPath: string;
   readonly dir: string;
   client(options?: KubeClientOptions): Promise<KubeClient>;
+  /** A client authenticating as `user` (its own token), so faults can target one replica. */
+  clientAs(user: string, options?: KubeClientOptions): Promise<KubeClient>;
   close(): Promise<void>;
 }
 
@@ -38,6 +40,13 @@ export async function startKubeEnv(options: KubeApiServerOptions = {}): Promise<
     kubeconfigPath,
     dir,
     client: (clientOptions = {}) => createKubeClient({kubeconfig: kubeconfigPath, qps: 1000, burst: 1000, ...clientOptions}),
+    clientAs(user, clientOptions = {}) {
+      const token = `token-${user}`;
+      server.tokens.set(token, {username: user});
+      const path = join(dir, `kubeconfig-${user}`);
+      writeFileSync(path, server.kubeconfig('kd', token), {mode: 0o600});
+      return createKubeClient({kubeconfig: path, qps: 1000, burst: 1000, ...clientOptions});
+    },
     async close() {
       await server.close();
       rmSync(dir, {recursive: true, force: true});

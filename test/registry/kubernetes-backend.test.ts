@@ -6,6 +6,7 @@ import {existsSync, mkdirSync, writeFileSync} from 'node:fs';
 import {join} from 'node:path';
 import {promisify} from 'node:util';
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
+import {loadOrCreateHostId} from '../../heartbeats/host-id.ts';
 import {FakeClock} from '../../src/core/clock.ts';
 import type {WatchEvent} from '../../src/registry/backend.ts';
 import {createBackend} from '../../src/registry/index.ts';
@@ -198,6 +199,37 @@ describe('watch', () => {
     await eventually(() => expect(events.map((e) => (e.type === 'put' ? `put ${e.item.key}` : `delete ${e.key}`)).sort()).toEqual([
       'delete kube_servers/g/goes', 'put kube_servers/g/after-drop', 'put kube_servers/g/new',
     ]), 10_000);
+  });
+});
+
+describe('per-pod identity Secret', () => {
+  it('creates <name>-identity-$POD_NAME once; a restart without volumes reads the same host id; pods differ', async () => {
+    const first = await loadOrCreateHostId(backend, 'kube-discovery-7d9f-abcde');
+    const secret = env.server.getObject('', 'secrets', 'kd', 'kube-discovery-identity-kube-discovery-7d9f-abcde');
+    expect(Buffer.from(String((secret?.['data'] as Record<string, string>)['host_id']), 'base64').toString()).toBe(first);
+    const restarted = new KubernetesBackend({client: await env.client(), namespace: 'kd', clock});
+    expect(await loadOrCreateHostId(restarted, 'kube-discovery-7d9f-abcde')).toBe(first);
+    expect(await loadOrCreateHostId(restarted, 'kube-discovery-7d9f-fghij')).not.toBe(first);
+    expect(env.server.getObject('', 'secrets', 'kd', 'kube-discovery-identity-kube-discovery-7d9f-abcde')?.metadata.resourceVersion).toBe(secret?.metadata.resourceVersion);
+    await restarted.close();
+  });
+
+  it('never overwrites a Secret it cannot read as an identity, and a lost create race reads the winner', async () => {
+    const client = await env.client();
+    await client.request({method: 'POST', path: '/api/v1/namespaces/kd/secrets', body: {metadata: {name: 'kube-discovery-identity-pod-x'}, data: {other: 'eA=='}}});
+    await expect(loadOrCreateHostId(backend, 'pod-x')).rejects.toThrow(/has no data.host_id/);
+    expect(env.server.getObject('', 'secrets', 'kd', 'kube-discovery-identity-pod-x')?.['data']).toEqual({other: 'eA=='});
+    // Another process creates the Secret between our read and our create.
+    let raced = false;
+    env.server.setFault((call) => {
+      if (!raced && call.method === 'POST' && call.path.endsWith('/secrets')) {
+        raced = true;
+        void client.request({method: 'POST', path: '/api/v1/namespaces/kd/secrets', body: {metadata: {name: 'kube-discovery-identity-pod-y'}, data: {host_id: Buffer.from('winner').toString('base64')}}});
+        return {status: 409, body: '{"kind":"Status","code":409,"reason":"AlreadyExists","message":"exists"}'};
+      }
+      return undefined;
+    });
+    await eventually(async () => expect(await loadOrCreateHostId(backend, 'pod-y')).toBe('winner'));
   });
 });
 
