@@ -67,6 +67,8 @@ const TERM_RETRY_MS = 5_000;
 interface Term {
   readonly writer: Writer;
   readonly scheduler: Scheduler;
+  /** storage kubernetes: DiscoveryConfig resources, reconciled while leading. */
+  dynamic?: {start(): void; stop(): void};
 }
 
 /** Starts the service. */
@@ -193,13 +195,24 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       return;
     }
     const scheduler = makeScheduler(writer);
-    term = {writer, scheduler};
+    const begun: Term = {writer, scheduler};
+    if (config.storage.type === 'kubernetes') {
+      // DiscoveryConfig matchers are applied before the first cycle, which must not deregister their clusters.
+      const {startDiscoveryConfigs} = await import('./kube-dynamic.ts');
+      begun.dynamic = await startDiscoveryConfigs({runtime, clock, log, runCycle: () => new Promise<CycleReport>((resolve) => {
+        waiters.push(resolve);
+        scheduler.trigger();
+      })});
+    }
+    term = begun;
     scheduler.start();
+    begun.dynamic?.start();
   };
   const endTerm = async (graceMs: number, deregister: boolean): Promise<void> => {
     const ending = term;
     term = undefined;
     if (!ending) return;
+    ending.dynamic?.stop();
     await ending.scheduler.stop(graceMs);
     await ending.writer.heartbeat.stop({deregister}).catch((error: unknown) => log.warn({err: error}, 'heartbeat did not stop cleanly'));
   };
