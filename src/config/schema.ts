@@ -344,8 +344,9 @@ const storageSchema = z
   )
   .prefault({type: 'sqlite'});
 
+// Optionally prefixed by a discovered cluster: its kube_server name or a k=v[,k=v] label selector, then "/".
 const serviceAccountPattern =
-  /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$/;
+  /^(?:[^/\s:]+\/)?[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$/;
 
 const httpSchema = z.strictObject({
   listen_addr: listenAddr.default('127.0.0.1:3000'),
@@ -353,7 +354,7 @@ const httpSchema = z.strictObject({
     .strictObject({
       token_file: filePath.optional(),
       allowed_service_accounts: z
-        .array(patterned('namespace:serviceaccount, such as monitoring:dashboard', serviceAccountPattern), {
+        .array(patterned('[cluster/]namespace:serviceaccount, such as monitoring:dashboard or env=prod/monitoring:grafana', serviceAccountPattern), {
           error: 'a list of namespace:serviceaccount strings',
         })
         .optional(),

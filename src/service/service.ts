@@ -11,6 +11,8 @@ import type {CycleReport} from '../discovery/cycle.ts';
 import type {DiscoveryOptions} from '../discovery/discovery.ts';
 import {DynamicLabels} from '../discovery/dynamic-labels.ts';
 import {createAuthenticator, podTokenReviewer, type TokenReviewer} from '../http/auth.ts';
+import type {TokenSource} from '../probe/token-source.ts';
+import {clusterReviewFor} from './cluster-auth.ts';
 import {startHttpServer, type HttpServer, type Readiness} from '../http/server.ts';
 import {Inventory} from '../inventory/inventory.ts';
 import {instrumentAwsClient} from '../observability/aws-middleware.ts';
@@ -37,6 +39,8 @@ export interface ServiceOptions {
   readonly backend?: RegistryBackend;
   readonly discovery?: Partial<DiscoveryOptions>;
   readonly tokenReviewer?: TokenReviewer;
+  /** Tests: the credential for TokenReviews against discovered clusters (production mints it like probes). */
+  readonly clusterCredential?: TokenSource;
   /** Overrides `http.listen_addr` (tests use port 0). */
   readonly listenAddr?: string;
 }
@@ -249,6 +253,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     ...(config.http.auth?.token_file ? {tokenFile: config.http.auth.token_file} : {}),
     ...(config.http.auth?.allowed_service_accounts ? {allowedServiceAccounts: config.http.auth.allowed_service_accounts} : {}),
     ...(await tokenReviewerFor(options)),
+    ...clusterReviewFor({config, inventory, clock, env: options.io.env, ...(aks ? {aks: {token: async (access) => {
+      if (access.kind !== 'aks') throw new Error(`expected AKS access, got ${access.kind}`);
+      return aks.tokenSource(access);
+    }}} : {}), ...(options.clusterCredential ? {credential: options.clusterCredential} : {})}),
   });
 
   const statusBody = (): unknown => ({
