@@ -354,7 +354,7 @@ const httpSchema = z.strictObject({
     .strictObject({
       token_file: filePath.optional(),
       allowed_service_accounts: z
-        .array(patterned('[cluster/]namespace:serviceaccount, such as monitoring:dashboard or env=prod/monitoring:grafana', serviceAccountPattern), {
+        .array(patterned('namespace:serviceaccount, optionally after a discovered cluster (name or label selector) and "/", such as monitoring:dashboard or env=prod/monitoring:grafana', serviceAccountPattern), {
           error: 'a list of namespace:serviceaccount strings',
         })
         .optional(),

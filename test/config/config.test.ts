@@ -88,6 +88,11 @@ describe('config: the example file', () => {
     expect(parseConfig(minimal('storage: {type: kubernetes}\n'), 'discovery.yaml').storage).toEqual({type: 'kubernetes', qps: 20, burst: 40, session_ttl: 15_000});
   });
 
+  it('allow-list entries may name a discovered cluster by name or label selector', () => {
+    const config = parseConfig(minimal('http:\n  auth:\n    allowed_service_accounts: [monitoring:grafana, prod-a/monitoring:grafana, "env=prod,team=a/apps:reader"]\n'), 'discovery.yaml');
+    expect(config.http.auth?.allowed_service_accounts).toEqual(['monitoring:grafana', 'prod-a/monitoring:grafana', 'env=prod,team=a/apps:reader']);
+  });
+
   it('a cron schedule replaces the poll interval default', () => {
     const config = parseConfig(minimal('  schedule: "*/5 * * * *"\n'), 'discovery.yaml');
     expect(config.discovery_service.schedule).toBe('*/5 * * * *');
