@@ -16,6 +16,7 @@ export async function loadOrCreateHostId(backend: RegistryBackend, replicaName: 
   if (replicaName === '' || replicaName.includes('/')) {
     throw new RangeError(`Expected a replica name without "/", got ${JSON.stringify(replicaName)}`);
   }
+  if (backend.hostIdentity) return backend.hostIdentity(replicaName, () => randomUUID());
   const key = hostIdKey(replicaName);
   const existing = (await backend.get(key))?.value.trim();
   if (existing) return existing;

@@ -356,7 +356,7 @@ const etcdEndpoint = checked('an etcd endpoint URL such as https://etcd-0.etcd:2
   return url !== undefined && (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
 });
 
-const storageTypes = ['memory', 'sqlite', 'etcd'] as const;
+const storageTypes = ['memory', 'sqlite', 'etcd', 'kubernetes'] as const;
 
 const storageSchema = z
   .discriminatedUnion(
@@ -388,13 +388,25 @@ const storageSchema = z
             });
           }
         }),
+      z.strictObject({
+        type: z.literal('kubernetes'),
+        // A namespace is a DNS label; empty means the pod's own (in-cluster) or the kubeconfig context's.
+        namespace: patterned('a namespace name such as kube-discovery', /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/).optional(),
+        kubeconfig: filePath.optional(),
+        context: z.string({error: 'a string'}).min(1, {error: 'a non-empty string'}).optional(),
+        qps: z.number({error: 'a number'}).positive({error: 'a number > 0'}).default(20),
+        burst: z.number({error: 'a number'}).int({error: 'an integer'}).min(1, {error: 'an integer >= 1'}).default(40),
+        // leaseDurationSeconds of the leader Lease: how long a crashed leader blocks a successor.
+        session_ttl: duration({min: 2000, max: 3_600_000}).default(15_000),
+      }),
     ],
     {error: onlyType(`a map with type ${storageTypes.join(', ')}`)},
   )
   .prefault({type: 'sqlite'});
 
+// Optionally prefixed by a discovered cluster: its kube_server name or a k=v[,k=v] label selector, then "/".
 const serviceAccountPattern =
-  /^[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$/;
+  /^(?:[^/\s:]+\/)?[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?:[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$/;
 
 const httpSchema = z.strictObject({
   listen_addr: listenAddr.default('127.0.0.1:3000'),
@@ -402,7 +414,7 @@ const httpSchema = z.strictObject({
     .strictObject({
       token_file: existingFile.optional(),
       allowed_service_accounts: z
-        .array(patterned('namespace:serviceaccount, such as monitoring:dashboard', serviceAccountPattern), {
+        .array(patterned('namespace:serviceaccount, optionally after a discovered cluster (name or label selector) and "/", such as monitoring:dashboard or env=prod/monitoring:grafana', serviceAccountPattern), {
           error: 'a list of namespace:serviceaccount strings',
         })
         .optional(),
@@ -454,6 +466,8 @@ export type ProbeConfig = Config['probe'];
 export type StorageConfig = Config['storage'];
 /** `storage` with `type: etcd`. */
 export type EtcdStorageConfig = Extract<StorageConfig, {type: 'etcd'}>;
+/** `storage` with `type: kubernetes`. */
+export type KubernetesStorageConfig = Extract<StorageConfig, {type: 'kubernetes'}>;
 /** `storage` with `type: sqlite`. */
 export type SqliteStorageConfig = Extract<StorageConfig, {type: 'sqlite'}>;
 /** `http`: API listener and its authentication. */

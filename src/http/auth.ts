@@ -19,6 +19,8 @@ export interface AuthOptions {
   readonly tokenFile?: string;
   readonly allowedServiceAccounts?: readonly string[];
   readonly tokenReview?: TokenReviewer;
+  /** Reviews tokens of discovered clusters (`cluster/namespace:serviceaccount` entries); resolves to an identity only when allowed. */
+  readonly clusterTokenReview?: TokenReviewer;
   readonly clock: Clock;
   /** How long a TokenReview verdict is reused. */
   readonly reviewCacheMs?: number;
@@ -80,13 +82,14 @@ export function createAuthenticator(options: AuthOptions): Authenticator | undef
     let ok = false;
     for (const known of await fileTokens()) ok = timingSafeEqual(known, presented) || ok;
     if (ok) return true;
-    if (!options.tokenReview || !options.allowedServiceAccounts?.length) return false;
+    if ((!options.tokenReview && !options.clusterTokenReview) || !options.allowedServiceAccounts?.length) return false;
     const key = presented.toString('hex');
     const now = options.clock.now();
     const hit = reviews.get(key);
     if (hit && hit.until > now) return hit.allowed;
-    const identity = await options.tokenReview(token).catch(() => undefined);
-    const allowed = identity !== undefined && options.allowedServiceAccounts.includes(identity);
+    const identity = await options.tokenReview?.(token).catch(() => undefined);
+    let allowed = identity !== undefined && options.allowedServiceAccounts.includes(identity);
+    if (!allowed && options.clusterTokenReview) allowed = (await options.clusterTokenReview(token).catch(() => undefined)) !== undefined;
     if (reviews.size > 10_000) reviews.clear();
     reviews.set(key, {allowed, until: now + (options.reviewCacheMs ?? 60_000)});
     return allowed;

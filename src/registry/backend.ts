@@ -85,4 +85,9 @@ export interface RegistryBackend {
    * election) no longer holds; reads pass through. Only backends shared by replicas (etcd) have it.
    */
   withFence?(fence: Fence): RegistryBackend;
+  /**
+   * The replica's host id from a per-replica identity store, created with `create()` only when
+   * absent and never overwritten (kubernetes: a Secret per pod). Backends without one store it as an entry.
+   */
+  hostIdentity?(replica: string, create: () => string): Promise<string>;
 }

@@ -3,6 +3,7 @@ import type {Clock} from '../core/clock.ts';
 import {InputError} from '../core/errors.ts';
 import type {RegistryBackend} from './backend.ts';
 import type {EtcdStorageConfig} from './etcd.ts';
+import type {KubernetesStorageConfig} from './kubernetes.ts';
 import {MemoryBackend} from './memory.ts';
 import {SqliteBackend} from './sqlite.ts';
 
@@ -33,6 +34,8 @@ export const backends = {
   sqlite: (config: SqliteStorageConfig, deps: BackendDeps) => SqliteBackend.open({path: config.path, clock: deps.clock, ...(deps.onError ? {onError: deps.onError} : {})}),
   // Loaded on use: the etcd client (gRPC) costs tens of MB that embedded deployments don't need.
   etcd: async (config: EtcdStorageConfig, deps: BackendDeps) => (await import('./etcd.ts')).etcdBackendFromConfig(config, deps),
+  // Loaded on use as well: @kubernetes/client-node costs ~80 MB RSS (measured, see README).
+  kubernetes: async (config: KubernetesStorageConfig, deps: BackendDeps) => (await import('./kubernetes.ts')).kubernetesBackendFromConfig(config, deps),
 } as const satisfies Record<string, BackendFactory<never>>;
 
 /** Names of the registered backends (`memory`, `sqlite`, ...). */

@@ -6,6 +6,7 @@ import type {Clock} from '../core/clock.ts';
 import {LeaderElection} from '../ha/election.ts';
 import type {Logger} from '../observability/logger.ts';
 import type {RegistryBackend} from '../registry/backend.ts';
+import type {KubernetesBackend} from '../registry/kubernetes.ts';
 
 /** A role change: while leader, `backend` is the (fenced) view writes must go through. */
 export type Role = {readonly role: 'leader'; readonly backend: RegistryBackend} | {readonly role: 'follower'; readonly leader?: string};
@@ -31,8 +32,9 @@ export interface LeadershipOptions {
   readonly logger: Logger;
 }
 
-/** The election for etcd; a fixed leader role for memory and sqlite (one process owns the file). */
+/** The election for etcd and kubernetes; a fixed leader role for memory and sqlite (one process owns the file). */
 export function createLeadership(options: LeadershipOptions): Leadership {
+  if (options.storageType === 'kubernetes') return lazyKubeLeadership(options);
   if (options.storageType !== 'etcd') {
     const role: Role = {role: 'leader', backend: options.backend};
     return {
@@ -74,5 +76,26 @@ export function createLeadership(options: LeadershipOptions): Leadership {
     },
     current: () => current,
     stop: () => election.stop(),
+  };
+}
+
+/** Kubernetes Lease leadership, loaded on start so other storages never load the Kubernetes client. */
+function lazyKubeLeadership(options: LeadershipOptions): Leadership {
+  let inner: Leadership | undefined;
+  return {
+    async start(onRole) {
+      const {createKubeLeadership} = await import('./kube-leadership.ts');
+      inner = createKubeLeadership({
+        backend: options.backend as KubernetesBackend,
+        group: options.group,
+        replica: options.replica,
+        clock: options.clock,
+        logger: options.logger,
+        ...(options.sessionTtlMs ? {leaseDurationMs: options.sessionTtlMs} : {}),
+      });
+      await inner.start(onRole);
+    },
+    current: () => inner?.current() ?? {role: 'follower'},
+    stop: async () => inner?.stop(),
   };
 }

@@ -31,11 +31,14 @@ export interface Runtime {
   readonly config: Config;
   readonly logger: Logger;
   readonly backend: RegistryBackend;
+  /** Discovery for the current matchers; replaced by `reconfigure`. */
   readonly discovery: Discovery;
   readonly hostId: string;
   readonly replica: string;
   /** Starts a heartbeat writing through `backend` (a fenced view while leading on etcd). */
   openWriter(backend?: RegistryBackend): Promise<Writer>;
+  /** Rebuilds discovery for new matchers (DiscoveryConfig resources); the next cycle uses them. */
+  reconfigure(next: Config): void;
   /** Closes the backend (writers must be stopped first). */
   close(): Promise<void>;
 }
@@ -76,8 +79,8 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
     const replica = replicaName(io.env);
     const hostId = await loadOrCreateHostId(backend, replica);
     const group = config.discovery_service.discovery_group;
-    const discovery = new Discovery({
-      config,
+    const makeDiscovery = (forConfig: Config): Discovery => new Discovery({
+      config: forConfig,
       clock: options.clock,
       hostId,
       hostname,
@@ -85,11 +88,17 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
       ...options.discovery,
       azure: {logger, ...options.discovery?.azure},
     });
+    let discovery = makeDiscovery(config);
     return {
       config,
       logger,
       backend,
-      discovery,
+      get discovery() {
+        return discovery;
+      },
+      reconfigure(next) {
+        discovery = makeDiscovery(next);
+      },
       hostId,
       replica,
       async openWriter(view = backend) {

@@ -11,6 +11,8 @@ import type {CycleReport} from '../discovery/cycle.ts';
 import type {DiscoveryOptions} from '../discovery/discovery.ts';
 import {DynamicLabels} from '../discovery/dynamic-labels.ts';
 import {createAuthenticator, podTokenReviewer, readTokenFile, type TokenReviewer} from '../http/auth.ts';
+import type {TokenSource} from '../probe/token-source.ts';
+import {clusterReviewFor} from './cluster-auth.ts';
 import {startHttpServer, type HttpServer, type Readiness} from '../http/server.ts';
 import {Inventory} from '../inventory/inventory.ts';
 import {RegistryHealth} from '../registry/health.ts';
@@ -42,6 +44,8 @@ export interface ServiceOptions {
   readonly backend?: RegistryBackend;
   readonly discovery?: Partial<DiscoveryOptions>;
   readonly tokenReviewer?: TokenReviewer;
+  /** Tests: the credential for TokenReviews against discovered clusters (production mints it like probes). */
+  readonly clusterCredential?: TokenSource;
   /** Overrides `http.listen_addr` (tests use port 0). */
   readonly listenAddr?: string;
 }
@@ -72,6 +76,8 @@ const TERM_RETRY_MS = 5_000;
 interface Term {
   readonly writer: Writer;
   readonly scheduler: Scheduler;
+  /** storage kubernetes: DiscoveryConfig resources, reconciled while leading. */
+  dynamic?: {start(): void; stop(): void};
 }
 
 /** Starts the service. */
@@ -240,13 +246,24 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     if (termFailures > 0) log.info({attempts: termFailures}, 'took over as leader after failed attempts');
     termFailures = 0;
     const scheduler = makeScheduler(writer);
-    term = {writer, scheduler};
+    const begun: Term = {writer, scheduler};
+    if (config.storage.type === 'kubernetes') {
+      // DiscoveryConfig matchers are applied before the first cycle, which must not deregister their clusters.
+      const {startDiscoveryConfigs} = await import('./kube-dynamic.ts');
+      begun.dynamic = await startDiscoveryConfigs({runtime, clock, log, runCycle: () => new Promise<CycleReport>((resolve) => {
+        waiters.push(resolve);
+        scheduler.trigger();
+      })});
+    }
+    term = begun;
     scheduler.start();
+    begun.dynamic?.start();
   };
   const endTerm = async (graceMs: number, deregister: boolean): Promise<void> => {
     const ending = term;
     term = undefined;
     if (!ending) return;
+    ending.dynamic?.stop();
     await ending.scheduler.stop(graceMs);
     if (config.storage.type !== 'etcd') await releaseWriter(runtime.backend, group).catch(() => undefined);
     await ending.writer.heartbeat.stop({deregister}).catch((error: unknown) => log.warn({err: error}, 'heartbeat did not stop cleanly'));
@@ -301,6 +318,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     ...(config.http.auth?.token_file ? {tokenFile: config.http.auth.token_file} : {}),
     ...(config.http.auth?.allowed_service_accounts ? {allowedServiceAccounts: config.http.auth.allowed_service_accounts} : {}),
     ...(await tokenReviewerFor(options)),
+    ...clusterReviewFor({config, inventory, clock, env: options.io.env, ...(aks ? {aks: {token: async (access) => {
+      if (access.kind !== 'aks') throw new Error(`expected AKS access, got ${access.kind}`);
+      return aks.tokenSource(access);
+    }}} : {}), ...(options.clusterCredential ? {credential: options.clusterCredential} : {})}),
   });
 
   // Error texts in the status come from clouds and backends: redacted like the log.
@@ -345,7 +366,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     replica: runtime.replica,
     clock,
     logger: log,
-    ...(config.storage.type === 'etcd' ? {sessionTtlMs: config.storage.session_ttl} : {}),
+    ...(config.storage.type === 'etcd' || config.storage.type === 'kubernetes' ? {sessionTtlMs: config.storage.session_ttl} : {}),
   });
 
   let http: HttpServer | undefined;

@@ -82,6 +82,17 @@ describe('config: the example file', () => {
     });
   });
 
+  it('fills kubernetes storage defaults; the namespace may come from the pod', () => {
+    const config = parseConfig(minimal('storage: {type: kubernetes, namespace: kube-discovery}\n'), 'discovery.yaml');
+    expect(config.storage).toEqual({type: 'kubernetes', namespace: 'kube-discovery', qps: 20, burst: 40, session_ttl: 15_000});
+    expect(parseConfig(minimal('storage: {type: kubernetes}\n'), 'discovery.yaml').storage).toEqual({type: 'kubernetes', qps: 20, burst: 40, session_ttl: 15_000});
+  });
+
+  it('allow-list entries may name a discovered cluster by name or label selector', () => {
+    const config = parseConfig(minimal('http:\n  auth:\n    allowed_service_accounts: [monitoring:grafana, prod-a/monitoring:grafana, "env=prod,team=a/apps:reader"]\n'), 'discovery.yaml');
+    expect(config.http.auth?.allowed_service_accounts).toEqual(['monitoring:grafana', 'prod-a/monitoring:grafana', 'env=prod,team=a/apps:reader']);
+  });
+
   it('a cron schedule replaces the poll interval default', () => {
     const config = parseConfig(minimal('  schedule: "*/5 * * * *"\n'), 'discovery.yaml');
     expect(config.discovery_service.schedule).toBe('*/5 * * * *');
@@ -230,12 +241,20 @@ const bad: BadCase[] = [
     message: /expected an IAM role ARN .*found a string "arn:aws:iam::12:user\/bob"/,
   },
   {
+    name: 'bad kubernetes namespace',
+    yaml: minimal('storage: {type: kubernetes, namespace: Kube_Discovery}\n'),
+    path: 'storage.namespace',
+    line: 4,
+    column: 40,
+    message: /expected a namespace name such as kube-discovery, found a string "Kube_Discovery"/,
+  },
+  {
     name: 'unknown storage type',
     yaml: minimal('storage: {type: postgres}\n'),
     path: 'storage.type',
     line: 4,
     column: 17,
-    message: /expected one of memory, sqlite, etcd, found a string "postgres"/,
+    message: /expected one of memory, sqlite, etcd, kubernetes, found a string "postgres"/,
   },
   {
     name: 'bad Kubernetes label key',

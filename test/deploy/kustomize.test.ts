@@ -121,7 +121,7 @@ function checkDeployable(r: Rendered): void {
   // The service's own shutdown watchdog fires 30 s after SIGTERM; SIGKILL must come later.
   expect(pod['terminationGracePeriodSeconds']).toBeGreaterThan(30);
   expect(container['env']).toContainEqual({name: 'KUBE_DISCOVERY_REPLICA', valueFrom: {fieldRef: {fieldPath: 'metadata.name'}}});
-  for (const o of r.objects.filter((o) => !['Namespace', 'ClusterRoleBinding', 'ClusterRole'].includes(o['kind']))) {
+  for (const o of r.objects.filter((o) => !['Namespace', 'ClusterRoleBinding', 'ClusterRole', 'CustomResourceDefinition'].includes(o['kind']))) {
     expect(o['metadata'].namespace, `${o['kind']} ${o['metadata'].name}`).toBe('kube-discovery');
   }
 }
@@ -140,7 +140,7 @@ function checkSqlite(r: Rendered): void {
   expect(r.pod['securityContext'].fsGroup, 'the claim is writable by the service user').toBe(65532);
 }
 
-const targets = {base: 'base', eks: 'overlays/eks', aks: 'overlays/aks', haEtcd: 'overlays/ha-etcd'} as const;
+const targets = {base: 'base', eks: 'overlays/eks', aks: 'overlays/aks', haEtcd: 'overlays/ha-etcd', kubernetes: 'overlays/kubernetes'} as const;
 const rendered: Partial<Record<keyof typeof targets, Rendered>> = {};
 const get = (name: keyof typeof targets): Rendered => rendered[name] as Rendered;
 
@@ -194,6 +194,32 @@ describe.skipIf(skip)('kubectl kustomize', () => {
     }
     const egressPorts = r.objects.filter((o) => o['kind'] === 'NetworkPolicy').flatMap((p) => (p['spec'].egress ?? []).flatMap((e: Obj) => e['ports'].map((x: Obj) => x['port'])));
     for (const endpoint of storage.endpoints) expect(egressPorts).toContain(Number(new URL(endpoint).port || 2379));
+  });
+
+  it('kubernetes: two replicas on storage kubernetes, no volume claim, no etcd, a namespaced Role limited to its own resources, the CRDs', () => {
+    const r = get('kubernetes');
+    expect(r.workload['kind']).toBe('Deployment');
+    expect(r.workload['spec'].replicas).toBe(2);
+    expect(r.config.storage.type).toBe('kubernetes');
+    expect(find(r, 'StatefulSet')).toBeUndefined();
+    expect(r.objects.filter((o) => o['kind'] === 'PersistentVolumeClaim' || o['spec']?.volumeClaimTemplates)).toEqual([]);
+    expect(r.pod['volumes'].map((v: Obj) => Object.keys(v).filter((k) => k !== 'name')[0]).sort()).toEqual(['configMap', 'emptyDir']);
+    expect(JSON.stringify([r.workload, r.config.storage])).not.toMatch(/etcd/);
+    expect(r.container['env']).toContainEqual({name: 'POD_NAME', valueFrom: {fieldRef: {fieldPath: 'metadata.name'}}});
+    expect(find(r, 'ServiceAccount', 'kube-discovery')?.['automountServiceAccountToken']).toBe(true);
+    // Namespaced only: a Role and its binding, no cluster-wide grants.
+    expect(r.objects.filter((o) => o['kind'] === 'ClusterRole' || o['kind'] === 'ClusterRoleBinding')).toEqual([]);
+    const role = find(r, 'Role', 'kube-discovery');
+    const grants = Object.fromEntries((role?.['spec'] ?? role)['rules'].flatMap((rule: Obj) => rule['resources'].map((res: string) => [res, [...rule['verbs']].sort()])));
+    expect(Object.keys(grants).sort()).toEqual(['discoveryconfigs', 'discoveryconfigs/status', 'kubeservers', 'leases', 'secrets']);
+    expect(grants['secrets'], 'identity Secrets: read by name and create once, never list or change').toEqual(['create', 'get']);
+    const binding = find(r, 'RoleBinding', 'kube-discovery');
+    expect(binding?.['subjects']).toEqual([{kind: 'ServiceAccount', name: 'kube-discovery', namespace: 'kube-discovery'}]);
+    const crds = r.objects.filter((o) => o['kind'] === 'CustomResourceDefinition');
+    expect(crds.map((c) => c['metadata'].name).sort()).toEqual(['discoveryconfigs.kube-discovery.io', 'kubeservers.kube-discovery.io']);
+    const kubeservers = crds.find((c) => c['metadata'].name === 'kubeservers.kube-discovery.io');
+    expect(kubeservers?.['spec'].versions[0].additionalPrinterColumns.map((c: Obj) => c['name'])).toEqual(['Cloud', 'Region', 'Health', 'Stale', 'Age']);
+    expect(find(r, 'PodDisruptionBudget')?.['spec'].minAvailable).toBe(1);
   });
 
   it('components compose with ha-etcd: the identity patches reach the Deployment', async () => {

@@ -1,0 +1,247 @@
+/**
+ * Leader election per discovery group on a `coordination.k8s.io/v1` Lease, the way Kubernetes
+ * controllers do it: the holder renews `renewTime` every retry period; another replica takes the
+ * Lease over (acquireTime, leaseTransitions + 1) once it has seen no renewal for
+ * leaseDurationSeconds by its own clock. A leader that cannot renew within the renew deadline
+ * (shorter than the lease duration) steps down before anyone else can take over, so its writes
+ * are fenced by the time a successor writes. Storage-independent: any registry backend can be
+ * fenced by `holds()`.
+ */
+import type {Logger} from 'pino';
+import type {Clock} from '../core/clock.ts';
+import type {KubeClient} from '../registry/kube-client.ts';
+import {KubeApiError} from '../registry/kube-client.ts';
+import type {LeaderState} from './election.ts';
+
+/** Settings of one Lease election. */
+export interface LeaseElectionOptions {
+  readonly client: KubeClient;
+  readonly namespace: string;
+  /** Discovery group: one Lease, one leader per group. */
+  readonly group: string;
+  /** This replica's id (the pod name in a cluster): the Lease's holderIdentity. */
+  readonly identity: string;
+  /** leaseDurationSeconds × 1000; default 15 s (client-go's default). */
+  readonly leaseDurationMs?: number;
+  /** A leader that has not renewed for this long steps down; default 10 s. */
+  readonly renewDeadlineMs?: number;
+  /** Period of acquire/renew attempts; default 2 s. */
+  readonly retryPeriodMs?: number;
+  readonly clock: Clock;
+  readonly logger?: Logger;
+}
+
+interface LeaseRecord {
+  readonly holder: string;
+  readonly durationMs: number;
+  readonly transitions: number;
+  readonly acquireTime: string | undefined;
+  readonly resourceVersion: string;
+}
+
+/** Name of the election Lease of a discovery group. */
+export function electionLeaseName(group: string): string {
+  const safe = group.toLowerCase().replace(/[^a-z0-9.-]+/g, '-').replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, '');
+  return `kube-discovery-leader-${safe || 'default'}`.slice(0, 253);
+}
+
+/** Campaigns for a group's Lease until `stop()`. */
+export class LeaseElection {
+  readonly #o: Required<Omit<LeaseElectionOptions, 'logger'>> & {logger: Logger | undefined};
+  readonly #name: string;
+  readonly #listeners = new Set<(state: LeaderState) => void>();
+  #state: LeaderState = {role: 'follower'};
+  /** Last record seen and when (local clock): expiry is judged by observation, not by the holder's clock. */
+  #observed: {record: LeaseRecord; at: number} | undefined;
+  #lastRenewAt = 0;
+  #cancel: (() => void) | undefined;
+  #stopped = false;
+  #busy = false;
+  #round: Promise<void> = Promise.resolve();
+
+  constructor(options: LeaseElectionOptions) {
+    const leaseDurationMs = options.leaseDurationMs ?? 15_000;
+    const renewDeadlineMs = options.renewDeadlineMs ?? Math.round((leaseDurationMs * 2) / 3);
+    const retryPeriodMs = options.retryPeriodMs ?? Math.max(200, Math.round(leaseDurationMs / 7.5));
+    if (!(leaseDurationMs > renewDeadlineMs && renewDeadlineMs > retryPeriodMs && retryPeriodMs > 0)) {
+      throw new RangeError(`Expected leaseDurationMs > renewDeadlineMs > retryPeriodMs > 0, got ${leaseDurationMs}, ${renewDeadlineMs}, ${retryPeriodMs}`);
+    }
+    this.#o = {...options, leaseDurationMs, renewDeadlineMs, retryPeriodMs, logger: options.logger};
+    this.#name = electionLeaseName(options.group);
+  }
+
+  /** Name of the Lease object. */
+  get leaseName(): string {
+    return this.#name;
+  }
+
+  /** Starts; resolves once the first attempt settled. */
+  async start(): Promise<void> {
+    await this.#attempt();
+    this.#schedule();
+  }
+
+  /** The current state; `fence` names the Lease and the transition this replica won. */
+  state(): LeaderState {
+    return this.#state;
+  }
+
+  /** Calls `listener` on every role or leader change; returns the unsubscribe function. */
+  onChange(listener: (state: LeaderState) => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** True while this replica leads and renewed within the renew deadline: what fenced writes check. */
+  holds(): boolean {
+    return this.#state.role === 'leader' && this.#o.clock.now() - this.#lastRenewAt < this.#o.renewDeadlineMs;
+  }
+
+  /** Stops campaigning; a leader releases the Lease so a successor need not wait out the duration. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    this.#cancel?.();
+    await this.#round;
+    if (this.#state.role !== 'leader') return;
+    this.#set({role: 'follower'});
+    const seen = this.#observed?.record;
+    if (!seen) return;
+    try {
+      await this.#o.client.request({
+        method: 'PUT',
+        path: this.#path(this.#name),
+        body: this.#lease({...seen, holder: ''}, this.#o.clock.now(), 1),
+        priority: 10,
+      });
+    } catch (err) {
+      this.#o.logger?.warn({err, lease: this.#name}, 'could not release the leader Lease; the next leader waits for it to expire');
+    }
+  }
+
+  #schedule(): void {
+    if (this.#stopped) return;
+    this.#cancel = this.#o.clock.setTimeout(() => {
+      this.#schedule();
+      // A renewal hanging in the API server must not keep a leader leading past its deadline.
+      if (this.#state.role === 'leader' && !this.holds()) this.#set({role: 'follower'});
+      if (this.#busy) return;
+      this.#busy = true;
+      this.#round = this.#attempt().finally(() => {
+        this.#busy = false;
+      });
+    }, this.#o.retryPeriodMs);
+  }
+
+  #path(name?: string): string {
+    const base = `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(this.#o.namespace)}/leases`;
+    return name === undefined ? base : `${base}/${name}`;
+  }
+
+  #lease(record: LeaseRecord, now: number, durationSeconds = Math.ceil(this.#o.leaseDurationMs / 1000)): Record<string, unknown> {
+    return {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: {name: this.#name, resourceVersion: record.resourceVersion, labels: {'app.kubernetes.io/name': 'kube-discovery'}},
+      spec: {
+        holderIdentity: record.holder,
+        leaseDurationSeconds: durationSeconds,
+        ...(record.acquireTime === undefined ? {} : {acquireTime: record.acquireTime}),
+        renewTime: microTime(now),
+        leaseTransitions: record.transitions,
+      },
+    };
+  }
+
+  async #attempt(): Promise<void> {
+    if (this.#stopped) return;
+    const now = this.#o.clock.now();
+    try {
+      const current = await this.#read();
+      if (current === undefined) {
+        const created = parseRecord(await this.#o.client.request({
+          method: 'POST',
+          path: this.#path(),
+          body: this.#lease({holder: this.#o.identity, durationMs: this.#o.leaseDurationMs, transitions: 0, acquireTime: microTime(now), resourceVersion: ''}, now),
+          priority: 10,
+        }));
+        this.#won(created, now);
+        return;
+      }
+      if (this.#observed?.record.resourceVersion !== current.resourceVersion) this.#observed = {record: current, at: now};
+      if (current.holder === this.#o.identity) {
+        const renewed = parseRecord(await this.#o.client.request({method: 'PUT', path: this.#path(this.#name), body: this.#lease(current, now), priority: 10}));
+        this.#won(renewed, now);
+        return;
+      }
+      const seenAt = this.#observed?.at ?? now;
+      const free = current.holder === '' || seenAt + current.durationMs <= now;
+      if (!free) {
+        this.#set({role: 'follower', leader: current.holder});
+        return;
+      }
+      const taken = parseRecord(await this.#o.client.request({
+        method: 'PUT',
+        path: this.#path(this.#name),
+        body: this.#lease({...current, holder: this.#o.identity, transitions: current.transitions + 1, acquireTime: microTime(now)}, now),
+        priority: 10,
+      }));
+      this.#won(taken, now);
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 409) {
+        // Someone else wrote the Lease first (renewed or took it over): follow them next round.
+        this.#set({role: 'follower', ...(this.#observed ? {leader: this.#observed.record.holder} : {})});
+        return;
+      }
+      this.#o.logger?.warn({err, lease: this.#name}, 'leader Lease attempt failed');
+      // A leader that cannot renew in time steps down before a successor could take over.
+      if (this.#state.role === 'leader' && !this.holds()) this.#set({role: 'follower'});
+      else if (this.#state.role === 'follower') this.#set({role: 'follower'});
+    }
+  }
+
+  #won(record: LeaseRecord, now: number): void {
+    this.#observed = {record, at: now};
+    this.#lastRenewAt = now;
+    this.#set({role: 'leader', leader: this.#o.identity, fence: {key: this.#name, createRevision: String(record.transitions)}});
+  }
+
+  #set(next: LeaderState): void {
+    const prev = this.#state;
+    this.#state = next;
+    if (prev.role === next.role && prev.leader === next.leader && prev.fence?.createRevision === next.fence?.createRevision) return;
+    if (next.role !== prev.role) this.#o.logger?.info({lease: this.#name, role: next.role, leader: next.leader}, `discovery group leadership: ${next.role}`);
+    for (const listener of this.#listeners) listener(next);
+  }
+
+  async #read(): Promise<LeaseRecord | undefined> {
+    try {
+      return parseRecord(await this.#o.client.request({method: 'GET', path: this.#path(this.#name), priority: 10}));
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return undefined;
+      throw err;
+    }
+  }
+}
+
+function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/Z$/, '000Z');
+}
+
+function parseRecord(answer: unknown): LeaseRecord {
+  const obj = answer as {metadata?: {resourceVersion?: unknown}; spec?: {holderIdentity?: unknown; leaseDurationSeconds?: unknown; leaseTransitions?: unknown; acquireTime?: unknown}} | undefined;
+  const rv = obj?.metadata?.resourceVersion;
+  const duration = obj?.spec?.leaseDurationSeconds;
+  if (typeof rv !== 'string' || typeof duration !== 'number' || !(duration > 0)) {
+    throw new Error('malformed Lease from the API server: expected metadata.resourceVersion and spec.leaseDurationSeconds');
+  }
+  const transitions = obj?.spec?.leaseTransitions;
+  const holder = obj?.spec?.holderIdentity;
+  const acquire = obj?.spec?.acquireTime;
+  return {
+    holder: typeof holder === 'string' ? holder : '',
+    durationMs: duration * 1000,
+    transitions: typeof transitions === 'number' ? transitions : 0,
+    acquireTime: typeof acquire === 'string' ? acquire : undefined,
+    resourceVersion: rv,
+  };
+}

@@ -1,0 +1,104 @@
+/**
+ * Service-account tokens of discovered clusters (the RFD on Kubernetes joining): an allow-list
+ * entry `cluster/namespace:serviceaccount` names the cluster by kube_server name or by a label
+ * selector (`env=prod,team=a/monitoring:grafana`). A token is checked with a TokenReview against
+ * each matching cluster's API, authenticated with the credential this service mints for that
+ * cluster anyway (EKS presigned STS token, AKS Entra ID token). No shared secret: a workload in
+ * any discovered cluster reads the inventory with its own identity.
+ */
+import type {KubeAccess, KubeServer} from '../../heartbeats/kube-server.ts';
+import type {TokenReviewer} from './auth.ts';
+
+/** One parsed allow-list entry. */
+export interface AllowEntry {
+  /** Undefined: this (the service's own) cluster. */
+  readonly cluster?: {readonly name: string} | {readonly selector: Readonly<Record<string, string>>};
+  /** `namespace:serviceaccount`. */
+  readonly serviceAccount: string;
+}
+
+/** Parses `[cluster/]namespace:serviceaccount`; a cluster part with `=` is a label selector. */
+export function parseAllowEntry(text: string): AllowEntry {
+  const slash = text.lastIndexOf('/');
+  if (slash < 0) return {serviceAccount: text};
+  const cluster = text.slice(0, slash);
+  const serviceAccount = text.slice(slash + 1);
+  if (!cluster.includes('=')) return {cluster: {name: cluster}, serviceAccount};
+  const selector: Record<string, string> = {};
+  for (const part of cluster.split(',')) {
+    const [k = '', v = ''] = part.split('=');
+    selector[k.trim()] = v.trim();
+  }
+  return {cluster: {selector}, serviceAccount};
+}
+
+/** Options of clusterTokenReviewer. */
+export interface ClusterTokenReviewOptions {
+  readonly entries: readonly AllowEntry[];
+  /** The current inventory. */
+  readonly servers: () => readonly KubeServer[];
+  /** Mints (or reuses) this service's credential for a cluster. */
+  readonly credential: (access: KubeAccess) => Promise<string>;
+  readonly timeoutMs?: number;
+}
+
+function matches(server: KubeServer, cluster: NonNullable<AllowEntry['cluster']>): boolean {
+  if ('name' in cluster) return server.metadata.name === cluster.name;
+  const labels = server.metadata.labels ?? {};
+  return Object.entries(cluster.selector).every(([k, v]) => labels[k] === v);
+}
+
+/**
+ * A reviewer that resolves to `cluster/namespace:serviceaccount` when some allow-listed
+ * cluster authenticates the token as an allow-listed service account of that entry.
+ */
+export function clusterTokenReviewer(options: ClusterTokenReviewOptions): TokenReviewer {
+  return async (token) => {
+    const remote = options.entries.filter((e) => e.cluster !== undefined);
+    const tried = new Set<string>();
+    for (const entry of remote) {
+      for (const server of options.servers()) {
+        if (!entry.cluster || !matches(server, entry.cluster)) continue;
+        const name = server.metadata.name;
+        const status = server.status;
+        if (!status?.endpoint || !status.access) continue;
+        const identity = tried.has(name) ? undefined : await review(server, token, options).catch(() => undefined);
+        tried.add(name);
+        if (identity !== undefined && identity === entry.serviceAccount) return `${name}/${identity}`;
+      }
+    }
+    return undefined;
+  };
+}
+
+/** One TokenReview against a discovered cluster; resolves to `namespace:serviceaccount` or undefined. */
+async function review(server: KubeServer, token: string, options: ClusterTokenReviewOptions): Promise<string | undefined> {
+  const status = server.status;
+  if (!status?.endpoint || !status.access) return undefined;
+  const bearer = await options.credential(status.access);
+  const {request} = await import('node:https');
+  const url = new URL('/apis/authentication.k8s.io/v1/tokenreviews', status.endpoint);
+  const ca = status.ca_data ? Buffer.from(status.ca_data, 'base64').toString('utf8') : undefined;
+  const body = JSON.stringify({apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: {token}});
+  const text = await new Promise<string>((resolve, reject) => {
+    const req = request(url, {
+      method: 'POST',
+      ...(ca ? {ca} : {}),
+      timeout: options.timeoutMs ?? 5000,
+      headers: {'content-type': 'application/json', authorization: `Bearer ${bearer}`},
+    }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => (res.statusCode === 201 || res.statusCode === 200
+        ? resolve(Buffer.concat(chunks).toString('utf8'))
+        : reject(new Error(`TokenReview on ${server.metadata.name} answered HTTP ${res.statusCode}`))));
+    });
+    req.on('timeout', () => req.destroy(new Error(`TokenReview on ${server.metadata.name} timed out`)));
+    req.on('error', reject);
+    req.end(body);
+  });
+  const verdict = JSON.parse(text) as {status?: {authenticated?: boolean; user?: {username?: string}}};
+  const username = verdict.status?.authenticated ? verdict.status.user?.username : undefined;
+  const m = /^system:serviceaccount:([^:]+):([^:]+)$/.exec(username ?? '');
+  return m ? `${m[1]}:${m[2]}` : undefined;
+}

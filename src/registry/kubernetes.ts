@@ -1,0 +1,808 @@
+/**
+ * Registry backend on the Kubernetes API (`storage: {type: kubernetes, namespace}`): each entry is
+ * a namespaced `KubeServer` custom resource, each registry lease a `coordination.k8s.io/v1` Lease.
+ * A keepalive renews one Lease whatever the number of entries; an entry names its owner Lease and
+ * readers treat it as expired once that Lease is gone or not renewed in time; the leader deletes
+ * such entries. Writes carry resourceVersion preconditions. Every answer is checked before use:
+ * a malformed list fails the read, it never reads as "no entries".
+ */
+import {randomUUID} from 'node:crypto';
+import type {Clock} from '../core/clock.ts';
+import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watcher} from './backend.ts';
+import {LeaseNotFoundError} from './backend.ts';
+import type {KubeClient} from './kube-client.ts';
+import {KubeApiError} from './kube-client.ts';
+import {objectNameForKey, summarise} from './kube-names.ts';
+import {checkInterval, checkTtl, compareKeys} from './local-common.ts';
+import {WatchHub} from './watch-hub.ts';
+
+/** API group of the custom resources (CRDs in deploy/kubernetes/crds). */
+export const KUBE_GROUP = 'kube-discovery.io';
+/** Label naming an entry's owner Lease. */
+export const LEASE_LABEL = 'kube-discovery.io/lease';
+/** Label marking Leases that are registry leases (not election Leases). */
+export const REGISTRY_LEASE_LABEL = 'kube-discovery.io/registry-lease';
+/** Annotation with a Lease's exact TTL in ms (leaseDurationSeconds is whole seconds). */
+export const TTL_ANNOTATION = 'kube-discovery.io/ttl-ms';
+const GROUP_LABEL = 'kube-discovery.io/group';
+const PAGE_SIZE = 500;
+const KEEPALIVE_PRIORITY = 10;
+
+/** `storage: {type: kubernetes, ...}`. */
+export interface KubernetesStorageConfig {
+  readonly type: 'kubernetes';
+  /** Default: the kubeconfig context's namespace, in-cluster the pod's own. */
+  readonly namespace?: string | undefined;
+  readonly kubeconfig?: string | undefined;
+  readonly context?: string | undefined;
+  readonly qps?: number | undefined;
+  readonly burst?: number | undefined;
+}
+
+/** Options of the backend. */
+export interface KubernetesBackendOptions {
+  readonly client: KubeClient;
+  readonly namespace: string;
+  readonly clock: Clock;
+  /** Who renews the Leases this backend grants (holderIdentity); default a random id. */
+  readonly identity?: string;
+  /** How often watchers check their entries' Leases for expiry; default 1s. */
+  readonly purgeIntervalMs?: number;
+  /** Identity Secrets are named `<prefix>-identity-<replica>`; default `kube-discovery`. */
+  readonly identitySecretPrefix?: string;
+  /** Delete entries whose Lease expired (and the expired Leases) on each purge tick. The leader sets it. */
+  readonly reap?: boolean;
+}
+
+/** An answer of the API server that is not what the protocol says: the read fails, nothing is dropped. */
+export class MalformedAnswerError extends Error {
+  override readonly name = 'MalformedAnswerError';
+}
+
+interface Entry {
+  readonly name: string;
+  readonly key: string;
+  readonly value: string;
+  readonly lease: string | undefined;
+  readonly resourceVersion: string;
+}
+
+interface LeaseState {
+  readonly name: string;
+  readonly ttlMs: number;
+  readonly renewMs: number;
+  readonly resourceVersion: string;
+}
+
+interface LocalLease {
+  ttlMs: number;
+  renewMs: number;
+  resourceVersion: string;
+  revoked: boolean;
+}
+
+/** The Kubernetes-API registry backend. */
+export class KubernetesBackend implements RegistryBackend {
+  readonly name = 'kubernetes';
+  readonly #client: KubeClient;
+  readonly #ns: string;
+  readonly #clock: Clock;
+  readonly #identity: string;
+  readonly #identityPrefix: string;
+  readonly #purgeMs: number;
+  readonly #leases = new Map<string, LocalLease>();
+  readonly #rv = new Map<string, string>();
+  readonly #watchers = new Set<KubeWatch>();
+  #reap: boolean;
+  #purging = false;
+  #purgeAgain = false;
+  #closed = false;
+  #cancelPurge: (() => void) | undefined;
+
+  constructor(options: KubernetesBackendOptions) {
+    this.#client = options.client;
+    this.#ns = options.namespace;
+    this.#clock = options.clock;
+    this.#identity = options.identity ?? `kube-discovery-${randomUUID().slice(0, 8)}`;
+    this.#identityPrefix = options.identitySecretPrefix ?? 'kube-discovery';
+    this.#purgeMs = checkInterval(options.purgeIntervalMs);
+    this.#reap = options.reap ?? false;
+    this.#schedulePurge();
+  }
+
+  /** Turns the deletion of expired entries on (leader) or off (follower). */
+  setReaper(enabled: boolean): void {
+    this.#reap = enabled;
+  }
+
+  get #entriesPath(): string {
+    return `/apis/${KUBE_GROUP}/v1/namespaces/${encodeURIComponent(this.#ns)}/kubeservers`;
+  }
+
+  get #leasesPath(): string {
+    return `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(this.#ns)}/leases`;
+  }
+
+  async grantLease(ttlMs: number): Promise<Lease> {
+    this.#open();
+    checkTtl(ttlMs);
+    const now = this.#clock.now();
+    const name = `kd-registry-${randomUUID().slice(0, 13)}`;
+    const created = await this.#client.request({
+      method: 'POST',
+      path: this.#leasesPath,
+      body: {
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        metadata: {name, labels: {[REGISTRY_LEASE_LABEL]: 'true'}, annotations: {[TTL_ANNOTATION]: String(ttlMs)}},
+        spec: {holderIdentity: this.#identity, leaseDurationSeconds: Math.max(1, Math.ceil(ttlMs / 1000)), acquireTime: microTime(now), renewTime: microTime(now), leaseTransitions: 0},
+      },
+      priority: KEEPALIVE_PRIORITY,
+    });
+    const state = parseLease(created);
+    this.#leases.set(name, {ttlMs, renewMs: state.renewMs, resourceVersion: state.resourceVersion, revoked: false});
+    return {id: name, ttlMs};
+  }
+
+  async keepAlive(lease: Lease): Promise<void> {
+    this.#open();
+    const local = this.#leases.get(lease.id);
+    if (local?.revoked) throw leaseGone(lease.id);
+    let current = local;
+    let state: LeaseState | undefined;
+    if (!current || current.renewMs + lease.ttlMs <= this.#clock.now()) {
+      state = await this.#readLease(lease.id, KEEPALIVE_PRIORITY);
+      if (!state || state.renewMs + state.ttlMs <= this.#clock.now()) throw leaseGone(lease.id);
+      current = {ttlMs: state.ttlMs, renewMs: state.renewMs, resourceVersion: state.resourceVersion, revoked: false};
+      this.#leases.set(lease.id, current);
+    }
+    const now = this.#clock.now();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const updated = await this.#client.request({
+          method: 'PATCH',
+          path: `${this.#leasesPath}/${lease.id}`,
+          contentType: 'application/merge-patch+json',
+          body: {metadata: {resourceVersion: current.resourceVersion}, spec: {renewTime: microTime(now), holderIdentity: this.#identity}},
+          priority: KEEPALIVE_PRIORITY,
+        });
+        const next = parseLease(updated);
+        current.renewMs = next.renewMs;
+        current.resourceVersion = next.resourceVersion;
+        return;
+      } catch (err) {
+        if (err instanceof KubeApiError && err.status === 404) {
+          current.revoked = true;
+          throw leaseGone(lease.id);
+        }
+        if (!(err instanceof KubeApiError && err.status === 409) || attempt >= 2) throw err;
+        // Someone else (a restarted replica adopting it) renewed it: re-read and renew on top.
+        state = await this.#readLease(lease.id, KEEPALIVE_PRIORITY);
+        if (!state || state.renewMs + state.ttlMs <= this.#clock.now()) throw leaseGone(lease.id);
+        current.resourceVersion = state.resourceVersion;
+      }
+    }
+  }
+
+  async revokeLease(lease: Lease): Promise<void> {
+    this.#open();
+    const local = this.#leases.get(lease.id) ?? {ttlMs: lease.ttlMs, renewMs: 0, resourceVersion: '', revoked: true};
+    local.revoked = true;
+    this.#leases.set(lease.id, local);
+    // The Lease goes first: from then on every reader treats its entries as expired.
+    await this.#deleteIgnoringMissing(`${this.#leasesPath}/${lease.id}`);
+    const owned = await this.#listEntries(`${LEASE_LABEL}=${lease.id}`);
+    for (const entry of owned) await this.#deleteIgnoringMissing(`${this.#entriesPath}/${entry.name}`);
+  }
+
+  async resumeLease(id: string): Promise<Lease | undefined> {
+    this.#open();
+    const state = await this.#readLease(id, KEEPALIVE_PRIORITY);
+    if (!state || state.renewMs + state.ttlMs <= this.#clock.now()) return undefined;
+    this.#leases.set(id, {ttlMs: state.ttlMs, renewMs: state.renewMs, resourceVersion: state.resourceVersion, revoked: false});
+    return {id, ttlMs: state.ttlMs};
+  }
+
+  async put(key: string, value: string, options?: PutOptions): Promise<RegistryItem> {
+    this.#open();
+    const lease = options?.lease;
+    let leaseState: LocalLease | undefined;
+    if (lease) {
+      leaseState = this.#leases.get(lease.id);
+      if (!leaseState) {
+        const read = await this.#readLease(lease.id, 0);
+        if (read) leaseState = {ttlMs: read.ttlMs, renewMs: read.renewMs, resourceVersion: read.resourceVersion, revoked: false};
+      }
+      if (!leaseState || leaseState.revoked || leaseState.renewMs + lease.ttlMs <= this.#clock.now()) throw leaseGone(lease.id);
+    }
+    const name = objectNameForKey(key);
+    const summary = summarise(value);
+    const group = /^kube_servers\/([^/]+)\//.exec(key)?.[1];
+    const labels: Record<string, string> = {...summary.labels};
+    if (lease) labels[LEASE_LABEL] = lease.id;
+    if (group !== undefined && /^[a-z0-9]([-a-z0-9_.]{0,61}[a-z0-9])?$/i.test(group)) labels[GROUP_LABEL] = group;
+    const spec: Record<string, unknown> = {
+      key,
+      value,
+      ...(lease ? {lease: lease.id} : {}),
+      ...(summary.name === undefined ? {} : {name: summary.name}),
+      ...(summary.cloud === undefined ? {} : {cloud: summary.cloud}),
+      ...(summary.region === undefined ? {} : {region: summary.region}),
+      ...(summary.health === undefined ? {} : {health: summary.health}),
+      ...(summary.cloud === undefined ? {} : {stale: summary.stale ?? false}),
+    };
+    const object = (resourceVersion?: string) => ({
+      apiVersion: `${KUBE_GROUP}/v1`,
+      kind: 'KubeServer',
+      metadata: {name, labels, ...(resourceVersion === undefined ? {} : {resourceVersion})},
+      spec,
+    });
+    let known = this.#rv.get(name);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const answer = known === undefined
+          ? await this.#client.request({method: 'POST', path: this.#entriesPath, body: object()})
+          : await this.#client.request({method: 'PUT', path: `${this.#entriesPath}/${name}`, body: object(known)});
+        const entry = parseEntry(answer);
+        this.#rv.set(name, entry.resourceVersion);
+        return this.#item(entry, leaseState === undefined || !lease ? undefined : {name: lease.id, ttlMs: lease.ttlMs, renewMs: leaseState.renewMs, resourceVersion: ''});
+      } catch (err) {
+        if (!(err instanceof KubeApiError) || attempt >= 4) throw err;
+        if (err.status === 409) {
+          // AlreadyExists (create) or Conflict (stale resourceVersion): read the current version and write on top.
+          const current = await this.#getEntryObject(name);
+          known = current?.resourceVersion;
+          continue;
+        }
+        if (err.status === 404 && known !== undefined) {
+          known = undefined;
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+
+  async get(key: string): Promise<RegistryItem | undefined> {
+    this.#open();
+    const entry = await this.#getEntryObject(objectNameForKey(key));
+    if (!entry || entry.key !== key) return undefined;
+    if (entry.lease === undefined) return this.#item(entry, undefined);
+    const lease = await this.#readLease(entry.lease, 0);
+    if (!lease || this.#expired(lease)) return undefined;
+    return this.#item(entry, lease);
+  }
+
+  async list(prefix: string): Promise<RegistryItem[]> {
+    this.#open();
+    const [entries, leases] = await Promise.all([this.#listEntries(), this.#listLeases()]);
+    const items: RegistryItem[] = [];
+    for (const entry of entries) {
+      if (!entry.key.startsWith(prefix)) continue;
+      if (entry.lease === undefined) {
+        items.push(this.#item(entry, undefined));
+        continue;
+      }
+      const lease = leases.get(entry.lease);
+      if (lease && !this.#expired(lease)) items.push(this.#item(entry, lease));
+    }
+    return items.sort((a, b) => compareKeys(a.key, b.key));
+  }
+
+  async delete(key: string): Promise<boolean> {
+    this.#open();
+    const name = objectNameForKey(key);
+    const deleted = await this.#deleteIgnoringMissing(`${this.#entriesPath}/${name}`);
+    this.#rv.delete(name);
+    return deleted;
+  }
+
+  async watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: {fromRevision?: string}): Promise<Watcher> {
+    this.#open();
+    const watch = new KubeWatch(this, prefix, onEvent);
+    this.#watchers.add(watch);
+    await watch.start(options?.fromRevision);
+    return {
+      close: async () => {
+        this.#watchers.delete(watch);
+        watch.close();
+      },
+    };
+  }
+
+  async ping(): Promise<void> {
+    this.#open();
+    await this.#client.request({method: 'GET', path: this.#entriesPath, query: {limit: '1'}, priority: KEEPALIVE_PRIORITY});
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#cancelPurge?.();
+    for (const w of this.#watchers) w.close();
+    this.#watchers.clear();
+  }
+
+  /**
+   * The host id in Secret `<identityPrefix>-identity-<replica>`: read if present, else created
+   * (create-if-absent: a replica that lost the race reads the winner's id). A Secret that cannot be
+   * read as an identity fails the start; it is never overwritten.
+   */
+  async hostIdentity(replica: string, create: () => string): Promise<string> {
+    this.#open();
+    const name = identitySecretName(this.#identityPrefix, replica);
+    const path = `/api/v1/namespaces/${encodeURIComponent(this.#ns)}/secrets`;
+    const read = async (): Promise<string | undefined> => {
+      try {
+        return parseIdentity(await this.#client.request({method: 'GET', path: `${path}/${name}`}), name);
+      } catch (err) {
+        if (err instanceof KubeApiError && err.status === 404) return undefined;
+        throw err;
+      }
+    };
+    const existing = await read();
+    if (existing !== undefined) return existing;
+    const id = create();
+    try {
+      await this.#client.request({
+        method: 'POST',
+        path,
+        body: {
+          apiVersion: 'v1',
+          kind: 'Secret',
+          type: 'Opaque',
+          metadata: {name, labels: {'app.kubernetes.io/name': 'kube-discovery', 'kube-discovery.io/identity': 'true'}},
+          data: {host_id: Buffer.from(id, 'utf8').toString('base64')},
+        },
+      });
+      return id;
+    } catch (err) {
+      if (!(err instanceof KubeApiError && err.status === 409)) throw err;
+      const winner = await read();
+      if (winner === undefined) throw err;
+      return winner;
+    }
+  }
+
+  /** Deletes entries whose owner Lease expired or is gone, then the expired registry Leases; returns the number of entries deleted. */
+  async reapExpired(): Promise<number> {
+    const [entries, leases] = await Promise.all([this.#listEntries(), this.#listLeases()]);
+    let deleted = 0;
+    for (const entry of entries) {
+      if (entry.lease === undefined) continue;
+      const lease = leases.get(entry.lease);
+      if (lease && !this.#expired(lease)) continue;
+      // The precondition keeps an entry that its owner re-wrote meanwhile.
+      try {
+        await this.#client.request({method: 'DELETE', path: `${this.#entriesPath}/${entry.name}`, body: {preconditions: {resourceVersion: entry.resourceVersion}}});
+        deleted++;
+      } catch (err) {
+        if (!(err instanceof KubeApiError && (err.status === 404 || err.status === 409))) throw err;
+      }
+    }
+    for (const lease of leases.values()) {
+      if (this.#expired(lease)) await this.#deleteIgnoringMissing(`${this.#leasesPath}/${lease.name}`);
+    }
+    return deleted;
+  }
+
+  // --- helpers used by the watch ---
+
+  /** @internal */
+  listEntriesForWatch(): Promise<{entries: Entry[]; resourceVersion: string}> {
+    return this.#listEntriesWithVersion();
+  }
+
+  /** The API client (shared with the Lease election). */
+  get client(): KubeClient {
+    return this.#client;
+  }
+
+  /** Namespace of the entries, Leases and identity Secrets. */
+  get namespace(): string {
+    return this.#ns;
+  }
+
+  /** @internal */
+  get entriesPath(): string {
+    return this.#entriesPath;
+  }
+
+  /** @internal */
+  toItem(entry: Entry, lease: LeaseState | undefined): RegistryItem {
+    return this.#item(entry, lease);
+  }
+
+  /** @internal The state of a Lease for a watch event: this replica's own from memory, others from `cache` or one read. */
+  async leaseFor(name: string, cache: Map<string, LeaseState>): Promise<LeaseState | undefined> {
+    const local = this.#leases.get(name);
+    if (local && !local.revoked) return {name, ttlMs: local.ttlMs, renewMs: local.renewMs, resourceVersion: local.resourceVersion};
+    const cached = cache.get(name);
+    if (cached) return cached;
+    const read = await this.#readLease(name, 0);
+    if (read) cache.set(name, read);
+    return read;
+  }
+
+  /** @internal */
+  isExpired(lease: LeaseState | undefined): boolean {
+    return lease === undefined || this.#expired(lease);
+  }
+
+  #expired(lease: LeaseState): boolean {
+    return lease.renewMs + lease.ttlMs <= this.#clock.now();
+  }
+
+  #item(entry: Entry, lease: LeaseState | undefined): RegistryItem {
+    return {
+      key: entry.key,
+      value: entry.value,
+      revision: entry.resourceVersion,
+      ...(entry.lease === undefined ? {} : {lease: entry.lease, expires: lease === undefined ? 0 : lease.renewMs + lease.ttlMs}),
+    };
+  }
+
+  async #getEntryObject(name: string): Promise<Entry | undefined> {
+    try {
+      const entry = parseEntry(await this.#client.request({method: 'GET', path: `${this.#entriesPath}/${name}`}));
+      this.#rv.set(name, entry.resourceVersion);
+      return entry;
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return undefined;
+      throw err;
+    }
+  }
+
+  async #readLease(name: string, priority: number): Promise<LeaseState | undefined> {
+    try {
+      return parseLease(await this.#client.request({method: 'GET', path: `${this.#leasesPath}/${name}`, priority}));
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return undefined;
+      throw err;
+    }
+  }
+
+  async #listEntries(labelSelector?: string): Promise<Entry[]> {
+    return (await this.#listEntriesWithVersion(labelSelector)).entries;
+  }
+
+  /** Lists every page; any malformed page fails the whole list (a partial list would read as deletions). */
+  async #listEntriesWithVersion(labelSelector?: string): Promise<{entries: Entry[]; resourceVersion: string}> {
+    const entries: Entry[] = [];
+    let cont: string | undefined;
+    let resourceVersion = '';
+    do {
+      const page = parseList(await this.#client.request({
+        method: 'GET',
+        path: this.#entriesPath,
+        query: {limit: String(PAGE_SIZE), continue: cont, labelSelector},
+      }), 'KubeServerList');
+      if (resourceVersion === '') resourceVersion = page.resourceVersion;
+      for (const item of page.items) {
+        const entry = parseEntry(item);
+        this.#rv.set(entry.name, entry.resourceVersion);
+        entries.push(entry);
+      }
+      cont = page.continue;
+    } while (cont !== undefined);
+    return {entries, resourceVersion};
+  }
+
+  /** @internal One list call: the state of every registry Lease. */
+  async listLeases(): Promise<Map<string, LeaseState>> {
+    return this.#listLeases();
+  }
+
+  async #listLeases(): Promise<Map<string, LeaseState>> {
+    const leases = new Map<string, LeaseState>();
+    let cont: string | undefined;
+    do {
+      const page = parseList(await this.#client.request({
+        method: 'GET',
+        path: this.#leasesPath,
+        query: {limit: String(PAGE_SIZE), continue: cont, labelSelector: `${REGISTRY_LEASE_LABEL}=true`},
+      }), 'LeaseList');
+      for (const item of page.items) {
+        const lease = parseLease(item);
+        leases.set(lease.name, lease);
+      }
+      cont = page.continue;
+    } while (cont !== undefined);
+    return leases;
+  }
+
+  async #deleteIgnoringMissing(path: string): Promise<boolean> {
+    try {
+      await this.#client.request({method: 'DELETE', path});
+      return true;
+    } catch (err) {
+      if (err instanceof KubeApiError && err.status === 404) return false;
+      throw err;
+    }
+  }
+
+  #schedulePurge(): void {
+    this.#cancelPurge = this.#clock.setTimeout(() => {
+      if (this.#closed) return;
+      this.#schedulePurge();
+      // Ticks never overlap; a tick that comes during one runs right after it, with the time of then.
+      if (this.#purging) {
+        this.#purgeAgain = true;
+        return;
+      }
+      this.#purging = true;
+      void (async () => {
+        do {
+          this.#purgeAgain = false;
+          await this.#purge();
+        } while (this.#purgeAgain && !this.#closed);
+        this.#purging = false;
+      })();
+    }, this.#purgeMs);
+  }
+
+  /** One tick: one Lease list shared by every watcher; the leader also deletes what expired. */
+  async #purge(): Promise<void> {
+    if (this.#closed) return;
+    try {
+      if (this.#watchers.size > 0) {
+        const leases = await this.#listLeases();
+        for (const w of this.#watchers) w.checkExpiry(leases);
+      }
+      if (this.#reap) await this.reapExpired();
+    } catch (err) {
+      // A failed tick changes nothing: expiry is decided only from a successful, well-formed Lease list.
+      process.emitWarning(`kubernetes registry: lease check failed: ${(err as Error).message}`);
+    }
+  }
+
+  #open(): void {
+    if (this.#closed) throw new Error('kubernetes registry backend is closed; expected an open backend');
+  }
+}
+
+/**
+ * One registry watch: a Kubernetes watch on the namespace's KubeServers from a resourceVersion,
+ * resumed after the stream ends, relisted (and diffed) after `410 Gone`; entries whose Lease
+ * expired produce one delete event.
+ */
+class KubeWatch {
+  readonly #backend: KubernetesBackend;
+  readonly #prefix: string;
+  readonly #hub = new WatchHub();
+  /** Entries under the prefix as last seen, by object name. */
+  readonly #known = new Map<string, Entry>();
+  /** Names already reported deleted because their Lease expired. */
+  readonly #expired = new Set<string>();
+  /** Lease states from the last purge tick and lookups, for the expiry of put events. */
+  #leases = new Map<string, LeaseState>();
+  /** Events are applied one after another, in stream order, even when one needs a Lease read. */
+  #chain: Promise<void> = Promise.resolve();
+  #resourceVersion = '';
+  #handle: {abort(): void} | undefined;
+  #closed = false;
+  #retryDelayMs = 100;
+
+  constructor(backend: KubernetesBackend, prefix: string, onEvent: (event: WatchEvent) => void) {
+    this.#backend = backend;
+    this.#prefix = prefix;
+    this.#hub.subscribe(prefix, onEvent);
+  }
+
+  async start(fromRevision: string | undefined): Promise<void> {
+    if (fromRevision === undefined) await this.#relist(false);
+    else this.#resourceVersion = fromRevision;
+    await this.#open();
+  }
+
+  close(): void {
+    this.#closed = true;
+    this.#handle?.abort();
+    this.#hub.clear();
+  }
+
+  /** Emits a delete for every known entry whose Lease is gone or expired in this (successful) Lease list. */
+  checkExpiry(leases: Map<string, LeaseState>): void {
+    this.#leases = new Map(leases);
+    const events: WatchEvent[] = [];
+    for (const [name, entry] of this.#known) {
+      if (entry.lease === undefined || this.#expired.has(name)) continue;
+      if (!this.#backend.isExpired(leases.get(entry.lease))) continue;
+      this.#expired.add(name);
+      events.push({type: 'delete', key: entry.key, revision: entry.resourceVersion});
+    }
+    this.#hub.emit(events);
+  }
+
+  async #relist(emit: boolean): Promise<void> {
+    const [{entries, resourceVersion}, leases] = await Promise.all([this.#backend.listEntriesForWatch(), this.#backend.listLeases()]);
+    this.#leases = leases;
+    const seen = new Set<string>();
+    const events: WatchEvent[] = [];
+    for (const entry of entries) {
+      if (!entry.key.startsWith(this.#prefix)) continue;
+      seen.add(entry.name);
+      const before = this.#known.get(entry.name);
+      this.#known.set(entry.name, entry);
+      if (emit && before?.resourceVersion !== entry.resourceVersion) {
+        this.#expired.delete(entry.name);
+        events.push({type: 'put', item: this.#backend.toItem(entry, entry.lease === undefined ? undefined : leases.get(entry.lease))});
+      }
+    }
+    for (const [name, entry] of this.#known) {
+      if (seen.has(name)) continue;
+      this.#known.delete(name);
+      if (emit && !this.#expired.delete(name)) events.push({type: 'delete', key: entry.key, revision: resourceVersion});
+    }
+    this.#resourceVersion = resourceVersion;
+    this.#hub.emit(events);
+  }
+
+  async #open(): Promise<void> {
+    if (this.#closed) return;
+    let gone = false;
+    const handle = await this.#backend.client.watch(
+      this.#backend.entriesPath,
+      {resourceVersion: this.#resourceVersion, allowWatchBookmarks: 'true'},
+      (event) => {
+        if (this.#closed) return;
+        if (event.type === 'ERROR') {
+          const status = event.object as {code?: unknown};
+          if (status.code === 410) gone = true;
+          return;
+        }
+        this.#chain = this.#chain.then(() => this.#apply(event.type, event.object)).catch((err: unknown) => {
+          // A malformed event is dropped, never read as a deletion; the next relist repairs the view.
+          process.emitWarning(`kubernetes registry watch: ${(err as Error).message}`);
+        });
+      },
+      (err) => {
+        if (this.#closed) return;
+        const expired = gone || (err instanceof Error && /\b410\b|Gone|Expired/.test(err.message));
+        this.#resume(expired);
+      },
+    ).catch((err: unknown) => {
+      this.#resume(false, err);
+      return undefined;
+    });
+    if (this.#closed) handle?.abort();
+    else this.#handle = handle;
+  }
+
+  #resume(relist: boolean, _err?: unknown): void {
+    if (this.#closed) return;
+    const delayMs = this.#retryDelayMs;
+    this.#retryDelayMs = Math.min(this.#retryDelayMs * 2, 5000);
+    setTimeout(() => {
+      if (this.#closed) return;
+      void (async () => {
+        try {
+          if (relist) await this.#relist(true);
+          this.#retryDelayMs = 100;
+        } catch {
+          // The API server is unavailable: keep the view as it is and try again.
+          this.#resume(relist);
+          return;
+        }
+        await this.#open();
+      })();
+    }, delayMs).unref();
+  }
+
+  async #apply(type: string, object: unknown): Promise<void> {
+    if (type === 'BOOKMARK') {
+      const rv = (object as {metadata?: {resourceVersion?: unknown}}).metadata?.resourceVersion;
+      if (typeof rv === 'string' && rv !== '') this.#resourceVersion = rv;
+      return;
+    }
+    const entry = parseEntry(object);
+    this.#resourceVersion = entry.resourceVersion;
+    if (!entry.key.startsWith(this.#prefix)) return;
+    if (type === 'ADDED' || type === 'MODIFIED') {
+      const lease = entry.lease === undefined ? undefined : await this.#backend.leaseFor(entry.lease, this.#leases);
+      if (this.#closed) return;
+      this.#known.set(entry.name, entry);
+      this.#expired.delete(entry.name);
+      this.#hub.emit([{type: 'put', item: this.#backend.toItem(entry, lease)}]);
+    } else if (type === 'DELETED') {
+      this.#known.delete(entry.name);
+      if (this.#expired.delete(entry.name)) return;
+      this.#hub.emit([{type: 'delete', key: entry.key, revision: entry.resourceVersion}]);
+    }
+  }
+}
+
+/** Builds the backend from its config section (loads @kubernetes/client-node). */
+export async function kubernetesBackendFromConfig(config: KubernetesStorageConfig, deps: {readonly clock: Clock}): Promise<KubernetesBackend> {
+  const {createKubeClient} = await import('./kube-client.ts');
+  const client = await createKubeClient({
+    ...(config.kubeconfig === undefined ? {} : {kubeconfig: config.kubeconfig}),
+    ...(config.context === undefined ? {} : {context: config.context}),
+    ...(config.qps === undefined ? {} : {qps: config.qps}),
+    ...(config.burst === undefined ? {} : {burst: config.burst}),
+  });
+  const namespace = config.namespace ?? client.namespace;
+  if (namespace === undefined || namespace === '') {
+    throw new Error('storage.namespace: expected a namespace (none in the config, the kubeconfig context or the pod)');
+  }
+  return new KubernetesBackend({client, namespace, clock: deps.clock, ...(process.env['POD_NAME'] ? {identity: process.env['POD_NAME']} : {})});
+}
+
+/** Name of a replica's identity Secret: `<prefix>-identity-<replica>`, mapped like any object name when invalid. */
+export function identitySecretName(prefix: string, replica: string): string {
+  const name = `${prefix}-identity-${replica}`;
+  return /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/.test(name) ? name : objectNameForKey(name);
+}
+
+function parseIdentity(answer: unknown, name: string): string {
+  const data = record(record(answer, `Secret ${name}`)['data'] ?? {}, `Secret ${name} data`);
+  const encoded = data['host_id'];
+  const id = typeof encoded === 'string' ? Buffer.from(encoded, 'base64').toString('utf8').trim() : '';
+  if (id === '') throw new MalformedAnswerError(`Secret ${name} has no data.host_id; expected the replica's host id (fix or delete the Secret)`);
+  return id;
+}
+
+function leaseGone(id: string): LeaseNotFoundError {
+  return new LeaseNotFoundError(`lease ${id} is expired or unknown to the kubernetes registry`);
+}
+
+/** A Lease's MicroTime: RFC 3339 with microseconds. */
+function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/Z$/, '000Z');
+}
+
+function record(value: unknown, what: string): Record<string, unknown> {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new MalformedAnswerError(`expected ${what} to be an object, got ${value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value}`);
+  return value as Record<string, unknown>;
+}
+
+function stringField(obj: Record<string, unknown>, field: string, what: string): string {
+  const value = obj[field];
+  if (typeof value !== 'string' || value === '') throw new MalformedAnswerError(`expected ${what}.${field} to be a non-empty string, got ${JSON.stringify(value) ?? 'nothing'}`);
+  return value;
+}
+
+function parseList(answer: unknown, kind: string): {items: unknown[]; resourceVersion: string; continue?: string} {
+  const list = record(answer, kind);
+  const metadata = record(list['metadata'], `${kind}.metadata`);
+  const items = list['items'];
+  if (!Array.isArray(items)) throw new MalformedAnswerError(`expected ${kind}.items to be an array, got ${JSON.stringify(items) ?? 'nothing'}`);
+  const resourceVersion = stringField(metadata, 'resourceVersion', `${kind}.metadata`);
+  const cont = metadata['continue'];
+  return {items, resourceVersion, ...(typeof cont === 'string' && cont !== '' ? {continue: cont} : {})};
+}
+
+function parseEntry(answer: unknown): Entry {
+  const obj = record(answer, 'KubeServer');
+  const metadata = record(obj['metadata'], 'KubeServer.metadata');
+  const name = stringField(metadata, 'name', 'KubeServer.metadata');
+  const spec = record(obj['spec'], `KubeServer ${name} spec`);
+  const value = spec['value'];
+  if (typeof value !== 'string') throw new MalformedAnswerError(`expected KubeServer ${name} spec.value to be a string, got ${JSON.stringify(value) ?? 'nothing'}`);
+  const lease = spec['lease'];
+  return {
+    name,
+    key: stringField(spec, 'key', `KubeServer ${name} spec`),
+    value,
+    lease: typeof lease === 'string' && lease !== '' ? lease : undefined,
+    resourceVersion: stringField(metadata, 'resourceVersion', `KubeServer ${name} metadata`),
+  };
+}
+
+function parseLease(answer: unknown): LeaseState {
+  const obj = record(answer, 'Lease');
+  const metadata = record(obj['metadata'], 'Lease.metadata');
+  const name = stringField(metadata, 'name', 'Lease.metadata');
+  const spec = record(obj['spec'], `Lease ${name} spec`);
+  const annotations = (metadata['annotations'] ?? {}) as Record<string, unknown>;
+  const seconds = spec['leaseDurationSeconds'];
+  if (typeof seconds !== 'number' || !(seconds > 0)) throw new MalformedAnswerError(`expected Lease ${name} spec.leaseDurationSeconds to be a positive number, got ${JSON.stringify(seconds) ?? 'nothing'}`);
+  const exact = Number(annotations[TTL_ANNOTATION]);
+  const renew = Date.parse(String(spec['renewTime'] ?? spec['acquireTime'] ?? ''));
+  if (!Number.isFinite(renew)) throw new MalformedAnswerError(`expected Lease ${name} spec.renewTime to be a time, got ${JSON.stringify(spec['renewTime']) ?? 'nothing'}`);
+  return {
+    name,
+    ttlMs: Number.isFinite(exact) && exact > 0 ? exact : seconds * 1000,
+    renewMs: renew,
+    resourceVersion: stringField(metadata, 'resourceVersion', `Lease ${name} metadata`),
+  };
+}

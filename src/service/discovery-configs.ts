@@ -1,0 +1,234 @@
+/**
+ * `DiscoveryConfig` custom resources: matchers added at runtime. The leader lists them in its
+ * namespace (again on every watch event and every resync), validates each with the config
+ * parser (the messages `config check` prints, located by key path under `spec`), reports the
+ * verdict in `status.conditions`, and applies the valid ones of its discovery group without a
+ * restart. An invalid edit keeps the last valid spec (stale beats partial: a typo must not
+ * deregister clusters). A deleted one (finalizer) is dropped from the matchers and, after a
+ * cycle without it has completed, released: that cycle deregisters the clusters only it found.
+ */
+import {stringify} from 'yaml';
+import type {Clock} from '../core/clock.ts';
+import type {CycleReport} from '../discovery/cycle.ts';
+import {ConfigError, parseConfig} from '../config/load.ts';
+import type {Config} from '../config/schema.ts';
+import type {Logger} from '../observability/logger.ts';
+import type {KubeClient, KubeWatchHandle} from '../registry/kube-client.ts';
+import {KubeApiError} from '../registry/kube-client.ts';
+
+/** Finalizer that holds a deleted DiscoveryConfig until its clusters are deregistered. */
+export const DISCOVERY_CONFIG_FINALIZER = 'kube-discovery.io/deregister';
+const SPEC_KEYS = new Set(['discovery_group', 'aws', 'azure']);
+
+/** The verdict on one DiscoveryConfig spec. */
+export type DiscoveryConfigVerdict =
+  | {readonly valid: true; readonly discovery: Config['discovery_service']}
+  | {readonly valid: false; readonly message: string};
+
+/** Validates a spec with the config file's schema; problems are named by their path under `spec`. */
+export function validateDiscoveryConfig(name: string, spec: unknown): DiscoveryConfigVerdict {
+  if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) return {valid: false, message: 'spec: expected a map with discovery_group, aws and azure, found nothing'};
+  const unknown = Object.keys(spec).filter((k) => !SPEC_KEYS.has(k));
+  if (unknown.length > 0) return {valid: false, message: unknown.map((k) => `spec.${k}: expected one of discovery_group, aws, azure, found an unknown key`).join('; ')};
+  const text = stringify({version: 'v1', discovery_service: spec});
+  try {
+    return {valid: true, discovery: parseConfig(text, name).discovery_service};
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    // Line and column would point into our own rendering of the spec: the key path locates it.
+    return {valid: false, message: err.problems.map((p) => `${p.path.replace(/^discovery_service/, 'spec')}: ${p.message}`).join('; ')};
+  }
+}
+
+/** Merges the matchers of valid DiscoveryConfigs of the group into the base config, in name order. */
+export function mergeDiscoveryConfigs(base: Config, configs: ReadonlyArray<Config['discovery_service']>): Config {
+  const ds = base.discovery_service;
+  return {
+    ...base,
+    discovery_service: {
+      ...ds,
+      aws: [...ds.aws, ...configs.flatMap((c) => c.aws)],
+      azure: [...ds.azure, ...configs.flatMap((c) => c.azure)],
+    },
+  };
+}
+
+/** Options of the controller. */
+export interface DiscoveryConfigControllerOptions {
+  readonly client: KubeClient;
+  readonly namespace: string;
+  readonly base: Config;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** Rebuilds discovery with these matchers. */
+  readonly apply: (config: Config) => void;
+  /** Runs a cycle now and resolves with its report. */
+  readonly runCycle: () => Promise<CycleReport>;
+  /** Period of the full resync; default 30 s. */
+  readonly resyncMs?: number;
+}
+
+interface DcObject {
+  metadata: {name: string; uid?: string; resourceVersion: string; generation?: number; deletionTimestamp?: string; finalizers?: string[]};
+  spec?: unknown;
+  status?: {conditions?: Array<Record<string, unknown>>};
+}
+
+/** Runs while this replica leads; `stop` ends the watch and the resync. */
+export class DiscoveryConfigController {
+  readonly #o: DiscoveryConfigControllerOptions;
+  readonly #lastValid = new Map<string, Config['discovery_service']>();
+  #applied = '';
+  #watch: KubeWatchHandle | undefined;
+  #cancel: (() => void) | undefined;
+  #stopped = false;
+  #queue: Promise<void> = Promise.resolve();
+  #pending = false;
+  #running = false;
+
+  constructor(options: DiscoveryConfigControllerOptions) {
+    this.#o = options;
+  }
+
+  get #path(): string {
+    return `/apis/kube-discovery.io/v1/namespaces/${encodeURIComponent(this.#o.namespace)}/discoveryconfigs`;
+  }
+
+  /** The first reconcile: applies the valid DiscoveryConfigs before the first cycle runs, so that cycle does not deregister their clusters. */
+  async prime(): Promise<void> {
+    await this.reconcile();
+  }
+
+  /** Watches and resyncs (after the scheduler started: deletions wait for a cycle). */
+  start(): void {
+    this.#running = true;
+    this.#openWatch();
+    this.#scheduleResync();
+    void this.reconcile();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    this.#cancel?.();
+    this.#watch?.abort();
+  }
+
+  /** Queues one reconcile; bursts of events collapse into one. */
+  reconcile(): Promise<void> {
+    if (this.#pending) return this.#queue;
+    this.#pending = true;
+    this.#queue = this.#queue.then(async () => {
+      this.#pending = false;
+      if (this.#stopped) return;
+      try {
+        await this.#reconcile();
+      } catch (err) {
+        // Nothing is applied from a failed or malformed listing: the matchers stay as they were.
+        this.#o.logger.warn({err}, 'DiscoveryConfig reconcile failed; keeping the current matchers');
+      }
+    });
+    return this.#queue;
+  }
+
+  #openWatch(): void {
+    if (this.#stopped) return;
+    void this.#o.client.watch(this.#path, {allowWatchBookmarks: 'true'}, (event) => {
+      if (event.type !== 'BOOKMARK') void this.reconcile();
+    }, () => {
+      if (this.#stopped) return;
+      this.#o.clock.setTimeout(() => this.#openWatch(), 1000);
+    }).then((handle) => {
+      if (this.#stopped) handle.abort();
+      else this.#watch = handle;
+    }, () => this.#o.clock.setTimeout(() => this.#openWatch(), 1000));
+  }
+
+  #scheduleResync(): void {
+    if (this.#stopped) return;
+    this.#cancel = this.#o.clock.setTimeout(() => {
+      void this.reconcile().finally(() => this.#scheduleResync());
+    }, this.#o.resyncMs ?? 30_000);
+  }
+
+  async #reconcile(): Promise<void> {
+    const list = await this.#o.client.request({method: 'GET', path: this.#path});
+    const items = (list as {items?: unknown}).items;
+    if (!Array.isArray(items)) throw new Error('malformed DiscoveryConfigList from the API server: expected items to be an array');
+    const group = this.#o.base.discovery_service.discovery_group;
+    const active: Array<[string, Config['discovery_service']]> = [];
+    const deleting: DcObject[] = [];
+    for (const raw of items as DcObject[]) {
+      const name = raw.metadata.name;
+      const specGroup = (raw.spec as {discovery_group?: unknown} | undefined)?.discovery_group;
+      // Another deployment's group: not ours to judge or apply.
+      if (typeof specGroup === 'string' && specGroup !== group && this.#lastValid.get(name) === undefined) continue;
+      if (raw.metadata.deletionTimestamp !== undefined) {
+        if (raw.metadata.finalizers?.includes(DISCOVERY_CONFIG_FINALIZER)) deleting.push(raw);
+        continue;
+      }
+      const verdict = validateDiscoveryConfig(`DiscoveryConfig ${this.#o.namespace}/${name}`, raw.spec);
+      if (verdict.valid && verdict.discovery.discovery_group !== group) continue;
+      if (verdict.valid) this.#lastValid.set(name, verdict.discovery);
+      const kept = this.#lastValid.get(name);
+      if (kept) active.push([name, kept]);
+      await this.#report(raw, verdict.valid
+        ? {status: 'True', reason: 'Applied', message: `${verdict.discovery.aws.length} aws and ${verdict.discovery.azure.length} azure matchers applied to discovery group ${group}`}
+        : {status: 'False', reason: 'Invalid', message: kept ? `${verdict.message} (the last valid spec stays applied)` : verdict.message});
+      if (verdict.valid && !raw.metadata.finalizers?.includes(DISCOVERY_CONFIG_FINALIZER)) {
+        await this.#patchFinalizers(raw, [...(raw.metadata.finalizers ?? []), DISCOVERY_CONFIG_FINALIZER]);
+      }
+    }
+    for (const gone of deleting) this.#lastValid.delete(gone.metadata.name);
+    active.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const merged = mergeDiscoveryConfigs(this.#o.base, active.map(([, d]) => d));
+    const fingerprint = JSON.stringify([merged.discovery_service.aws, merged.discovery_service.azure]);
+    if (fingerprint !== this.#applied) {
+      this.#applied = fingerprint;
+      this.#o.apply(merged);
+      this.#o.logger.info({discovery_configs: active.map(([n]) => n)}, 'applied DiscoveryConfig matchers');
+      if (deleting.length === 0 && this.#running) void this.#o.runCycle().catch(() => undefined);
+    }
+    if (deleting.length > 0 && this.#running) {
+      // A cycle without the deleted matchers deregisters what only they found; then let them go.
+      await this.#o.runCycle();
+      for (const obj of deleting) await this.#patchFinalizers(obj, (obj.metadata.finalizers ?? []).filter((f) => f !== DISCOVERY_CONFIG_FINALIZER));
+      this.#o.logger.info({discovery_configs: deleting.map((o) => o.metadata.name)}, 'deleted DiscoveryConfigs released after their clusters were deregistered');
+    }
+  }
+
+  async #report(obj: DcObject, condition: {status: string; reason: string; message: string}): Promise<void> {
+    const current = obj.status?.conditions?.find((c) => c['type'] === 'Ready');
+    const generation = obj.metadata.generation ?? 0;
+    if (current?.['status'] === condition.status && current['message'] === condition.message && current['observedGeneration'] === generation) return;
+    const changed = current?.['status'] !== condition.status;
+    const ready = {
+      type: 'Ready',
+      ...condition,
+      observedGeneration: generation,
+      lastTransitionTime: changed || current?.['lastTransitionTime'] === undefined ? new Date(this.#o.clock.now()).toISOString().replace(/\.\d+Z$/, 'Z') : current['lastTransitionTime'],
+    };
+    try {
+      await this.#o.client.request({
+        method: 'PUT',
+        path: `${this.#path}/${obj.metadata.name}/status`,
+        body: {...obj, status: {...obj.status, conditions: [...(obj.status?.conditions ?? []).filter((c) => c['type'] !== 'Ready'), ready]}},
+      });
+    } catch (err) {
+      // A conflict means the object changed: its watch event brings another reconcile.
+      if (!(err instanceof KubeApiError && (err.status === 409 || err.status === 404))) throw err;
+    }
+  }
+
+  async #patchFinalizers(obj: DcObject, finalizers: string[]): Promise<void> {
+    try {
+      await this.#o.client.request({
+        method: 'PATCH',
+        path: `${this.#path}/${obj.metadata.name}`,
+        contentType: 'application/merge-patch+json',
+        body: {metadata: {resourceVersion: obj.metadata.resourceVersion, finalizers}},
+      });
+    } catch (err) {
+      if (!(err instanceof KubeApiError && (err.status === 409 || err.status === 404))) throw err;
+    }
+  }
+}

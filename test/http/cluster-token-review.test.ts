@@ -1,0 +1,104 @@
+// /v1/* access with a service-account token of a discovered cluster: TokenReview against that
+// cluster (a fake API server on the wire), authenticated with the credential we hold for it.
+import {afterAll, beforeAll, describe, expect, it} from 'vitest';
+import type {KubeServer} from '../../heartbeats/kube-server.ts';
+import {FakeClock} from '../../src/core/clock.ts';
+import {createAuthenticator} from '../../src/http/auth.ts';
+import {clusterTokenReviewer, parseAllowEntry} from '../../src/http/cluster-token-review.ts';
+import type {KubeApiServer} from '../fakes/kube-apiserver-crud.ts';
+import {startKubeApiServer} from '../fakes/kube-apiserver-crud.ts';
+
+let prod: KubeApiServer;
+let dev: KubeApiServer;
+
+function server(name: string, api: KubeApiServer, labels: Record<string, string>): KubeServer {
+  return {
+    kind: 'kube_server',
+    version: 'v3',
+    metadata: {name, labels, expires: '2099-01-01T00:00:00Z', revision: '1'},
+    spec: {version: '0', hostname: 'h', host_id: 'x', proxy_ids: [], cluster: {kind: 'kube_cluster', version: 'v3', metadata: {name, description: '', labels}, spec: {aws: {region: 'us-east-1', account_id: '111111111111', name}}}},
+    status: {endpoint: api.url, ca_data: Buffer.from(api.caPem).toString('base64'), access: {kind: 'eks', cluster_name: name, region: 'us-east-1'}},
+  };
+}
+
+beforeAll(async () => {
+  // Each discovered cluster knows its own service-account tokens and accepts the credential we mint for it.
+  prod = await startKubeApiServer({
+    tokens: {'minted-for-prod-a': {username: 'arn:aws:sts::111111111111:assumed-role/kube-discovery/x'}},
+    reviewToken: (token) => ({
+      'grafana-token': {username: 'system:serviceaccount:monitoring:grafana'},
+      'intruder-token': {username: 'system:serviceaccount:default:intruder'},
+    })[token],
+  });
+  dev = await startKubeApiServer({
+    tokens: {'minted-for-dev-b': {username: 'arn:aws:sts::111111111111:assumed-role/kube-discovery/x'}},
+    reviewToken: (token) => (token === 'dev-grafana-token' ? {username: 'system:serviceaccount:monitoring:grafana'} : undefined),
+  });
+});
+afterAll(async () => {
+  await prod.close();
+  await dev.close();
+});
+
+function authenticator(allowed: string[]) {
+  const servers = [server('prod-a', prod, {env: 'prod'}), server('dev-b', dev, {env: 'dev'})];
+  const minted: string[] = [];
+  const auth = createAuthenticator({
+    clock: new FakeClock(),
+    allowedServiceAccounts: allowed,
+    clusterTokenReview: clusterTokenReviewer({
+      entries: allowed.map(parseAllowEntry).filter((e) => e.cluster !== undefined),
+      servers: () => servers,
+      credential: async (access) => {
+        const name = access.kind === 'eks' ? access.cluster_name : '';
+        minted.push(name);
+        return `minted-for-${name}`;
+      },
+      timeoutMs: 500,
+    }),
+  });
+  if (!auth) throw new Error('expected an authenticator');
+  return {auth, minted};
+}
+
+describe('service-account tokens of discovered clusters', () => {
+  it('parses cluster names and label selectors in allow-list entries', () => {
+    expect(parseAllowEntry('monitoring:grafana')).toEqual({serviceAccount: 'monitoring:grafana'});
+    expect(parseAllowEntry('prod-a/monitoring:grafana')).toEqual({cluster: {name: 'prod-a'}, serviceAccount: 'monitoring:grafana'});
+    expect(parseAllowEntry('env=prod,team=a/monitoring:grafana')).toEqual({cluster: {selector: {env: 'prod', team: 'a'}}, serviceAccount: 'monitoring:grafana'});
+  });
+
+  it('accepts a listed service account of a named cluster, checked by a TokenReview there with our credential', async () => {
+    const {auth, minted} = authenticator(['prod-a/monitoring:grafana']);
+    const before = prod.calls.length;
+    expect(await auth('Bearer grafana-token')).toBe(true);
+    expect(minted).toEqual(['prod-a']);
+    expect(prod.calls.slice(before).map((c) => `${c.method} ${c.path} ${c.user ?? ''}`)).toEqual([
+      'POST /apis/authentication.k8s.io/v1/tokenreviews arn:aws:sts::111111111111:assumed-role/kube-discovery/x',
+    ]);
+  });
+
+  it('refuses an unlisted service account of that cluster, and a token no cluster knows', async () => {
+    const {auth} = authenticator(['prod-a/monitoring:grafana']);
+    expect(await auth('Bearer intruder-token')).toBe(false);
+    expect(await auth('Bearer made-up')).toBe(false);
+  });
+
+  it('selects clusters by label: only matching clusters are asked', async () => {
+    const {auth, minted} = authenticator(['env=prod/monitoring:grafana']);
+    expect(await auth('Bearer grafana-token')).toBe(true);
+    // The dev cluster's grafana is the same name in another cluster: not allowed by env=prod.
+    expect(await auth('Bearer dev-grafana-token')).toBe(false);
+    expect(minted.every((n) => n === 'prod-a')).toBe(true);
+  });
+
+  it('a discovered cluster that errors or hangs refuses the token without failing the request', async () => {
+    const {auth} = authenticator(['prod-a/monitoring:grafana']);
+    prod.setFault(() => ({status: 500, body: '{}'}));
+    expect(await auth('Bearer grafana-token')).toBe(false);
+    prod.setFault(() => 'hang');
+    const {auth: fresh} = authenticator(['prod-a/monitoring:grafana']);
+    expect(await fresh('Bearer grafana-token')).toBe(false);
+    prod.setFault(undefined);
+  });
+});
