@@ -19,7 +19,8 @@ const ACCESS_DENIED = new Set([
   'CredentialUnavailableError', 'AuthenticationError', 'AggregateAuthenticationError', 'AuthenticationRequiredError',
 ]);
 const NOT_FOUND = new Set(['SubscriptionNotFound', 'ResourceGroupNotFound', 'ResourceNotFound', 'NotFound']);
-const TIMEOUT = new Set(['AbortError', 'TimeoutError', 'ETIMEDOUT', 'ESOCKETTIMEDOUT', 'ECONNRESET', 'GatewayTimeout', 'RequestTimeout']);
+// ECONNRESET is not here: a peer that cuts the connection answered, it did not time out.
+const TIMEOUT = new Set(['AbortError', 'TimeoutError', 'ETIMEDOUT', 'ESOCKETTIMEDOUT', 'GatewayTimeout', 'RequestTimeout']);
 const INVALID = new Set(['PARSE_ERROR', 'InvalidResponse', 'SyntaxError']);
 
 /**
