@@ -49,6 +49,8 @@ export interface CycleReport {
   readonly applyErrors: readonly {name: string; action: Action; message: string}[];
   /** The source results themselves (for probes and status). */
   readonly results: readonly SourceResult[];
+  /** Some sources were still running at the cycle deadline and were cut off (an overrun). */
+  readonly deadlineExceeded?: boolean;
 }
 
 /** Dependencies of a cycle. */
@@ -62,6 +64,11 @@ export interface CycleOptions {
   /** Global bound on sources fetched at once. */
   readonly sourceConcurrency: number;
   readonly signal?: AbortSignal;
+  /**
+   * Longest the sources may run (ms, on `clock`). Sources still running then fail as `timeout`
+   * and the cycle reconciles with the rest, reporting `deadlineExceeded`.
+   */
+  readonly deadlineMs?: number;
   /** Called when each source finishes (logs and metrics). */
   readonly onSource?: (result: SourceResult, durationMs: number) => void;
 }
@@ -76,17 +83,29 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
   const results: SourceResult[] = planned.flatMap((p) => p.failed);
   for (const failed of results) options.onSource?.(failed, 0);
 
+  // The deadline cuts off sources only; a shutdown (`signal`) still aborts the whole cycle below.
+  const deadline = new AbortController();
+  const deadlineMs = options.deadlineMs;
+  const cancelDeadline =
+    deadlineMs !== undefined && deadlineMs > 0
+      ? clock.setTimeout(() => deadline.abort(Object.assign(new Error(`cycle deadline of ${deadlineMs} ms reached before this source answered`), {name: 'TimeoutError'})), deadlineMs)
+      : () => undefined;
+  const fetchSignal = AbortSignal.any([signal, deadline.signal]);
   const queue = new PQueue({concurrency: Math.max(1, options.sourceConcurrency)});
-  await Promise.all(
-    fetchers.map((fetcher) =>
-      queue.add(async () => {
-        const began = clock.now();
-        const result = await fetchSafely(fetcher, signal);
-        results.push(result);
-        options.onSource?.(result, clock.now() - began);
-      }),
-    ),
-  );
+  try {
+    await Promise.all(
+      fetchers.map((fetcher) =>
+        queue.add(async () => {
+          const began = clock.now();
+          const result = await fetchSafely(fetcher, fetchSignal);
+          results.push(result);
+          options.onSource?.(result, clock.now() - began);
+        }),
+      ),
+    );
+  } finally {
+    cancelDeadline();
+  }
 
   // A cycle cut short (shutdown, lost leadership) must not publish what its aborted sources "found".
   signal.throwIfAborted();
@@ -122,12 +141,22 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
     notes: evaluation.notes,
     applyErrors,
     results,
+    ...(deadline.signal.aborted ? {deadlineExceeded: true} : {}),
   };
 }
 
 async function fetchSafely(fetcher: ClusterFetcher, signal: AbortSignal): Promise<SourceResult> {
+  // A fetcher stuck in a call that ignores the abort (a body dripping in byte by byte) must not hold the cycle.
+  let onAbort = (): void => undefined;
+  const cutOff = new Promise<SourceResult>((resolve) => {
+    onAbort = () => resolve(timedOut(fetcher, signal.reason));
+    signal.addEventListener('abort', onAbort, {once: true});
+  });
   try {
-    return await fetcher.fetch(signal);
+    if (signal.aborted) return timedOut(fetcher, signal.reason);
+    const result = await Promise.race([fetcher.fetch(signal), cutOff]);
+    // Whatever a fetcher says after the deadline fired, its listing did not finish in time.
+    return signal.aborted && result.ok ? timedOut(fetcher, signal.reason) : result;
   } catch (error) {
     // A fetcher bug must cost one source, never the cycle.
     return {
@@ -137,7 +166,21 @@ async function fetchSafely(fetcher: ClusterFetcher, signal: AbortSignal): Promis
       malformed: [],
       error: {reason: 'other', code: (error as Error).name || 'Error', message: (error as Error).message, operation: 'fetch'},
     };
+  } finally {
+    signal.removeEventListener('abort', onAbort);
   }
+}
+
+function timedOut(fetcher: ClusterFetcher, reason: unknown): SourceResult {
+  const message = reason instanceof Error ? reason.message : 'the cycle was cut short';
+  const timeout = reason instanceof Error && reason.name === 'TimeoutError';
+  return {
+    source: fetcher.source,
+    ok: false,
+    clusters: [],
+    malformed: [],
+    error: {reason: timeout ? 'timeout' : 'other', code: timeout ? 'CycleDeadline' : 'Aborted', message, operation: 'fetch'},
+  };
 }
 
 function sourceReport(r: SourceResult): SourceReport {
