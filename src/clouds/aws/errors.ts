@@ -55,11 +55,12 @@ export function classifyAwsError(error: unknown): FailureReason {
   if (e?.code !== undefined && CONNECTION_CUT.has(e.code)) return 'other';
   if (TIMEOUT.has(code) || (e?.code !== undefined && TIMEOUT.has(e.code))) return 'timeout';
   if (code === 'ResourceNotFoundException') return 'not_found';
-  if (INVALID.has(code)) return 'invalid_response';
   const status = e?.$metadata?.httpStatusCode;
+  // An error status whose body is not AWS's JSON (a proxy's HTML page) is that error, not a malformed answer.
+  if (INVALID.has(code) && (status === undefined || status < 300)) return 'invalid_response';
   if (status === 429) return 'throttled';
   if (status === 403 || status === 401) return 'access_denied';
-  if (/deseriali[sz]|unexpected token|is not valid json|expected .* got/i.test(e?.message ?? '')) return 'invalid_response';
+  if ((status === undefined || status < 300) && /deseriali[sz]|unexpected token|is not valid json|expected .* got/i.test(e?.message ?? '')) return 'invalid_response';
   return 'other';
 }
 
