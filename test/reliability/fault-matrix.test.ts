@@ -25,6 +25,8 @@ interface SourceRow {
   readonly rule: ProxyFaultRule;
   readonly source: string;
   readonly reason: FailureReason;
+  /** Only the cycle deadline can end it: the cycle must report an overrun. */
+  readonly deadline?: boolean;
   /** false where `once`'s default ARM retries (1 s backoff, 5 tries) would only measure the SDK's patience. */
   readonly once?: boolean;
 }
@@ -70,7 +72,7 @@ const SOURCE_ROWS: SourceRow[] = [
   {fault: 'EKS ListClusters: truncated answer', proxy: 'aws', rule: when(list('first'), {kind: 'truncate'}), source: EAST, reason: 'other'},
   {fault: 'EKS ListClusters: connection reset', proxy: 'aws', rule: when(list('later'), {kind: 'reset'}), source: EAST, reason: 'other'},
   {fault: 'EKS ListClusters: hang', proxy: 'aws', rule: when(list('first'), {kind: 'hang'}), source: EAST, reason: 'timeout'},
-  {fault: 'EKS ListClusters: slow drip past the cycle deadline', proxy: 'aws', rule: when(list('later'), {kind: "drip", bytes: 1, everyMs: 200}), source: EAST, reason: 'timeout'},
+  {fault: 'EKS ListClusters: slow drip past the cycle deadline', proxy: 'aws', rule: when(list('later'), {kind: 'drip', bytes: 1, everyMs: 200}), source: EAST, reason: 'timeout', deadline: true},
   {fault: 'EKS DescribeCluster: 500 InternalFailure', proxy: 'aws', rule: when(describeB, eksError(500, 'InternalFailure')), source: EAST, reason: 'other'},
   {fault: 'EKS DescribeCluster: hang', proxy: 'aws', rule: when(describeB, {kind: 'hang'}), source: EAST, reason: 'timeout'},
   {fault: 'EKS DescribeCluster: connection reset', proxy: 'aws', rule: when(describeB, {kind: 'reset'}), source: EAST, reason: 'other'},
@@ -164,6 +166,11 @@ describe('cloud faults that fail a source', () => {
         expect(failing, JSON.stringify(await service.status())).toMatchObject({ok: false, last_error: {reason: row.reason}});
         expect(metricValue(await service.metrics(), 'kube_discovery_source_errors_total', {reason: row.reason})).toBeGreaterThanOrEqual(1);
         expect(service.logs.filter((l) => l['event'] === 'source_failed' && l['source'] === row.source)).toHaveLength(1);
+        if (row.deadline) {
+          expect((await service.status()).last_cycle?.deadline_exceeded).toBe(true);
+          expect(metricValue(await service.metrics(), 'kube_discovery_cycle_overruns_total', {})).toBeGreaterThanOrEqual(1);
+          expect(service.logs.filter((l) => l['event'] === 'cycle_deadline')).toHaveLength(1);
+        }
 
         setFault(row.proxy, undefined);
         await service.cycle();
