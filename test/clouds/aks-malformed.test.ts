@@ -83,3 +83,23 @@ describe('managed cluster states of the wrong shape', () => {
     });
   }
 });
+
+describe('clusters whose user kubeconfig cannot be used', () => {
+  it('registers the cluster, marked invalid_ca with what ARM returned, when the kubeconfig is unusable', async () => {
+    const broken = Buffer.from('apiVersion: v1\nclusters: [').toString('base64');
+    proxy.fault = when({operation: 'managedClusters.listClusterUserCredentials', cluster: 'a2'}, answer(200, JSON.stringify({kubeconfigs: [{name: 'clusterUser', value: broken}]})));
+    const result = resultOf(await run(), `aks:${SUB_A}`);
+    expect(result.malformed).toEqual([]);
+    expect(result.clusters.find((c) => c.name === 'a2')).toMatchObject({
+      unreachable: {reason: 'invalid_ca', message: expect.stringContaining('kubeconfig')},
+      endpoint: expect.stringMatching(/^https:\/\//),
+    });
+    expect(result.clusters.find((c) => c.name === 'a1')?.unreachable).toBeUndefined();
+  });
+
+  it('keeps a never-seen cluster out (entry untouched) when the credential call itself fails', async () => {
+    proxy.fault = when({operation: 'managedClusters.listClusterUserCredentials', cluster: 'a2'}, answer(500, '{"error":{"code":"InternalServerError","message":"boom"}}'));
+    const result = resultOf(await run(), `aks:${SUB_A}`);
+    expect(result.malformed).toEqual([expect.objectContaining({name: 'a2'})]);
+  });
+});

@@ -216,6 +216,18 @@ async function withEndpoint(
     // rewrite the registered entry without it. Use the last credential seen, else report the
     // record as unusable this cycle, which keeps the existing entry (stale).
     const stale = options.credentialCache?.get(record.id ?? '');
+    if (!stale && failure.reason === 'invalid_response') {
+      // ARM answered, with a kubeconfig nobody can use: the cluster exists, so register it unhealthy with what ARM returned.
+      const endpoint = fqdnEndpoint();
+      return {
+        ...cluster,
+        ...endpoint,
+        unreachable: {
+          reason: endpoint.endpoint ? 'invalid_ca' : 'no_endpoint',
+          message: `listClusterUserCredential returned a kubeconfig that cannot be used: ${failure.message}`,
+        },
+      };
+    }
     if (!stale) return {name: cluster.name, sourceId: options.source.id, reason: `user credential unavailable: ${failure.code}`};
     options.localAccounts?.record(ref, accountOf(stale.kubeconfig));
     return {...cluster, endpoint: stale.kubeconfig.server, ...(stale.kubeconfig.caData ? {caData: stale.kubeconfig.caData} : {}), access: accessOf(record, stale.kubeconfig)};
