@@ -54,6 +54,8 @@ export interface Harness {
   readonly dir: string;
   /** Writes a config with its own sqlite registry; returns its path. */
   config(name: string): Promise<string>;
+  /** The sqlite file of the config called `name`. */
+  registryPath(name: string): string;
   close(): Promise<void>;
 }
 
@@ -101,6 +103,7 @@ export async function startHarness(): Promise<Harness> {
     awsProxy,
     armProxy,
     dir,
+    registryPath: (name) => path.join(dir, `${name}.db`),
     async config(name) {
       const file = path.join(dir, `${name}.yaml`);
       await writeFile(
