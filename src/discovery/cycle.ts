@@ -11,6 +11,12 @@ import {reconcile, type Action, type PlanItem} from './reconcile.ts';
 /** Where sources come from (one planner per cloud). */
 export interface SourcePlanner {
   plan(): Promise<{fetchers: ClusterFetcher[]; failed: SourceResult[]}>;
+  /**
+   * The source reported as failed when planning itself fails or outlives the cycle deadline
+   * (an STS or subscription call that drips): it must cover every entry the planner's
+   * sources could, so nothing of that cloud is deleted.
+   */
+  readonly coversAll?: SourceRef;
 }
 
 /** Applies a plan to the registry (the heartbeat implements it). */
@@ -78,12 +84,7 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
   const {clock} = options;
   const startedAt = clock.now();
   const signal = options.signal ?? new AbortController().signal;
-  const planned = await Promise.all(options.planners.map((p) => p.plan()));
-  const fetchers = planned.flatMap((p) => p.fetchers);
-  const results: SourceResult[] = planned.flatMap((p) => p.failed);
-  for (const failed of results) options.onSource?.(failed, 0);
-
-  // The deadline cuts off sources only; a shutdown (`signal`) still aborts the whole cycle below.
+  // The deadline cuts off planning and sources only; a shutdown (`signal`) still aborts the whole cycle below.
   const deadline = new AbortController();
   const deadlineMs = options.deadlineMs;
   const cancelDeadline =
@@ -91,6 +92,11 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
       ? clock.setTimeout(() => deadline.abort(Object.assign(new Error(`cycle deadline of ${deadlineMs} ms reached before this source answered`), {name: 'TimeoutError'})), deadlineMs)
       : () => undefined;
   const fetchSignal = AbortSignal.any([signal, deadline.signal]);
+  const planned = await Promise.all(options.planners.map((p) => planSafely(p, fetchSignal)));
+  const fetchers = planned.flatMap((p) => p.fetchers);
+  const results: SourceResult[] = planned.flatMap((p) => p.failed);
+  for (const failed of results) options.onSource?.(failed, 0);
+
   const queue = new PQueue({concurrency: Math.max(1, options.sourceConcurrency)});
   try {
     await Promise.all(
@@ -145,18 +151,37 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
   };
 }
 
+/** Plans one cloud; a planner that throws or is cut off by the deadline fails its catch-all source. */
+async function planSafely(planner: SourcePlanner, signal: AbortSignal): Promise<{fetchers: ClusterFetcher[]; failed: SourceResult[]}> {
+  if (!planner.coversAll) return planner.plan();
+  const source = planner.coversAll;
+  let onAbort = (): void => undefined;
+  const cutOff = new Promise<{fetchers: ClusterFetcher[]; failed: SourceResult[]}>((resolve) => {
+    onAbort = () => resolve({fetchers: [], failed: [timedOut(source, signal.reason)]});
+    signal.addEventListener('abort', onAbort, {once: true});
+  });
+  try {
+    return await Promise.race([planner.plan(), cutOff]);
+  } catch (error) {
+    const failure = {reason: 'other' as const, code: (error as Error).name || 'Error', message: (error as Error).message, operation: 'plan'};
+    return {fetchers: [], failed: [{source, ok: false, clusters: [], malformed: [], error: failure}]};
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
 async function fetchSafely(fetcher: ClusterFetcher, signal: AbortSignal): Promise<SourceResult> {
   // A fetcher stuck in a call that ignores the abort (a body dripping in byte by byte) must not hold the cycle.
   let onAbort = (): void => undefined;
   const cutOff = new Promise<SourceResult>((resolve) => {
-    onAbort = () => resolve(timedOut(fetcher, signal.reason));
+    onAbort = () => resolve(timedOut(fetcher.source, signal.reason));
     signal.addEventListener('abort', onAbort, {once: true});
   });
   try {
-    if (signal.aborted) return timedOut(fetcher, signal.reason);
+    if (signal.aborted) return timedOut(fetcher.source, signal.reason);
     const result = await Promise.race([fetcher.fetch(signal), cutOff]);
     // Whatever a fetcher says after the deadline fired, its listing did not finish in time.
-    return signal.aborted && result.ok ? timedOut(fetcher, signal.reason) : result;
+    return signal.aborted && result.ok ? timedOut(fetcher.source, signal.reason) : result;
   } catch (error) {
     // A fetcher bug must cost one source, never the cycle.
     return {
@@ -171,11 +196,11 @@ async function fetchSafely(fetcher: ClusterFetcher, signal: AbortSignal): Promis
   }
 }
 
-function timedOut(fetcher: ClusterFetcher, reason: unknown): SourceResult {
+function timedOut(source: SourceRef, reason: unknown): SourceResult {
   const message = reason instanceof Error ? reason.message : 'the cycle was cut short';
   const timeout = reason instanceof Error && reason.name === 'TimeoutError';
   return {
-    source: fetcher.source,
+    source,
     ok: false,
     clusters: [],
     malformed: [],

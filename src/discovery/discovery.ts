@@ -45,7 +45,13 @@ export class Discovery {
       ds.azure.length > 0
         ? lazyAzurePlanner(ds.azure, {clock: options.clock, perSubscriptionConcurrency: ds.concurrency.per_region, policyOptions: {requestTimeoutMs: ds.request_timeout}, ...options.azure})
         : undefined;
-    this.#planners = [{plan: () => aws.plan(ds.aws)}, ...(this.azure ? [this.azure] : []), ...(options.planners ?? [])];
+    // Region '*' and account '' cover every entry of the cloud: a planning failure protects them all.
+    const all = (cloud: 'AWS' | 'Azure'): SourceRef => ({id: cloud === 'AWS' ? 'eks:*' : 'aks:*', cloud, type: cloud === 'AWS' ? 'eks' : 'aks', region: '*', account: '', matcherIndex: 0});
+    this.#planners = [
+      ...(ds.aws.length > 0 ? [{plan: () => aws.plan(ds.aws), coversAll: all('AWS')}] : []),
+      ...(this.azure ? [{plan: () => this.azure!.plan(), coversAll: all('Azure')}] : []),
+      ...(options.planners ?? []),
+    ];
   }
 
   /** The compiled matcher a source's clusters are judged by. */

@@ -14,6 +14,7 @@ import {ALL_NAMES, metricValue, once, start, SUBSCRIPTION, startHarness, type Ha
 const EAST = 'eks:us-east-1:111111111111';
 const WEST = 'eks:eu-west-1:111111111111';
 const NO_ACCOUNT = 'eks:us-east-1:unknown';
+// Planning cut off by the deadline fails the catch-all source of the cloud.
 const AKS = `aks:${SUBSCRIPTION}`;
 const AKS_ALL = 'aks:*';
 const B = 'b-eks-us-east-1-111111111111';
@@ -82,6 +83,7 @@ const SOURCE_ROWS: SourceRow[] = [
   {fault: 'STS GetCallerIdentity: 200 without Account', proxy: 'aws', rule: when(caller, {kind: 'mutate', rewrite: (xml) => xml.replace(/<Account>\d+<\/Account>/, '')}), source: NO_ACCOUNT, reason: 'invalid_response'},
   {fault: 'STS GetCallerIdentity: 200 empty body', proxy: 'aws', rule: when(caller, answer(200, '', {'content-type': 'text/xml'})), source: NO_ACCOUNT, reason: 'invalid_response'},
   {fault: 'STS GetCallerIdentity: hang', proxy: 'aws', rule: when(caller, {kind: 'hang'}), source: NO_ACCOUNT, reason: 'timeout'},
+  {fault: 'STS GetCallerIdentity: slow drip past the cycle deadline', proxy: 'aws', rule: when(caller, {kind: 'drip', bytes: 1, everyMs: 200}), source: 'eks:*', reason: 'timeout', deadline: true},
   {fault: 'STS GetCallerIdentity: connection reset', proxy: 'aws', rule: when(caller, {kind: 'reset'}), source: NO_ACCOUNT, reason: 'other'},
   {fault: 'ARM managedClusters first page: 200 {}', proxy: 'azure', rule: when(aksList('first'), answer(200, '{}')), source: AKS, reason: 'invalid_response'},
   {fault: 'ARM managedClusters later page: 200 {}', proxy: 'azure', rule: when(aksList('later'), answer(200, '{}')), source: AKS, reason: 'invalid_response'},
