@@ -143,7 +143,7 @@ describe('the promise, over random cloud states and faults', () => {
       `version: v1
 discovery_service:
   discovery_group: prop
-  request_timeout: 2s
+  request_timeout: 10s
   aws:
     - types: [eks]
       regions: [us-east-1, eu-west-1]
