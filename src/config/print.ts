@@ -19,6 +19,8 @@ export function displayConfig(config: Config): Record<string, unknown> {
     discovery_service: {
       ...service,
       ...(service.poll_interval === undefined ? {} : {poll_interval: formatDuration(service.poll_interval)}),
+      request_timeout: formatDuration(service.request_timeout),
+      ...(service.cycle_timeout === undefined ? {} : {cycle_timeout: formatDuration(service.cycle_timeout)}),
     },
     kubernetes_service: {
       ...config.kubernetes_service,

@@ -250,6 +250,10 @@ const discoveryServiceSchema = z
         per_region: int('an integer from 1 to 1000', 1, 1000).default(10),
       })
       .prefault({}),
+    // Every cloud call has a deadline: a peer that never answers fails its source as `timeout`.
+    request_timeout: duration({min: 100, max: 600_000}).default(20_000),
+    // A cycle's sources still running after this fail as `timeout` and the cycle counts an overrun.
+    cycle_timeout: duration({min: 1000}).optional(),
     aws: z.array(awsMatcherSchema, {error: 'a list of AWS matchers'}).default([]),
     azure: z.array(azureMatcherSchema, {error: 'a list of Azure matchers'}).default([]),
   })
@@ -260,6 +264,14 @@ const discoveryServiceSchema = z
         message: 'either poll_interval or schedule',
         path: ['schedule'],
         params: {found: 'both'},
+      });
+    }
+    if (service.cycle_timeout !== undefined && service.poll_interval !== undefined && service.cycle_timeout >= service.poll_interval) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `a duration below poll_interval (${formatDuration(service.poll_interval)}), so a stuck cycle ends before the next is due`,
+        path: ['cycle_timeout'],
+        params: {found: formatDuration(service.cycle_timeout)},
       });
     }
   })

@@ -57,9 +57,17 @@ export interface DiscoveredCluster {
   /** EKS authentication mode (API, API_AND_CONFIG_MAP, CONFIG_MAP) or AKS auth flavour. */
   readonly authMode?: string;
   readonly access?: ClusterAccess;
+  /**
+   * Set when the cloud reported the cluster but no usable endpoint or CA: it is registered
+   * anyway, unhealthy with this reason, so the inventory shows what exists.
+   */
+  readonly unreachable?: {readonly reason: UnreachableReason; readonly message: string};
   /** Id of the source that listed it. */
   readonly sourceId: string;
 }
+
+/** Why a listed cluster cannot be reached from what the cloud reported. */
+export type UnreachableReason = 'invalid_ca' | 'no_endpoint';
 
 /** A cluster record the fetcher could not use (missing endpoint, bad CA ...): skipped with a warning. */
 export interface MalformedCluster {

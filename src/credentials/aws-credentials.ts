@@ -118,6 +118,8 @@ export class AwsCredentialProviders {
         masterCredentials: this.#base,
         clientConfig: {
           region,
+          // A hung STS must fail the AssumeRole, not stall every source of the role (see awsRequestHandler).
+          requestHandler: {connectionTimeout: 5_000, requestTimeout: 20_000, throwOnRequestTimeout: true, socketTimeout: 20_000},
           // The SDK reads AWS_ENDPOINT_URL_STS from process.env by itself; passing it from our
           // env as well keeps an injected environment (tests, CLI) effective.
           ...(endpoint ? {endpoint: endpoint.href} : {}),

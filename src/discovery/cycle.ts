@@ -11,6 +11,12 @@ import {reconcile, type Action, type PlanItem} from './reconcile.ts';
 /** Where sources come from (one planner per cloud). */
 export interface SourcePlanner {
   plan(): Promise<{fetchers: ClusterFetcher[]; failed: SourceResult[]}>;
+  /**
+   * The source reported as failed when planning itself fails or outlives the cycle deadline
+   * (an STS or subscription call that drips): it must cover every entry the planner's
+   * sources could, so nothing of that cloud is deleted.
+   */
+  readonly coversAll?: SourceRef;
 }
 
 /** Applies a plan to the registry (the heartbeat implements it). */
@@ -49,6 +55,8 @@ export interface CycleReport {
   readonly applyErrors: readonly {name: string; action: Action; message: string}[];
   /** The source results themselves (for probes and status). */
   readonly results: readonly SourceResult[];
+  /** Some sources were still running at the cycle deadline and were cut off (an overrun). */
+  readonly deadlineExceeded?: boolean;
 }
 
 /** Dependencies of a cycle. */
@@ -62,6 +70,11 @@ export interface CycleOptions {
   /** Global bound on sources fetched at once. */
   readonly sourceConcurrency: number;
   readonly signal?: AbortSignal;
+  /**
+   * Longest the sources may run (ms, on `clock`). Sources still running then fail as `timeout`
+   * and the cycle reconciles with the rest, reporting `deadlineExceeded`.
+   */
+  readonly deadlineMs?: number;
   /** Called when each source finishes (logs and metrics). */
   readonly onSource?: (result: SourceResult, durationMs: number) => void;
 }
@@ -71,22 +84,34 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
   const {clock} = options;
   const startedAt = clock.now();
   const signal = options.signal ?? new AbortController().signal;
-  const planned = await Promise.all(options.planners.map((p) => p.plan()));
+  // The deadline cuts off planning and sources only; a shutdown (`signal`) still aborts the whole cycle below.
+  const deadline = new AbortController();
+  const deadlineMs = options.deadlineMs;
+  const cancelDeadline =
+    deadlineMs !== undefined && deadlineMs > 0
+      ? clock.setTimeout(() => deadline.abort(Object.assign(new Error(`cycle deadline of ${deadlineMs} ms reached before this source answered`), {name: 'TimeoutError'})), deadlineMs)
+      : () => undefined;
+  const fetchSignal = AbortSignal.any([signal, deadline.signal]);
+  const planned = await Promise.all(options.planners.map((p) => planSafely(p, fetchSignal)));
   const fetchers = planned.flatMap((p) => p.fetchers);
   const results: SourceResult[] = planned.flatMap((p) => p.failed);
   for (const failed of results) options.onSource?.(failed, 0);
 
   const queue = new PQueue({concurrency: Math.max(1, options.sourceConcurrency)});
-  await Promise.all(
-    fetchers.map((fetcher) =>
-      queue.add(async () => {
-        const began = clock.now();
-        const result = await fetchSafely(fetcher, signal);
-        results.push(result);
-        options.onSource?.(result, clock.now() - began);
-      }),
-    ),
-  );
+  try {
+    await Promise.all(
+      fetchers.map((fetcher) =>
+        queue.add(async () => {
+          const began = clock.now();
+          const result = await fetchSafely(fetcher, fetchSignal);
+          results.push(result);
+          options.onSource?.(result, clock.now() - began);
+        }),
+      ),
+    );
+  } finally {
+    cancelDeadline();
+  }
 
   // A cycle cut short (shutdown, lost leadership) must not publish what its aborted sources "found".
   signal.throwIfAborted();
@@ -127,12 +152,41 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
     notes: evaluation.notes,
     applyErrors,
     results,
+    ...(deadline.signal.aborted ? {deadlineExceeded: true} : {}),
   };
 }
 
-async function fetchSafely(fetcher: ClusterFetcher, signal: AbortSignal): Promise<SourceResult> {
+/** Plans one cloud; a planner that throws or is cut off by the deadline fails its catch-all source. */
+async function planSafely(planner: SourcePlanner, signal: AbortSignal): Promise<{fetchers: ClusterFetcher[]; failed: SourceResult[]}> {
+  if (!planner.coversAll) return planner.plan();
+  const source = planner.coversAll;
+  let onAbort = (): void => undefined;
+  const cutOff = new Promise<{fetchers: ClusterFetcher[]; failed: SourceResult[]}>((resolve) => {
+    onAbort = () => resolve({fetchers: [], failed: [timedOut(source, signal.reason)]});
+    signal.addEventListener('abort', onAbort, {once: true});
+  });
   try {
-    return await fetcher.fetch(signal);
+    return await Promise.race([planner.plan(), cutOff]);
+  } catch (error) {
+    const failure = {reason: 'other' as const, code: (error as Error).name || 'Error', message: (error as Error).message, operation: 'plan'};
+    return {fetchers: [], failed: [{source, ok: false, clusters: [], malformed: [], error: failure}]};
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+}
+
+async function fetchSafely(fetcher: ClusterFetcher, signal: AbortSignal): Promise<SourceResult> {
+  // A fetcher stuck in a call that ignores the abort (a body dripping in byte by byte) must not hold the cycle.
+  let onAbort = (): void => undefined;
+  const cutOff = new Promise<SourceResult>((resolve) => {
+    onAbort = () => resolve(timedOut(fetcher.source, signal.reason));
+    signal.addEventListener('abort', onAbort, {once: true});
+  });
+  try {
+    if (signal.aborted) return timedOut(fetcher.source, signal.reason);
+    const result = await Promise.race([fetcher.fetch(signal), cutOff]);
+    // Whatever a fetcher says after the deadline fired, its listing did not finish in time.
+    return signal.aborted && result.ok ? timedOut(fetcher.source, signal.reason) : result;
   } catch (error) {
     // A fetcher bug must cost one source, never the cycle.
     return {
@@ -142,7 +196,21 @@ async function fetchSafely(fetcher: ClusterFetcher, signal: AbortSignal): Promis
       malformed: [],
       error: {reason: 'other', code: (error as Error).name || 'Error', message: (error as Error).message, operation: 'fetch'},
     };
+  } finally {
+    signal.removeEventListener('abort', onAbort);
   }
+}
+
+function timedOut(source: SourceRef, reason: unknown): SourceResult {
+  const message = reason instanceof Error ? reason.message : 'the cycle was cut short';
+  const timeout = reason instanceof Error && reason.name === 'TimeoutError';
+  return {
+    source,
+    ok: false,
+    clusters: [],
+    malformed: [],
+    error: {reason: timeout ? 'timeout' : 'other', code: timeout ? 'CycleDeadline' : 'Aborted', message, operation: 'fetch'},
+  };
 }
 
 function sourceReport(r: SourceResult): SourceReport {

@@ -5,6 +5,7 @@ import type {AzurePlanner, AzureSourceMatcher, AzureSourcesOptions} from '../clo
 import type {Clock} from '../core/clock.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import type {Config} from '../config/schema.ts';
+import {cronSchedule} from '../scheduler/schedule.ts';
 import {runCycle, type CycleReport, type Registrar, type SourcePlanner} from './cycle.ts';
 import type {KubeServerDraft} from './evaluate.ts';
 
@@ -39,12 +40,18 @@ export class Discovery {
       aws: ds.aws.map((m) => compileTagMatcher(m.tags)),
       azure: ds.azure.map((m) => compileTagMatcher(m.tags)),
     };
-    const aws = new AwsSources(options.aws ?? {perRegionConcurrency: ds.concurrency.per_region});
+    const aws = new AwsSources({perRegionConcurrency: ds.concurrency.per_region, requestTimeoutMs: ds.request_timeout, ...options.aws});
     this.azure =
       ds.azure.length > 0
-        ? lazyAzurePlanner(ds.azure, {clock: options.clock, perSubscriptionConcurrency: ds.concurrency.per_region, ...options.azure})
+        ? lazyAzurePlanner(ds.azure, {clock: options.clock, perSubscriptionConcurrency: ds.concurrency.per_region, policyOptions: {requestTimeoutMs: ds.request_timeout}, ...options.azure})
         : undefined;
-    this.#planners = [{plan: () => aws.plan(ds.aws)}, ...(this.azure ? [this.azure] : []), ...(options.planners ?? [])];
+    // Region '*' and account '' cover every entry of the cloud: a planning failure protects them all.
+    const all = (cloud: 'AWS' | 'Azure'): SourceRef => ({id: cloud === 'AWS' ? 'eks:*' : 'aks:*', cloud, type: cloud === 'AWS' ? 'eks' : 'aks', region: '*', account: '', matcherIndex: 0});
+    this.#planners = [
+      ...(ds.aws.length > 0 ? [{plan: () => aws.plan(ds.aws), coversAll: all('AWS')}] : []),
+      ...(this.azure ? [{plan: () => this.azure!.plan(), coversAll: all('Azure')}] : []),
+      ...(options.planners ?? []),
+    ];
   }
 
   /** The compiled matcher a source's clusters are judged by. */
@@ -73,10 +80,27 @@ export class Discovery {
         version: this.#options.version,
         ...(dynamic ? {dynamicLabels: dynamic} : {}),
       },
+      deadlineMs: cycleDeadline(config),
       ...(signal ? {signal} : {}),
       ...(this.#options.onSource ? {onSource: this.#options.onSource} : {}),
     });
   }
+}
+
+/**
+ * How long a cycle's sources may run: `cycle_timeout`, else 80 % of the time between two
+ * scheduled cycles, so a stuck source ends before the next cycle is due.
+ */
+export function cycleDeadline(config: Config): number {
+  const ds = config.discovery_service;
+  if (ds.cycle_timeout !== undefined) return ds.cycle_timeout;
+  let interval = ds.poll_interval ?? 300_000;
+  if (ds.schedule) {
+    const next = cronSchedule(ds.schedule);
+    const first = next(0, Date.UTC(2025, 0, 6));
+    interval = next(first, first) - first;
+  }
+  return Math.max(1000, Math.floor(interval * 0.8));
 }
 
 /** The Azure planner, loaded on first use: the Azure SDKs cost tens of MB that AWS-only deployments don't need. */

@@ -12,6 +12,9 @@ import {isValidKubeName, kubeServerName} from './naming.ts';
 /** A kube_server as discovery wants it, before the heartbeat stamps expiry, revision and its identity. */
 export type {KubeServerDraft} from '../../heartbeats/heartbeat.ts';
 
+/** Health reasons discovery itself decides from the cloud's answer (no probe can do better until the cloud changes). */
+export const DISCOVERY_HEALTH_REASONS: ReadonlySet<string> = new Set(['invalid_ca', 'no_endpoint']);
+
 /** A cluster discovery wants registered. */
 export interface Candidate {
   readonly name: string;
@@ -164,7 +167,9 @@ function toServer(name: string, cluster: DiscoveredCluster, labels: Record<strin
       proxy_ids: [],
     },
     status: {
-      target_health: {status: 'unknown', reason: 'not_probed', message: 'not probed yet'},
+      target_health: cluster.unreachable
+        ? {status: 'unhealthy', reason: cluster.unreachable.reason, message: cluster.unreachable.message}
+        : {status: 'unknown', reason: 'not_probed', message: 'not probed yet'},
       ...(cluster.endpoint ? {endpoint: cluster.endpoint} : {}),
       ...(cluster.caData ? {ca_data: cluster.caData} : {}),
       ...(cluster.authMode ? {auth_mode: cluster.authMode} : {}),

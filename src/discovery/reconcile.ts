@@ -7,7 +7,7 @@
 import {canonicalJson} from '../../heartbeats/heartbeat.ts';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
-import {clusterIdentity, registeredIdentity, type Candidate, type Evaluation, type KubeServerDraft, type Skip} from './evaluate.ts';
+import {clusterIdentity, DISCOVERY_HEALTH_REASONS, registeredIdentity, type Candidate, type Evaluation, type KubeServerDraft, type Skip} from './evaluate.ts';
 import {LABEL} from './labels.ts';
 
 /** What reconcile decided for one name. */
@@ -114,8 +114,12 @@ function findRenames(byName: ReadonlyMap<string, KubeServer>, evaluation: Evalua
 function decideCandidate(candidate: Candidate, existing: KubeServer | undefined): PlanItem {
   const base = {name: candidate.name, source: candidate.source.id, labels: candidate.labels, match: candidate.reason};
   if (!existing) return {...base, action: 'create', reason: 'new cluster', server: candidate.server};
-  // Keep what the probe learnt; discovery does not know health.
-  const health = existing.status?.target_health;
+  // Keep what the probe learnt; discovery does not know health — except that an endpoint or CA
+  // the cloud reports as unusable (or usable again) is discovery's own finding.
+  const wanted = candidate.server.status?.target_health;
+  const previous = existing.status?.target_health;
+  const discoveryDecides = DISCOVERY_HEALTH_REASONS.has(wanted?.reason ?? '') || DISCOVERY_HEALTH_REASONS.has(previous?.reason ?? '');
+  const health = discoveryDecides ? undefined : previous;
   const server: KubeServerDraft = health ? {...candidate.server, status: {...candidate.server.status, target_health: health}} : candidate.server;
   if (existing.status?.stale) return {...base, action: 'update', reason: 'source recovered; no longer stale', server};
   const changed = changedFields(existing, server);
@@ -166,5 +170,11 @@ export function changedFields(existing: KubeServer, wanted: KubeServerDraft): st
     ['access', existing.status?.access, wanted.status?.access],
     ['auth_mode', existing.status?.auth_mode, wanted.status?.auth_mode],
   ];
+  // Discovery's own health findings (CA unusable, no endpoint) are part of what it announces.
+  const before = existing.status?.target_health;
+  const after = wanted.status?.target_health;
+  if ((DISCOVERY_HEALTH_REASONS.has(before?.reason ?? '') || DISCOVERY_HEALTH_REASONS.has(after?.reason ?? '')) && (before?.reason !== after?.reason || before?.message !== after?.message)) {
+    pairs.push(['health', before?.reason, after?.reason]);
+  }
   return pairs.filter(([, a, b]) => canonicalJson(a) !== canonicalJson(b)).map(([field]) => field);
 }

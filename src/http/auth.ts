@@ -111,7 +111,8 @@ export function inClusterTokenReviewer(options: {
     const text = await new Promise<string>((resolve, reject) => {
       const req = request(
         url,
-        {method: 'POST', ca: options.caPem, timeout: options.timeoutMs ?? 5000, headers: {'content-type': 'application/json', authorization: `Bearer ${bearer}`}},
+        // `timeout` only catches an idle socket; the signal bounds an answer that drips in too.
+        {method: 'POST', ca: options.caPem, timeout: options.timeoutMs ?? 5000, signal: AbortSignal.timeout(options.timeoutMs ?? 5000), headers: {'content-type': 'application/json', authorization: `Bearer ${bearer}`}},
         (res) => {
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));

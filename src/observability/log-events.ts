@@ -42,6 +42,14 @@ export function logSourceResult(logger: Logger, result: SourceResult, durationMs
       `discovery source ${source.id} returned ${result.malformed.length} unusable cluster record(s); skipped`,
     );
   }
+  const unreachable = result.clusters.filter((c) => c.unreachable);
+  if (unreachable.length > 0) {
+    const {items, more} = capped(unreachable.map((c) => `${c.name}: ${c.unreachable?.reason ?? ''}: ${c.unreachable?.message ?? ''}`));
+    logger.warn(
+      {event: 'source_unreachable_clusters', ...where, count: unreachable.length, clusters: items, ...(more ? {more} : {})},
+      `discovery source ${source.id} reported ${unreachable.length} cluster(s) without a usable endpoint or CA; registered as unhealthy`,
+    );
+  }
   if (result.skippedReason) {
     logger.debug({event: 'source_skipped', ...where, skipped: result.skippedReason, duration_ms: durationMs}, `source ${source.id} skipped: ${result.skippedReason}`);
     return;

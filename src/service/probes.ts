@@ -7,7 +7,7 @@ import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
 import type {Registrar} from '../discovery/cycle.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
-import type {KubeServerDraft} from '../discovery/evaluate.ts';
+import {DISCOVERY_HEALTH_REASONS, type KubeServerDraft} from '../discovery/evaluate.ts';
 import type {Logger} from '../observability/logger.ts';
 import type {Metrics} from '../observability/metrics.ts';
 import {eksTokenSource} from '../probe/eks-token-source.ts';
@@ -49,7 +49,11 @@ export function createProbeStage(options: ProbeStageOptions): ProbeStage {
     onResult: (health) => metrics.probeResult(health),
   });
   return async (report, registrar, signal) => {
-    const drafts = report.items.filter((i) => i.action !== 'delete' && i.action !== 'skip' && i.server).map((i) => i.server as KubeServerDraft);
+    const drafts = report.items
+      .filter((i) => i.action !== 'delete' && i.action !== 'skip' && i.server)
+      .map((i) => i.server as KubeServerDraft)
+      // Discovery already knows these cannot be reached (no endpoint, unusable CA): nothing to probe.
+      .filter((d) => !DISCOVERY_HEALTH_REASONS.has(d.status?.target_health?.reason ?? ''));
     const results = await runner.probeAll(drafts, signal);
     let changed = 0;
     for (const draft of drafts) {

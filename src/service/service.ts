@@ -202,6 +202,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       },
       run: async (signal) => {
         const report = await runtime.discovery.runCycle(writer.registrar, signal);
+        if (report.deadlineExceeded) {
+          metrics.cycleOverrun();
+          log.warn({event: 'cycle_deadline', failed_sources: report.sources.filter((r) => r.error?.code === 'CycleDeadline').map((r) => r.id)}, 'discovery cycle reached its deadline; sources still running were cut off and keep their entries');
+        }
         status.recordCycle(report);
         metrics.observeCycle(report);
         logCycleSummary(log, report);

@@ -26,6 +26,8 @@ export interface CycleStatus {
   readonly duration_ms: number;
   readonly result: CycleResult;
   readonly counts: CycleReport['counts'];
+  /** Sources were cut off at the cycle deadline (an overrun). */
+  readonly deadline_exceeded?: boolean;
 }
 
 /** Tracks source health and cycle outcomes. */
@@ -67,7 +69,7 @@ export class StatusTracker {
   recordCycle(report: CycleReport): void {
     const seen = new Set(report.sources.map((s) => s.id));
     for (const id of this.#sources.keys()) if (!seen.has(id)) this.#sources.delete(id);
-    this.#lastCycle = {started_at: new Date(report.startedAt).toISOString(), duration_ms: report.durationMs, result: report.result, counts: report.counts};
+    this.#lastCycle = {started_at: new Date(report.startedAt).toISOString(), duration_ms: report.durationMs, result: report.result, counts: report.counts, ...(report.deadlineExceeded ? {deadline_exceeded: true} : {})};
     if (report.result === 'success') this.#lastSuccess = new Date(report.startedAt + report.durationMs).toISOString();
   }
 

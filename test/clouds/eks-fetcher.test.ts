@@ -80,7 +80,7 @@ describe('EKS fetcher', () => {
     expect(denied).toMatchObject({ok: false, clusters: [], error: {reason: 'access_denied', operation: 'DescribeCluster'}});
   });
 
-  it('skips a malformed record with a reason and keeps the rest', async () => {
+  it('skips a record without a usable name, and reports unreachable clusters with the reason', async () => {
     paged([['good', 'noendpoint'], ['badca', 'badname']]);
     eks.on(DescribeClusterCommand, {name: 'good'}).resolves({cluster: cluster('good')});
     eks.on(DescribeClusterCommand, {name: 'noendpoint'}).resolves({cluster: cluster('noendpoint', {endpoint: undefined})});
@@ -88,12 +88,8 @@ describe('EKS fetcher', () => {
     eks.on(DescribeClusterCommand, {name: 'badname'}).resolves({cluster: cluster('bad name!')});
     const result = await fetcher().fetch(new AbortController().signal);
     expect(result.ok).toBe(true);
-    expect(result.clusters.map((c) => c.name)).toEqual(['good']);
-    expect(result.malformed.map((m) => [m.name, m.reason])).toEqual([
-      ['noendpoint', expect.stringContaining('endpoint')],
-      ['badca', expect.stringContaining('certificate authority')],
-      ['badname', expect.stringContaining('invalid cluster name')],
-    ]);
+    expect(result.clusters.map((c) => [c.name, c.unreachable?.reason])).toEqual([['badca', 'invalid_ca'], ['good', undefined], ['noendpoint', 'no_endpoint']]);
+    expect(result.malformed.map((m) => [m.name, m.reason])).toEqual([['badname', expect.stringContaining('invalid cluster name')]]);
   });
 
   it('treats a cluster deleted between list and describe as gone', async () => {

@@ -3,12 +3,18 @@ import {DescribeClusterCommand, ListClustersCommand, type Cluster, type EKSClien
 import type PQueue from 'p-queue';
 import type {ClusterFetcher} from '../fetcher.ts';
 import type {DiscoveredCluster, MalformedCluster, SourceRef, SourceResult} from '../../core/types.ts';
-import {awsErrorCode, awsFailure, REGION_NOT_ENABLED_CODES} from './errors.ts';
+import {awsErrorCode, awsFailure, classifyAwsError, invalidResponse, REGION_NOT_ENABLED_CODES} from './errors.ts';
 import {OPT_IN_REGIONS} from './regions.ts';
 import {isBase64Pem, isHttpsUrl} from '../../core/validate.ts';
 
 /** EKS statuses whose clusters are kept (design §5). */
 export const EKS_KEPT_STATUSES: ReadonlySet<string> = new Set(['ACTIVE', 'UPDATING']);
+
+/**
+ * Every status EKS documents. Only one of these that is not kept removes a cluster; anything
+ * else (`active`, `ACTIVE `, an object) is a malformed answer and keeps the entry.
+ */
+export const EKS_KNOWN_STATUSES: ReadonlySet<string> = new Set(['CREATING', 'ACTIVE', 'DELETING', 'FAILED', 'UPDATING', 'PENDING']);
 
 /** The narrow client surface the fetcher needs; a real EKSClient (or an aws-sdk-client-mock'ed one) satisfies it. */
 export type EksApi = Pick<EKSClient, 'send'>;
@@ -60,6 +66,11 @@ export function createEksFetcher(options: EksFetcherOptions): ClusterFetcher {
             } catch (error) {
               // Deleted between ListClusters and DescribeCluster: it is simply gone.
               if (awsErrorCode(error) === 'ResourceNotFoundException') return;
+              // One record the SDK could not read costs that cluster this cycle (entry kept), not the source.
+              if (!signal.aborted && classifyAwsError(error) === 'invalid_response') {
+                malformed.push({name, sourceId: source.id, reason: `DescribeCluster answer unreadable: ${awsFailure(error, 'DescribeCluster').message}`});
+                return;
+              }
               failure ??= awsFailure(error, 'DescribeCluster');
             }
           }),
@@ -82,11 +93,18 @@ async function listAll(options: EksFetcherOptions, signal: AbortSignal): Promise
       new ListClustersCommand({maxResults: options.pageSize ?? 100, nextToken}),
       {abortSignal: signal},
     );
-    names.push(...(page.clusters ?? []));
-    nextToken = page.nextToken ?? undefined;
+    // Malformed is not empty: a page without a list of names (`{}`, `[]`, an empty body, a 204,
+    // `{"clusters":null}`) must fail the source, never read as "no clusters here".
+    const listed: unknown = (page as {clusters?: unknown}).clusters;
+    if (!Array.isArray(listed)) throw invalidResponse(`ListClusters answer has no clusters list (found ${describeValue(listed)})`);
+    if (!listed.every((n) => typeof n === 'string' && n !== '')) throw invalidResponse('ListClusters answer lists something that is not a cluster name');
+    names.push(...(listed as string[]));
+    const token: unknown = (page as {nextToken?: unknown}).nextToken;
+    if (token !== undefined && token !== null && typeof token !== 'string') throw invalidResponse(`ListClusters nextToken is ${describeValue(token)}`);
+    nextToken = typeof token === 'string' && token !== '' ? token : undefined;
     // A service that hands back the same token forever must not loop us forever.
     if (nextToken !== undefined) {
-      if (seenTokens.has(nextToken)) throw Object.assign(new Error('ListClusters returned a repeated nextToken'), {name: 'InvalidResponse'});
+      if (seenTokens.has(nextToken)) throw invalidResponse('ListClusters returned a repeated nextToken');
       seenTokens.add(nextToken);
     }
   } while (nextToken);
@@ -97,12 +115,15 @@ async function listAll(options: EksFetcherOptions, signal: AbortSignal): Promise
 function toDiscovered(cluster: Cluster | undefined, listedName: string, options: EksFetcherOptions): DiscoveredCluster | MalformedCluster {
   const {source} = options;
   const bad = (reason: string): MalformedCluster => ({name: listedName, sourceId: source.id, reason});
-  if (!cluster) return bad('DescribeCluster returned no cluster');
-  const name = cluster.name ?? '';
-  if (!EKS_NAME.test(name)) return bad(`invalid cluster name ${JSON.stringify(name).slice(0, 80)}`);
-  // A record without a status cannot be judged; treating it as "not kept" would deregister it.
-  if (!cluster.status) return bad('status is missing');
-  const status = cluster.status;
+  if (!cluster || typeof cluster !== 'object') return bad('DescribeCluster returned no cluster');
+  const name: unknown = cluster.name;
+  if (typeof name !== 'string' || !EKS_NAME.test(name)) return bad(`invalid cluster name ${describeValue(name)}`);
+  // An answer about another cluster must neither rename nor replace the one asked for.
+  if (name !== listedName) return bad(`DescribeCluster for ${listedName} answered with cluster ${JSON.stringify(name)}`);
+  // A status that is missing or not one EKS documents cannot be judged; treating it as "not kept" would deregister it.
+  const status: unknown = cluster.status;
+  if (status === undefined || status === null) return bad('status is missing');
+  if (typeof status !== 'string' || !EKS_KNOWN_STATUSES.has(status)) return bad(`status ${describeValue(status)} is not an EKS cluster status`);
   const statusOk = EKS_KEPT_STATUSES.has(status);
   const account = accountFromArn(cluster.arn) ?? source.account;
   const base = {
@@ -128,11 +149,27 @@ function toDiscovered(cluster: Cluster | undefined, listedName: string, options:
   };
   // Clusters that are not kept are reported as they are: their endpoint may not exist yet.
   if (!statusOk) return base;
-  const endpoint = cluster.endpoint;
-  if (!endpoint || !isHttpsUrl(endpoint)) return bad(`no usable API endpoint (${endpoint ? 'not an https URL' : 'missing'})`);
-  const caData = cluster.certificateAuthority?.data;
-  if (!caData || !isBase64Pem(caData)) return bad(`certificate authority data is ${caData ? 'not base64 PEM' : 'missing'}`);
+  // The cluster exists even when reaching it is impossible: register it, unhealthy, with what the cloud said.
+  const endpoint: unknown = cluster.endpoint;
+  if (typeof endpoint !== 'string' || !isHttpsUrl(endpoint)) {
+    return {...base, unreachable: {reason: 'no_endpoint', message: `EKS reported ${endpoint ? `endpoint ${describeValue(endpoint)}, which is not an https URL` : 'no API endpoint'} for this cluster`}};
+  }
+  const caData: unknown = cluster.certificateAuthority?.data;
+  if (typeof caData !== 'string' || !isBase64Pem(caData)) {
+    const found = caData ? `certificateAuthority.data that is not base64 PEM (${describeValue(caData)})` : 'no certificateAuthority.data';
+    return {...base, endpoint, unreachable: {reason: 'invalid_ca', message: `EKS reported ${found}; the API server's certificate cannot be verified`}};
+  }
   return {...base, endpoint, caData};
+}
+
+/** A short, printable account of an unexpected value (never more than 60 characters of it). */
+function describeValue(value: unknown): string {
+  if (value === undefined) return 'nothing';
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') return 'an object';
+  const text = JSON.stringify(value);
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }
 
 /** Account id from an EKS ARN (`arn:aws:eks:us-east-1:123456789012:cluster/x`). */

@@ -19,7 +19,15 @@ const ACCESS_DENIED = new Set([
   'InvalidClientTokenId', 'ExpiredTokenException', 'ExpiredToken', 'InvalidSignatureException',
   'SignatureDoesNotMatch', 'AuthFailure', 'CredentialsProviderError',
 ]);
-const TIMEOUT = new Set(['TimeoutError', 'RequestTimeout', 'RequestTimeoutException', 'AbortError', 'ETIMEDOUT', 'ECONNRESET']);
+// ECONNRESET is not here: a peer that cuts the connection answered, it did not time out.
+const TIMEOUT = new Set(['TimeoutError', 'RequestTimeout', 'RequestTimeoutException', 'AbortError', 'ETIMEDOUT', 'ESOCKETTIMEDOUT']);
+const CONNECTION_CUT = new Set(['ECONNRESET', 'EPIPE', 'ECONNREFUSED', 'ECONNABORTED']);
+const INVALID = new Set(['InvalidResponse', 'SyntaxError', 'SerializationException', 'Deserialization']);
+
+/** An answer whose shape is wrong: the source fails as `invalid_response`, it is never read as empty. */
+export function invalidResponse(message: string): Error {
+  return Object.assign(new Error(message), {name: 'InvalidResponse'});
+}
 
 /**
  * Codes an opt-in region answers with when the account has not enabled it: the
@@ -43,13 +51,16 @@ export function classifyAwsError(error: unknown): FailureReason {
   const code = awsErrorCode(error);
   if (THROTTLING.has(code) || e?.$retryable?.throttling === true) return 'throttled';
   if (ACCESS_DENIED.has(code)) return 'access_denied';
+  // smithy names a reset connection `TimeoutError` (code ECONNRESET): the peer answered by hanging up.
+  if (e?.code !== undefined && CONNECTION_CUT.has(e.code)) return 'other';
   if (TIMEOUT.has(code) || (e?.code !== undefined && TIMEOUT.has(e.code))) return 'timeout';
   if (code === 'ResourceNotFoundException') return 'not_found';
-  if (code === 'SyntaxError' || code === 'SerializationException' || code === 'Deserialization') return 'invalid_response';
   const status = e?.$metadata?.httpStatusCode;
+  // An error status whose body is not AWS's JSON (a proxy's HTML page) is that error, not a malformed answer.
+  if (INVALID.has(code) && (status === undefined || status < 300)) return 'invalid_response';
   if (status === 429) return 'throttled';
   if (status === 403 || status === 401) return 'access_denied';
-  if (/deseriali[sz]|unexpected token|is not valid json|expected .* got/i.test(e?.message ?? '')) return 'invalid_response';
+  if ((status === undefined || status < 300) && /deseriali[sz]|unexpected token|is not valid json|expected .* got/i.test(e?.message ?? '')) return 'invalid_response';
   return 'other';
 }
 

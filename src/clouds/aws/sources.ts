@@ -27,6 +27,8 @@ export interface AwsSourcesOptions {
   /** Resolves the account of the default credential chain; defaults to STS GetCallerIdentity. */
   readonly callerAccount?: (credentials: AwsCredentialProvider, region: string) => Promise<string>;
   readonly credentialProvider?: (role: {roleArn?: string; externalId?: string; region: string}) => AwsCredentialProvider;
+  /** Deadline of one HTTP attempt (connect + answer); a peer that never answers fails as `timeout`. Default 20 s. */
+  readonly requestTimeoutMs?: number;
   /** Called with every SDK client built, so observability can add its middleware once. */
   readonly onClient?: (client: EKSClient | STSClient) => void;
 }
@@ -120,7 +122,7 @@ export class AwsSources {
   }
 
   async #callerAccount(credentials: AwsCredentialProvider, region: string): Promise<string> {
-    const sts = new STSClient({region, credentials, requestHandler: {connectionTimeout: 5_000, requestTimeout: 20_000}});
+    const sts = new STSClient({region, credentials, requestHandler: awsRequestHandler(this.#options.requestTimeoutMs)});
     this.#options.onClient?.(sts);
     try {
       const out = await sts.send(new GetCallerIdentityCommand({}));
@@ -146,7 +148,7 @@ export class AwsSources {
           // Throttling is retried with backoff by the SDK; AWS_MAX_ATTEMPTS / AWS_RETRY_MODE still win.
           maxAttempts: Number(env['AWS_MAX_ATTEMPTS']) || 8,
           retryMode: env['AWS_RETRY_MODE'] ?? 'adaptive',
-          requestHandler: {connectionTimeout: 5_000, requestTimeout: 20_000},
+          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
         });
         this.#options.onClient?.(eks);
         client = eks;
@@ -164,6 +166,20 @@ export class AwsSources {
     }
     return queue;
   }
+}
+
+/**
+ * Request handler options that make a deadline effective: `requestTimeout` alone only logs a
+ * warning in smithy's NodeHttpHandler (4.x); `throwOnRequestTimeout` turns it into a
+ * TimeoutError, and `socketTimeout` ends a connection that goes silent mid-answer.
+ */
+export function awsRequestHandler(requestTimeoutMs = 20_000) {
+  return {
+    connectionTimeout: Math.min(5_000, requestTimeoutMs),
+    requestTimeout: requestTimeoutMs,
+    throwOnRequestTimeout: true,
+    socketTimeout: requestTimeoutMs,
+  };
 }
 
 /** The SourceRef of an EKS source; the id reads `eks:<region>:<account>` (account `unknown` when it could not be resolved). */

@@ -17,6 +17,14 @@ import {azureErrorCode, azureFailure} from './errors.ts';
 /** Provisioning states of a running cluster that discovery keeps: an upgrade or update must not deregister it. */
 export const AKS_KEPT_PROVISIONING_STATES: ReadonlySet<string> = new Set(['Succeeded', 'Updating', 'Upgrading']);
 
+/** Provisioning states AKS documents; anything else is a malformed record. */
+export const AKS_KNOWN_PROVISIONING_STATES: ReadonlySet<string> = new Set([
+  'Succeeded', 'Failed', 'Canceled', 'Creating', 'Updating', 'Upgrading', 'Deleting', 'Starting', 'Stopping', 'Scaling', 'Migrating', 'Canceling',
+]);
+
+/** Power states AKS documents. */
+export const AKS_KNOWN_POWER_STATES: ReadonlySet<string> = new Set(['Running', 'Stopped']);
+
 /** The narrow client surface the fetcher needs; a real `ContainerServiceClient.managedClusters` satisfies it. */
 export type AksApi = Pick<ContainerServiceClient['managedClusters'], 'list' | 'listByResourceGroup' | 'listClusterUserCredentials'>;
 
@@ -143,8 +151,13 @@ function toDiscovered(record: ManagedCluster, options: AksFetcherOptions): Disco
 
   // A record without its states cannot be judged; treating it as "not kept" would deregister it.
   if (!record.provisioningState || !record.powerState?.code) return bad('provisioning or power state is missing');
-  const provisioning = record.provisioningState;
-  const power = record.powerState.code;
+  const provisioning: unknown = record.provisioningState;
+  const power: unknown = record.powerState.code;
+  // Only a well-formed state AKS documents may remove a cluster; `succeeded`, `Running ` or an object is malformed.
+  if (typeof provisioning !== 'string' || !AKS_KNOWN_PROVISIONING_STATES.has(provisioning)) {
+    return bad(`provisioning state ${JSON.stringify(provisioning)?.slice(0, 60) ?? 'undefined'} is not an AKS provisioning state`);
+  }
+  if (typeof power !== 'string' || !AKS_KNOWN_POWER_STATES.has(power)) return bad(`power state ${JSON.stringify(power)?.slice(0, 60) ?? 'undefined'} is not an AKS power state`);
   const aad = record.aadProfile;
   const tenantId = aad?.tenantID ?? options.tenantId ?? record.identity?.tenantId;
   const kubernetesVersion = record.currentKubernetesVersion ?? record.kubernetesVersion;
@@ -203,6 +216,18 @@ async function withEndpoint(
     // rewrite the registered entry without it. Use the last credential seen, else report the
     // record as unusable this cycle, which keeps the existing entry (stale).
     const stale = options.credentialCache?.get(record.id ?? '');
+    if (!stale && failure.reason === 'invalid_response') {
+      // ARM answered, with a kubeconfig nobody can use: the cluster exists, so register it unhealthy with what ARM returned.
+      const endpoint = fqdnEndpoint();
+      return {
+        ...cluster,
+        ...endpoint,
+        unreachable: {
+          reason: endpoint.endpoint ? 'invalid_ca' : 'no_endpoint',
+          message: `listClusterUserCredential returned a kubeconfig that cannot be used: ${failure.message}`,
+        },
+      };
+    }
     if (!stale) return {name: cluster.name, sourceId: options.source.id, reason: `user credential unavailable: ${failure.code}`};
     options.localAccounts?.record(ref, accountOf(stale.kubeconfig));
     return {...cluster, endpoint: stale.kubeconfig.server, ...(stale.kubeconfig.caData ? {caData: stale.kubeconfig.caData} : {}), access: accessOf(record, stale.kubeconfig)};

@@ -19,7 +19,8 @@ const ACCESS_DENIED = new Set([
   'CredentialUnavailableError', 'AuthenticationError', 'AggregateAuthenticationError', 'AuthenticationRequiredError',
 ]);
 const NOT_FOUND = new Set(['SubscriptionNotFound', 'ResourceGroupNotFound', 'ResourceNotFound', 'NotFound']);
-const TIMEOUT = new Set(['AbortError', 'TimeoutError', 'ETIMEDOUT', 'ESOCKETTIMEDOUT', 'ECONNRESET', 'GatewayTimeout', 'RequestTimeout']);
+// ECONNRESET is not here: a peer that cuts the connection answered, it did not time out.
+const TIMEOUT = new Set(['AbortError', 'TimeoutError', 'ETIMEDOUT', 'ESOCKETTIMEDOUT', 'GatewayTimeout', 'RequestTimeout']);
 const INVALID = new Set(['PARSE_ERROR', 'InvalidResponse', 'SyntaxError']);
 
 /**
@@ -46,6 +47,10 @@ export function classifyAzureError(error: unknown): FailureReason {
   if (status === 401 || status === 403 || ACCESS_DENIED.has(code) || (e?.name !== undefined && ACCESS_DENIED.has(e.name))) return 'access_denied';
   if (TIMEOUT.has(code) || (e?.name !== undefined && TIMEOUT.has(e.name)) || status === 408 || status === 504) return 'timeout';
   if (status === 404 || NOT_FOUND.has(code)) return 'not_found';
+  // A body cut off mid-way is a broken connection, not a malformed answer (as on AWS).
+  if (code === 'PARSE_ERROR' && /\baborted\b|ECONNRESET|socket hang up/i.test(e?.message ?? '')) return 'other';
+  // The SDK refusing a 2xx it did not expect (a 204 for a list) is a malformed answer.
+  if (status !== undefined && status >= 200 && status < 300) return 'invalid_response';
   if (INVALID.has(code) || /couldn't paginate|unexpected token|is not valid json|unexpected end of json/i.test(e?.message ?? '')) {
     return 'invalid_response';
   }

@@ -57,6 +57,21 @@ export function discoveryPolicies(options: DiscoveryPolicyOptions = {}): AzurePo
       },
     },
     {
+      // perCall: it judges the answer the retries ended with.
+      position: 'perCall',
+      policy: {
+        name: 'kubeDiscoveryListShape',
+        async sendRequest(request, next) {
+          const response = await next(request);
+          if (request.method === 'GET' && response.status >= 200 && response.status < 300 && isListPath(request.url)) {
+            const problem = listShapeProblem(response.status, response.bodyAsText);
+            if (problem) throw Object.assign(new Error(`ARM answered ${new URL(request.url).pathname} with ${problem}`), {name: 'InvalidResponse', code: 'InvalidResponse', statusCode: response.status});
+          }
+          return response;
+        },
+      },
+    },
+    {
       position: 'perRetry',
       policy: {
         name: 'kubeDiscoveryArmErrors',
@@ -74,6 +89,34 @@ export function discoveryPolicies(options: DiscoveryPolicyOptions = {}): AzurePo
       },
     },
   ];
+}
+
+const LIST_PATHS = [/\/subscriptions\/?$/i, /\/providers\/Microsoft\.ContainerService\/managedClusters\/?$/i];
+
+function isListPath(url: string): boolean {
+  const path = new URL(url).pathname;
+  return LIST_PATHS.some((p) => p.test(path));
+}
+
+/**
+ * Malformed is not empty: the SDK reads a list page without `value` as an empty page, which
+ * would deregister every cluster of the subscription. Says what is wrong, or undefined.
+ */
+export function listShapeProblem(status: number, text: string | null | undefined): string | undefined {
+  if (status !== 200) return `status ${status} instead of a 200 list page`;
+  if (!text) return 'an empty body instead of a list page';
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return 'a body that is not JSON';
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return 'a body that is not a JSON object';
+  const {value, nextLink} = body as {value?: unknown; nextLink?: unknown};
+  if (!Array.isArray(value)) return `a page whose value is ${value === undefined ? 'missing' : value === null ? 'null' : `a ${typeof value}`}`;
+  if (!value.every((v) => typeof v === 'object' && v !== null && !Array.isArray(v))) return 'a page whose value holds something that is not a resource';
+  if (nextLink !== undefined && nextLink !== null && typeof nextLink !== 'string') return 'a page whose nextLink is not a string';
+  return undefined;
 }
 
 function noteErrorBody(request: PipelineRequest, text: string | null | undefined): void {

@@ -57,6 +57,38 @@ export interface PlannedSources {
   readonly failed: SourceResult[];
 }
 
+/**
+ * Bounds each Entra ID token request: @azure/identity's own HTTP calls (IMDS, the token
+ * endpoint, the Azure CLI) take no timeout from us, and a hung one would stall every ARM call.
+ */
+export function withTokenDeadline(credential: TokenCredential, timeoutMs: number): TokenCredential {
+  return {
+    getToken(scopes, options) {
+      const deadline = AbortSignal.timeout(timeoutMs);
+      const caller = options?.abortSignal;
+      const controller = new AbortController();
+      const stop = (): void => controller.abort();
+      deadline.addEventListener('abort', stop, {once: true});
+      caller?.addEventListener('abort', stop, {once: true});
+      if (caller?.aborted) stop();
+      return new Promise((resolve, reject) => {
+        const onAbort = (): void =>
+          reject(Object.assign(new Error(`no Entra ID token within ${timeoutMs} ms`), {name: deadline.aborted ? 'TimeoutError' : 'AbortError'}));
+        if (controller.signal.aborted) return onAbort();
+        controller.signal.addEventListener('abort', onAbort, {once: true});
+        credential
+          .getToken(scopes, {...options, abortSignal: controller.signal})
+          .then(resolve, reject)
+          .finally(() => {
+            controller.signal.removeEventListener('abort', onAbort);
+            deadline.removeEventListener('abort', stop);
+            caller?.removeEventListener('abort', stop);
+          });
+      });
+    },
+  };
+}
+
 /** Subscription states whose resources can be listed. */
 const LISTABLE_STATES: ReadonlySet<string> = new Set(['Enabled', 'Warned', 'PastDue']);
 
@@ -189,7 +221,7 @@ export class AzureSources {
     const key = identityKey(identity);
     let credential = this.#credentials.get(key);
     if (!credential) {
-      credential = (this.#options.credentialFactory ?? defaultAzureCredential)(identity);
+      credential = withTokenDeadline((this.#options.credentialFactory ?? defaultAzureCredential)(identity), this.#options.policyOptions?.requestTimeoutMs ?? 30_000);
       this.#credentials.set(key, credential);
     }
     return credential;

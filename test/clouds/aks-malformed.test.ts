@@ -1,0 +1,105 @@
+/**
+ * Malformed is not empty, on ARM: the real Azure SDK clients, through the fault proxy, in
+ * front of the ARM fake. A subscriptions or managedClusters page without a `value` list
+ * fails its source (the SDK alone reads it as an empty page); a bad state is malformed.
+ */
+import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
+import {startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
+import {ArmWorld} from '../fakes/arm-world.ts';
+import {answer, armClassifier, mutateJson, startFaultProxy, when, type FaultProxy, type ProxyFault} from '../fakes/faults.ts';
+import {sharedServerTls} from '../fakes/tls-ca.ts';
+import {fakeSources, matcher, resultOf, runPlan, SUB_A, TENANT} from './aks-helpers.ts';
+
+let arm: FakeArm;
+let proxy: FaultProxy;
+
+beforeAll(async () => {
+  const world = new ArmWorld();
+  world.addSubscription({subscriptionId: SUB_A, tenantId: TENANT});
+  for (const name of ['a1', 'a2', 'a3']) world.addCluster({subscriptionId: SUB_A, resourceGroup: 'rg-a', name});
+  arm = await startFakeArm({world});
+  proxy = await startFaultProxy({upstream: arm.url, upstreamCa: arm.caPem, tls: await sharedServerTls(), classify: armClassifier()});
+});
+afterAll(async () => {
+  await proxy.close();
+  await arm.close();
+});
+beforeEach(() => {
+  proxy.fault = undefined;
+});
+
+async function run() {
+  const {sources} = fakeSources(arm);
+  return runPlan(await sources.plan([matcher(arm, {resource_manager_endpoint: proxy.url})]));
+}
+
+const shapes: [string, ProxyFault][] = [
+  ['{}', answer(200, '{}')],
+  ['[]', answer(200, '[]')],
+  ['an empty body', answer(200, '')],
+  ['{"value":null}', answer(200, '{"value":null}')],
+  ['{"value":"x"}', answer(200, '{"value":"x"}')],
+  ['a 204', {kind: 'answer', status: 204, body: ''}],
+];
+
+describe('ARM list pages of the wrong shape', () => {
+  for (const page of ['first', 'later'] as const) {
+    for (const [label, fault] of shapes) {
+      it(`managedClusters ${label} on the ${page} page fails the subscription's source as invalid_response`, async () => {
+        proxy.fault = when({operation: 'managedClusters.list', page}, fault);
+        const result = resultOf(await run(), `aks:${SUB_A}`);
+        expect(result).toMatchObject({ok: false, clusters: [], error: {reason: 'invalid_response'}});
+      });
+    }
+  }
+
+  for (const [label, fault] of shapes) {
+    it(`a subscriptions list ${label} fails the source covering every subscription`, async () => {
+      proxy.fault = when({operation: 'subscriptions.list'}, fault);
+      const results = await run();
+      expect(results).toEqual([expect.objectContaining({ok: false, error: expect.objectContaining({reason: 'invalid_response'})})]);
+    });
+  }
+});
+
+describe('managed cluster states of the wrong shape', () => {
+  const states: [string, Record<string, unknown>][] = [
+    ['provisioningState lower case', {provisioningState: 'succeeded'}],
+    ['provisioningState an object', {provisioningState: {x: 1}}],
+    ['powerState code with a space', {powerState: {code: 'Running '}}],
+    ['powerState code a number', {powerState: {code: 5}}],
+  ];
+  for (const [label, patch] of states) {
+    it(`${label} makes the cluster malformed, not gone`, async () => {
+      proxy.fault = when({operation: 'managedClusters.list', page: 'first'}, mutateJson((body) => {
+        const [first, ...rest] = body['value'] as Record<string, unknown>[];
+        const properties = {...(first?.['properties'] as object), ...patch};
+        return {...body, value: [{...first, properties}, ...rest]};
+      }));
+      const result = resultOf(await run(), `aks:${SUB_A}`);
+      expect(result.ok).toBe(true);
+      expect(result.clusters.map((c) => c.name)).toEqual(['a2', 'a3']);
+      expect(result.malformed).toEqual([expect.objectContaining({name: 'a1', reason: expect.stringContaining('state')})]);
+    });
+  }
+});
+
+describe('clusters whose user kubeconfig cannot be used', () => {
+  it('registers the cluster, marked invalid_ca with what ARM returned, when the kubeconfig is unusable', async () => {
+    const broken = Buffer.from('apiVersion: v1\nclusters: [').toString('base64');
+    proxy.fault = when({operation: 'managedClusters.listClusterUserCredentials', cluster: 'a2'}, answer(200, JSON.stringify({kubeconfigs: [{name: 'clusterUser', value: broken}]})));
+    const result = resultOf(await run(), `aks:${SUB_A}`);
+    expect(result.malformed).toEqual([]);
+    expect(result.clusters.find((c) => c.name === 'a2')).toMatchObject({
+      unreachable: {reason: 'invalid_ca', message: expect.stringContaining('kubeconfig')},
+      endpoint: expect.stringMatching(/^https:\/\//),
+    });
+    expect(result.clusters.find((c) => c.name === 'a1')?.unreachable).toBeUndefined();
+  });
+
+  it('keeps a never-seen cluster out (entry untouched) when the credential call itself fails', async () => {
+    proxy.fault = when({operation: 'managedClusters.listClusterUserCredentials', cluster: 'a2'}, answer(500, '{"error":{"code":"InternalServerError","message":"boom"}}'));
+    const result = resultOf(await run(), `aks:${SUB_A}`);
+    expect(result.malformed).toEqual([expect.objectContaining({name: 'a2'})]);
+  });
+});
