@@ -76,6 +76,7 @@ export function tokenArgs(access: KubeAccess): string[] {
   return [
     'token', 'aks',
     ...(access.server_id ? ['--server-id', access.server_id] : []),
+    ...(access.cloud && access.cloud !== 'AzurePublicCloud' ? ['--environment', access.cloud] : []),
     '--subscription', access.subscription_id,
     '--resource-group', access.resource_group,
     '--name', access.resource_name,
