@@ -23,13 +23,16 @@ export const MAIN_PATH = fileURLToPath(new URL('./main.ts', import.meta.url));
 
 const EXEC_API_VERSION = 'client.authentication.k8s.io/v1beta1';
 
-const USAGE = `usage: kube-discovery kubeconfig [--server URL | -c FILE] [-o FILE] [--labels k=v,...] [--token-file FILE] [--exec-command PATH]
+const USAGE = `usage: kube-discovery kubeconfig [--server URL | -c FILE] [-o FILE] [--labels k=v,...] [--token-file FILE] [--exec-command PATH] [--exec-env NAME=VALUE]...
 Writes a kubeconfig with a context per discovered cluster (stdout, or FILE with mode 0600).
   --server URL        the service's HTTP API (default ${DEFAULT_SERVER})
   -c FILE             read the registry named by this config file instead
   --labels k=v,...    only clusters with all of these labels
   --token-file FILE   bearer token for the API (else KUBE_DISCOVERY_TOKEN)
   --exec-command PATH credential plugin command (default: this node and CLI, by absolute path)
+  --exec-env NAME=VALUE
+                      environment for the plugin (repeatable), e.g. AWS_PROFILE=prod
+  -h, --help          this help
 `;
 
 /** How the exec plugin entries invoke the `token` command. */
@@ -38,6 +41,8 @@ export interface ExecInvocation {
   readonly command: string;
   /** Arguments before `token ...` (the script path when the command is node). */
   readonly prefixArgs: readonly string[];
+  /** Extra environment kubectl gives the plugin (`--exec-env`), e.g. a profile or a test cloud's endpoints. */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /** A kube_server left out of the kubeconfig, and why. */
@@ -111,7 +116,7 @@ export function buildKubeconfig(servers: readonly KubeServer[], exec: ExecInvoca
           apiVersion: EXEC_API_VERSION,
           command: exec.command,
           args: [...exec.prefixArgs, ...tokenArgs(access)],
-          env: null,
+          env: exec.env && Object.keys(exec.env).length > 0 ? Object.entries(exec.env).map(([name, value]) => ({name, value})) : null,
           installHint: 'the kube-discovery CLI (and its Node.js runtime) must be installed at the path in `command`; regenerate with `kube-discovery kubeconfig`',
           interactiveMode: 'Never',
           provideClusterInfo: false,
@@ -152,6 +157,7 @@ export const runKubeconfig: Command = async (argv, io) => {
         labels: {type: 'string'},
         'token-file': {type: 'string'},
         'exec-command': {type: 'string'},
+        'exec-env': {type: 'string', multiple: true},
         help: {type: 'boolean', short: 'h'},
       },
       strict: true,
@@ -171,7 +177,13 @@ export const runKubeconfig: Command = async (argv, io) => {
   } catch (error) {
     return usageError(io, 'kubeconfig', (error as Error).message);
   }
-  const exec: ExecInvocation = values['exec-command'] ? {command: values['exec-command'], prefixArgs: []} : selfInvocation();
+  const env: Record<string, string> = {};
+  for (const pair of values['exec-env'] ?? []) {
+    const eq = pair.indexOf('=');
+    if (eq < 1 || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(pair.slice(0, eq))) return usageError(io, 'kubeconfig', `expected --exec-env NAME=VALUE, got ${JSON.stringify(pair)}`);
+    env[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  const exec: ExecInvocation = {...(values['exec-command'] ? {command: values['exec-command'], prefixArgs: []} : selfInvocation()), env};
   const output = values.output;
 
   const emit = async (servers: readonly KubeServer[]): Promise<number> => {
