@@ -12,9 +12,10 @@ import {systemClock} from '../core/clock.ts';
 import {parseKubeServers} from '../discovery/registrar.ts';
 import {matchesSelector, parseLabelSelector} from '../http/server.ts';
 import {createBackend} from '../registry/index.ts';
-import {listKubeServers, resolveToken} from './client.ts';
+import {listKubeServers, resolveToken, serverUrl} from './client.ts';
 import {usageError, withConfig} from './common.ts';
 import type {CliIo, Command} from './io.ts';
+import {wantsHelp} from './usage.ts';
 
 /** Where `--server` points by default (else `KUBE_DISCOVERY_SERVER`): the service's default listen address. */
 export const DEFAULT_SERVER = 'http://127.0.0.1:3000';
@@ -146,6 +147,10 @@ export async function writePrivateFile(path: string, text: string): Promise<void
 
 /** `kube-discovery kubeconfig ...`: exit 0, 1 when the clusters cannot be read, 2 for usage errors. */
 export const runKubeconfig: Command = async (argv, io) => {
+  if (wantsHelp(argv)) {
+    io.stdout(USAGE);
+    return 0;
+  }
   let values;
   try {
     ({values} = parseArgs({
@@ -203,11 +208,12 @@ export const runKubeconfig: Command = async (argv, io) => {
   };
 
   if (values.config !== undefined) return fromRegistry(io, values.config, emit);
+  const server = serverUrl(values.server ?? io.env['KUBE_DISCOVERY_SERVER'] ?? DEFAULT_SERVER);
+  if (!server.ok) return usageError(io, 'kubeconfig', server.message);
   let servers: KubeServer[];
   try {
     const token = await resolveToken(values['token-file'], io.env);
-    const server = values.server ?? io.env['KUBE_DISCOVERY_SERVER'] ?? DEFAULT_SERVER;
-    servers = await listKubeServers({server, ...(token ? {token} : {}), ...(values.labels ? {labels: values.labels} : {})});
+    servers = await listKubeServers({server: server.url, ...(token ? {token} : {}), ...(values.labels ? {labels: values.labels} : {})});
   } catch (error) {
     io.stderr(`kube-discovery kubeconfig: ${(error as Error).message}\n`);
     return 1;

@@ -100,7 +100,8 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
     plan.items.map(async (item) => {
       try {
         if (item.action === 'delete') await options.registrar.remove(item.name);
-        else if (item.server) await options.registrar.announce(item.server);
+        // A new entry remembers when it was first registered (`ls` shows its age); updates carry it over.
+        else if (item.server) await options.registrar.announce(item.action === 'create' ? {...item.server, status: {...item.server.status, discovered_at: new Date(startedAt).toISOString()}} : item.server);
       } catch (error) {
         applyErrors.push({name: item.name, action: item.action, message: (error as Error).message});
       }

@@ -87,7 +87,11 @@ function decideCandidate(candidate: Candidate, existing: KubeServer | undefined)
   if (!existing) return {...base, action: 'create', reason: 'new cluster', server: candidate.server};
   // Keep what the probe learnt; discovery does not know health.
   const health = existing.status?.target_health;
-  const server: KubeServerDraft = health ? {...candidate.server, status: {...candidate.server.status, target_health: health}} : candidate.server;
+  const discoveredAt = existing.status?.discovered_at;
+  const server: KubeServerDraft =
+    health || discoveredAt
+      ? {...candidate.server, status: {...candidate.server.status, ...(health ? {target_health: health} : {}), ...(discoveredAt ? {discovered_at: discoveredAt} : {})}}
+      : candidate.server;
   if (existing.status?.stale) return {...base, action: 'update', reason: 'source recovered; no longer stale', server};
   const changed = changedFields(existing, server);
   if (changed.length > 0) return {...base, action: 'update', reason: `changed: ${changed.join(', ')}`, server};
