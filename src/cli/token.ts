@@ -14,6 +14,7 @@ import {AwsCredentialProviders} from '../credentials/aws-credentials.ts';
 import {mintEksToken} from '../credentials/eks-token.ts';
 import {execCredential} from '../credentials/exec-credential.ts';
 import {partitionOf} from '../credentials/sts-endpoint.ts';
+import {unknownRegionHint} from '../config/region-hints.ts';
 import type {CliIo, Command} from './io.ts';
 
 /** What a token sub-command hands back to be printed. */
@@ -66,8 +67,15 @@ const mintEks: TokenMinter = async (argv, io, {clock}) => {
   partitionOf(region); // a typo'd region is a usage error, reported before looking for credentials
 
   const providers = new AwsCredentialProviders({env: io.env, clock, logger: quietLogger});
-  const credentials = await providers.provider({region, ...(roleArn ? {roleArn} : {}), ...(externalId ? {externalId} : {})})();
-  return mintEksToken({clusterName, region, credentials, clock, env: io.env});
+  try {
+    const credentials = await providers.provider({region, ...(roleArn ? {roleArn} : {}), ...(externalId ? {externalId} : {})})();
+    return await mintEksToken({clusterName, region, credentials, clock, env: io.env});
+  } catch (error) {
+    // An unknown region is allowed (it may be newer than this release) but is the likelier cause.
+    const hint = unknownRegionHint(region);
+    if (hint) throw new Error(`${(error as Error).message} (note: region ${hint})`, {cause: error});
+    throw error;
+  }
 };
 
 // Like `kubelogin get-token --login azurecli|msi|workloadidentity`: whatever DefaultAzureCredential finds.

@@ -51,6 +51,11 @@ export interface RuntimeOptions {
   readonly onHeartbeatFailure?: (kind: 'announce' | 'keepalive' | 'delete') => void;
 }
 
+/** Whether the log stream is a terminal: then `start` (stdout) and `once` (stderr) both print human-readable lines. */
+export function logsToTerminal(io: CliIo, logTo: 'stdout' | 'stderr'): boolean {
+  return logTo === 'stdout' ? io.isTty : (io.isStderrTty ?? false);
+}
+
 /** Opens logger, backend, host id and discovery for a config. */
 export async function openRuntime(config: Config, io: CliIo, options: RuntimeOptions): Promise<Runtime> {
   const logger =
@@ -58,7 +63,7 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
     createLogger({
       level: config.log.level,
       format: config.log.format,
-      isTty: options.logTo === 'stdout' && io.isTty,
+      isTty: logsToTerminal(io, options.logTo),
       ...(options.logTo === 'stderr' ? {destination: pino.destination(2)} : {}),
     });
   const backend = options.backend ?? (await createBackend(config.storage, {clock: options.clock}));

@@ -355,4 +355,9 @@ function warnIfNoCredentials(log: Logger, report: CycleReport): void {
       'no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or run with an IAM role (IRSA, EKS Pod Identity, instance profile). The service keeps serving the registry and retries every cycle.',
     );
   }
+  const azure = report.sources.filter((s) => s.cloud === 'Azure');
+  const plain = azure[0]?.error?.message;
+  if (plain && azure.every((s) => !s.ok && s.error?.message.startsWith('no Azure credentials found'))) {
+    log.warn({event: 'no_credentials', cloud: 'Azure'}, `${plain}. The service keeps serving the registry and retries every cycle.`);
+  }
 }
