@@ -24,6 +24,7 @@ import {Scheduler} from '../scheduler/scheduler.ts';
 import {StatusTracker} from '../status/status.ts';
 import {VERSION} from '../version.ts';
 import {createLeadership, type Role} from './leadership.ts';
+import {noSourceSucceeded, summaryLine} from '../status/summary.ts';
 import {createProbeStage} from './probes.ts';
 import {openRuntime, type Runtime, type Writer} from './runtime.ts';
 
@@ -228,6 +229,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     }
     if (role.role === 'follower') return inventory.synced ? {ready: true, status: 'ready'} : {ready: false, status: 'not_ready', reason: 'the registry has not been read yet'};
     if (!firstCycleDone) return {ready: false, status: 'not_ready', reason: 'the first discovery cycle has not completed yet'};
+    // Up and serving, but not discovering anything (e.g. no cloud credentials): say so, stay in rotation.
+    const idle = noSourceSucceeded(status.sources());
+    if (idle) return {ready: true, status: 'degraded', reason: idle};
     return {ready: true, status: 'ready'};
   };
 
@@ -239,6 +243,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   });
 
   const statusBody = (): unknown => ({
+    summary: summaryLine({role: role.role, ...(role.role === 'follower' && role.leader ? {leader: role.leader} : {}), clusters: inventory.list().length, sources: status.sources(), ...(status.lastCycle ? {lastCycle: status.lastCycle} : {})}),
     discovery_group: group,
     version: VERSION,
     replica: runtime.replica,
