@@ -35,7 +35,10 @@ afterAll(() => rm(dir, {recursive: true, force: true}));
 
 describe('once logs', () => {
   it('are human-readable on a terminal, like start', async (ctx) => {
-    if (!script) ctx.skip('util-linux `script` is not installed');
+    if (!script) {
+      if (process.env['CI']) throw new Error('util-linux `script` is required in CI (Debian: bsdutils)');
+      ctx.skip('util-linux `script` is not installed');
+    }
     const command = [process.execPath, CLI, 'once', '-c', config, '-o', 'json'].map((a) => `'${a}'`).join(' ');
     const {stdout} = await execFileAsync('script', ['-qec', command, '/dev/null'], {env: ENV, timeout: 60_000}).catch((e: {stdout: string}) => e);
 
