@@ -88,7 +88,7 @@ async function main(argv: readonly string[]): Promise<number> {
       `  AWS accounts ${d.aws?.accounts.join(', ') ?? '-'} in ${d.aws?.regions.join(', ') ?? '-'} (failing: ${d.aws?.failing_regions.join(', ') || 'none'}),`,
       `  Azure subscriptions ${d.azure?.subscriptions.length ?? 0}, ${d.kube_servers} Kubernetes API servers (some clusters unhealthy on purpose).`,
       `service:   ${url}  (config ${path.relative(process.cwd(), configFile)}, registry ${path.relative(process.cwd(), path.join(values.data, 'demo.db'))})`,
-      port === preferred ? '' : `           (port ${preferred} was taken; using ${port})`,
+      port === preferred || preferred === 0 ? '' : `           (port ${preferred} was taken; using ${port})`,
       'look at:',
       `  npx kube-discovery ls --server ${url}            # the inventory, like kubectl get`,
       `  curl ${url}/v1/kube_servers         # the kube_server resources (JSON)`,

@@ -93,15 +93,20 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
   const current = await options.registrar.current();
   const registered = new Map(current.map((s) => [s.metadata.name, registeredIdentity(s)]));
   const evaluation = evaluate(results, {...options.evaluateContext, discoveryGroup: options.discoveryGroup, matcherFor: options.matcherFor, registered});
-  const plan = reconcile(current, evaluation, results, options.discoveryGroup);
+  const reconciled = reconcile(current, evaluation, results, options.discoveryGroup);
+  // A new entry remembers when it was first registered (`ls` shows its age); updates carry it over.
+  const discoveredAt = new Date(startedAt).toISOString();
+  const plan = {
+    ...reconciled,
+    items: reconciled.items.map((i) => (i.action === 'create' && i.server ? {...i, server: {...i.server, status: {...i.server.status, discovered_at: discoveredAt}}} : i)),
+  };
 
   const applyErrors: {name: string; action: Action; message: string}[] = [];
   await Promise.all(
     plan.items.map(async (item) => {
       try {
         if (item.action === 'delete') await options.registrar.remove(item.name);
-        // A new entry remembers when it was first registered (`ls` shows its age); updates carry it over.
-        else if (item.server) await options.registrar.announce(item.action === 'create' ? {...item.server, status: {...item.server.status, discovered_at: new Date(startedAt).toISOString()}} : item.server);
+        else if (item.server) await options.registrar.announce(item.server);
       } catch (error) {
         applyErrors.push({name: item.name, action: item.action, message: (error as Error).message});
       }

@@ -157,6 +157,11 @@ describe('npm run demo', () => {
     expect(demo.output()).toMatch(/kubectl --kubeconfig \S+demo-kubeconfig\.yaml/);
     await demo.waitFor(/kubeconfig: \d+ contexts in \S+; try +kubectl --kubeconfig/, READY_MS);
 
+    // Every entry knows when it was first registered (the AGE of `ls`), also after the probe rewrote its health.
+    const listed = (await (await fetch(`${url}/v1/kube_servers?limit=1000`)).json()) as {items: {status?: {discovered_at?: string; target_health?: {status: string}}}[]};
+    expect(listed.items.length).toBeGreaterThan(0);
+    for (const item of listed.items) expect(Date.parse(item.status?.discovered_at ?? '')).toBeGreaterThan(0);
+
     const file = path.join(demo.data, 'demo-kubeconfig.yaml');
     const doc = parse(await readFile(file, 'utf8')) as {users: {name: string; user: {exec: {args: string[]}}}[]};
     const kind = (args: string[]): string => (args.includes('eks') ? 'eks' : args.includes('--server-id') ? 'aks-entra' : 'aks-local');
