@@ -64,6 +64,8 @@ export interface KubeServer {
     /** Set while the cluster's source keeps failing: the entry is kept, but may be out of date. */
     readonly stale?: boolean;
     readonly stale_reason?: string;
+    /** RFC 3339 time the discovery group first registered the cluster (the AGE of `ls`); kept by every update. */
+    readonly discovered_at?: string;
     /** Connection facts the CLI needs for kubeconfig; never a credential. */
     readonly endpoint?: string;
     readonly ca_data?: string;

@@ -8,6 +8,19 @@ export interface ApiClientOptions {
   readonly token?: string;
 }
 
+/** `--server` checked: an http(s) URL, or a usage message suggesting one (`localhost:3000` parses as a URL of scheme `localhost:`). */
+export function serverUrl(text: string): {ok: true; url: string} | {ok: false; message: string} {
+  let url: URL | undefined;
+  try {
+    url = new URL(text);
+  } catch {
+    url = undefined;
+  }
+  if (url && (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname) return {ok: true, url: text};
+  const hint = /^[\w.-]+:\d+$|^[\w.-]+$|^\[[\d:a-f]+\]:\d+$/i.test(text) ? `; did you mean http://${text}?` : '';
+  return {ok: false, message: `expected --server to be an http:// or https:// URL, got ${JSON.stringify(text)}${hint}`};
+}
+
 /** The bearer token from `--token-file` or `KUBE_DISCOVERY_TOKEN`. */
 export async function resolveToken(tokenFile: string | undefined, env: Readonly<Record<string, string | undefined>>): Promise<string | undefined> {
   if (tokenFile) return (await readFile(tokenFile, 'utf8')).trim();

@@ -5,6 +5,8 @@ export interface CliIo {
   readonly env: Readonly<Record<string, string | undefined>>;
   /** Whether stdout is a terminal (table output by default). */
   readonly isTty: boolean;
+  /** Whether stderr is a terminal (`once` logs there: human-readable lines then, like `start`). */
+  readonly isStderrTty?: boolean;
 }
 
 /** The process's own streams and environment. */
@@ -13,6 +15,7 @@ export const processIo: CliIo = {
   stderr: (text) => process.stderr.write(text),
   env: process.env,
   isTty: Boolean(process.stdout.isTTY),
+  isStderrTty: Boolean(process.stderr.isTTY),
 };
 
 /** A CLI sub-command: parses its own argv and returns the exit code. */

@@ -12,9 +12,10 @@ import {systemClock} from '../core/clock.ts';
 import {parseKubeServers} from '../discovery/registrar.ts';
 import {matchesSelector, parseLabelSelector} from '../http/server.ts';
 import {createBackend} from '../registry/index.ts';
-import {listKubeServers, resolveToken} from './client.ts';
+import {listKubeServers, resolveToken, serverUrl} from './client.ts';
 import {usageError, withConfig} from './common.ts';
 import type {CliIo, Command} from './io.ts';
+import {wantsHelp} from './usage.ts';
 
 /** Where `--server` points by default (else `KUBE_DISCOVERY_SERVER`): the service's default listen address. */
 export const DEFAULT_SERVER = 'http://127.0.0.1:3000';
@@ -23,13 +24,16 @@ export const MAIN_PATH = fileURLToPath(new URL('./main.ts', import.meta.url));
 
 const EXEC_API_VERSION = 'client.authentication.k8s.io/v1beta1';
 
-const USAGE = `usage: kube-discovery kubeconfig [--server URL | -c FILE] [-o FILE] [--labels k=v,...] [--token-file FILE] [--exec-command PATH]
+const USAGE = `usage: kube-discovery kubeconfig [--server URL | -c FILE] [-o FILE] [--labels k=v,...] [--token-file FILE] [--exec-command PATH] [--exec-env NAME=VALUE]...
 Writes a kubeconfig with a context per discovered cluster (stdout, or FILE with mode 0600).
   --server URL        the service's HTTP API (default ${DEFAULT_SERVER})
   -c FILE             read the registry named by this config file instead
   --labels k=v,...    only clusters with all of these labels
   --token-file FILE   bearer token for the API (else KUBE_DISCOVERY_TOKEN)
   --exec-command PATH credential plugin command (default: this node and CLI, by absolute path)
+  --exec-env NAME=VALUE
+                      environment for the plugin (repeatable), e.g. AWS_PROFILE=prod
+  -h, --help          this help
 `;
 
 /** How the exec plugin entries invoke the `token` command. */
@@ -38,6 +42,8 @@ export interface ExecInvocation {
   readonly command: string;
   /** Arguments before `token ...` (the script path when the command is node). */
   readonly prefixArgs: readonly string[];
+  /** Extra environment kubectl gives the plugin (`--exec-env`), e.g. a profile or a test cloud's endpoints. */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /** A kube_server left out of the kubeconfig, and why. */
@@ -76,6 +82,7 @@ export function tokenArgs(access: KubeAccess): string[] {
   return [
     'token', 'aks',
     ...(access.server_id ? ['--server-id', access.server_id] : []),
+    ...(access.cloud && access.cloud !== 'AzurePublicCloud' ? ['--environment', access.cloud] : []),
     '--subscription', access.subscription_id,
     '--resource-group', access.resource_group,
     '--name', access.resource_name,
@@ -110,7 +117,7 @@ export function buildKubeconfig(servers: readonly KubeServer[], exec: ExecInvoca
           apiVersion: EXEC_API_VERSION,
           command: exec.command,
           args: [...exec.prefixArgs, ...tokenArgs(access)],
-          env: null,
+          env: exec.env && Object.keys(exec.env).length > 0 ? Object.entries(exec.env).map(([name, value]) => ({name, value})) : null,
           installHint: 'the kube-discovery CLI (and its Node.js runtime) must be installed at the path in `command`; regenerate with `kube-discovery kubeconfig`',
           interactiveMode: 'Never',
           provideClusterInfo: false,
@@ -140,6 +147,10 @@ export async function writePrivateFile(path: string, text: string): Promise<void
 
 /** `kube-discovery kubeconfig ...`: exit 0, 1 when the clusters cannot be read, 2 for usage errors. */
 export const runKubeconfig: Command = async (argv, io) => {
+  if (wantsHelp(argv)) {
+    io.stdout(USAGE);
+    return 0;
+  }
   let values;
   try {
     ({values} = parseArgs({
@@ -151,6 +162,7 @@ export const runKubeconfig: Command = async (argv, io) => {
         labels: {type: 'string'},
         'token-file': {type: 'string'},
         'exec-command': {type: 'string'},
+        'exec-env': {type: 'string', multiple: true},
         help: {type: 'boolean', short: 'h'},
       },
       strict: true,
@@ -170,7 +182,13 @@ export const runKubeconfig: Command = async (argv, io) => {
   } catch (error) {
     return usageError(io, 'kubeconfig', (error as Error).message);
   }
-  const exec: ExecInvocation = values['exec-command'] ? {command: values['exec-command'], prefixArgs: []} : selfInvocation();
+  const env: Record<string, string> = {};
+  for (const pair of values['exec-env'] ?? []) {
+    const eq = pair.indexOf('=');
+    if (eq < 1 || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(pair.slice(0, eq))) return usageError(io, 'kubeconfig', `expected --exec-env NAME=VALUE, got ${JSON.stringify(pair)}`);
+    env[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  const exec: ExecInvocation = {...(values['exec-command'] ? {command: values['exec-command'], prefixArgs: []} : selfInvocation()), env};
   const output = values.output;
 
   const emit = async (servers: readonly KubeServer[]): Promise<number> => {
@@ -190,11 +208,12 @@ export const runKubeconfig: Command = async (argv, io) => {
   };
 
   if (values.config !== undefined) return fromRegistry(io, values.config, emit);
+  const server = serverUrl(values.server ?? io.env['KUBE_DISCOVERY_SERVER'] ?? DEFAULT_SERVER);
+  if (!server.ok) return usageError(io, 'kubeconfig', server.message);
   let servers: KubeServer[];
   try {
     const token = await resolveToken(values['token-file'], io.env);
-    const server = values.server ?? io.env['KUBE_DISCOVERY_SERVER'] ?? DEFAULT_SERVER;
-    servers = await listKubeServers({server, ...(token ? {token} : {}), ...(values.labels ? {labels: values.labels} : {})});
+    servers = await listKubeServers({server: server.url, ...(token ? {token} : {}), ...(values.labels ? {labels: values.labels} : {})});
   } catch (error) {
     io.stderr(`kube-discovery kubeconfig: ${(error as Error).message}\n`);
     return 1;

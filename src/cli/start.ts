@@ -20,9 +20,30 @@ export const runStart: Command = async (argv, io) => {
   } catch (error) {
     return usageError(io, 'start', (error as Error).message);
   }
-  return withConfig(io, 'start', values.config, async (config) => {
-    const service = await startService({config, io, clock: systemClock});
-    const log = service.runtime.logger;
+  // SIGHUP is handled from here on, not only once the service runs: starting can take a while (an
+  // etcd election's first round), and Node's default for SIGHUP is to die on the spot. A stop
+  // asked for while starting still ends the process at once, as before: nothing runs yet.
+  let service: Awaited<ReturnType<typeof startService>> | undefined;
+  let stopNow: ((signal: string) => void) | undefined;
+  const onStop = (signal: string): void => {
+    if (stopNow) return stopNow(signal);
+    io.stderr(`kube-discovery start: ${signal} while starting; exiting\n`);
+    process.exit(signal === 'SIGINT' ? 130 : 143);
+  };
+  const onTerm = (): void => onStop('SIGTERM');
+  const onInt = (): void => onStop('SIGINT');
+  const onHup = (): void => {
+    if (!service) return; // the first cycle runs at start anyway
+    service.runtime.logger.info('SIGHUP: running a discovery cycle now');
+    service.trigger();
+  };
+  process.on('SIGTERM', onTerm);
+  process.on('SIGINT', onInt);
+  process.on('SIGHUP', onHup);
+  const code = await withConfig(io, 'start', values.config, async (config) => {
+    service = await startService({config, io, clock: systemClock});
+    const running = service;
+    const log = running.runtime.logger;
     return new Promise<number>((resolve) => {
       let stopping = false;
       const stop = (signal: string): void => {
@@ -38,7 +59,7 @@ export const runStart: Command = async (argv, io) => {
           process.exit(1);
         }, STOP_GRACE_MS + 15_000);
         watchdog.unref();
-        service
+        running
           .stop({deregister: values['deregister-on-exit'], graceMs: STOP_GRACE_MS})
           .then(() => resolve(0))
           .catch((error: unknown) => {
@@ -46,12 +67,7 @@ export const runStart: Command = async (argv, io) => {
             resolve(1);
           });
       };
-      process.on('SIGTERM', () => stop('SIGTERM'));
-      process.on('SIGINT', () => stop('SIGINT'));
-      process.on('SIGHUP', () => {
-        log.info('SIGHUP: running a discovery cycle now');
-        service.trigger();
-      });
+      stopNow = stop;
       const fatal = (error: unknown): void => {
         log.fatal({err: error}, 'unexpected error; exiting');
         process.exit(1);
@@ -60,4 +76,8 @@ export const runStart: Command = async (argv, io) => {
       process.on('unhandledRejection', fatal);
     });
   });
+  process.off('SIGTERM', onTerm);
+  process.off('SIGINT', onInt);
+  process.off('SIGHUP', onHup);
+  return code;
 };

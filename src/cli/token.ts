@@ -8,12 +8,14 @@ import {parseArgs} from 'node:util';
 import {systemClock, type Clock} from '../core/clock.ts';
 import {InputError} from '../core/errors.ts';
 import {AZURE_CLOUD_NAMES, isAzureCloudName} from '../clouds/azure/clouds.ts';
+import type {AzureClientOptions} from '../clouds/azure/pipeline.ts';
 import {defaultAzureCredential, type AzureCredentialFactory} from '../credentials/aks-credential.ts';
-import {mintEntraToken} from '../credentials/aks-token.ts';
+import {AKS_SERVER_ID, mintEntraToken} from '../credentials/aks-token.ts';
 import {AwsCredentialProviders} from '../credentials/aws-credentials.ts';
 import {mintEksToken} from '../credentials/eks-token.ts';
 import {execCredential} from '../credentials/exec-credential.ts';
 import {partitionOf} from '../credentials/sts-endpoint.ts';
+import {unknownRegionHint} from '../config/region-hints.ts';
 import type {CliIo, Command} from './io.ts';
 
 /** What a token sub-command hands back to be printed. */
@@ -27,13 +29,21 @@ export interface TokenCommandDeps {
   readonly clock?: Clock;
   /** Builds the Entra ID credential of `token aks`; default DefaultAzureCredential. */
   readonly azureCredential?: AzureCredentialFactory;
+  /** TLS and pipeline options of the Resource Manager client of `token aks` (tests trust their fake's CA). */
+  readonly azureClientOptions?: AzureClientOptions;
 }
 
 type TokenMinter = (argv: readonly string[], io: CliIo, deps: Required<TokenCommandDeps>) => Promise<MintedToken>;
 
 const USAGE = `usage: kube-discovery token eks --cluster-name NAME --region REGION [--role-arn ARN] [--external-id ID]
-       kube-discovery token aks --server-id ID [--tenant-id TENANT] [--client-id ID] [--environment AzurePublicCloud|AzureChinaCloud|AzureUSGovernment]
+       kube-discovery token aks (--server-id ID | --subscription S --resource-group G --name N) [--tenant-id TENANT] [--client-id ID]
+                                [--environment AzurePublicCloud|AzureChinaCloud|AzureUSGovernment] [--resource-manager-endpoint URL]
 Prints a client.authentication.k8s.io ExecCredential for kubectl (honours KUBERNETES_EXEC_INFO).
+  token eks   a presigned STS token, like \`aws eks get-token\` (credentials from the AWS SDK default chain)
+  token aks   with --server-id: an Entra ID token for <server-id>/.default (DefaultAzureCredential);
+              without: the cluster's user credential from listClusterUserCredential (local accounts),
+              or an Entra ID token when that credential says the cluster uses Entra ID.
+              --resource-manager-endpoint (or KUBE_DISCOVERY_ARM_ENDPOINT) replaces the cloud's Resource Manager URL.
 `;
 
 // The SDK warns on the console (multi-line) about e.g. conflicting credential sources; a
@@ -58,35 +68,90 @@ const mintEks: TokenMinter = async (argv, io, {clock}) => {
   partitionOf(region); // a typo'd region is a usage error, reported before looking for credentials
 
   const providers = new AwsCredentialProviders({env: io.env, clock, logger: quietLogger});
-  const credentials = await providers.provider({region, ...(roleArn ? {roleArn} : {}), ...(externalId ? {externalId} : {})})();
-  return mintEksToken({clusterName, region, credentials, clock, env: io.env});
+  try {
+    const credentials = await providers.provider({region, ...(roleArn ? {roleArn} : {}), ...(externalId ? {externalId} : {})})();
+    return await mintEksToken({clusterName, region, credentials, clock, env: io.env});
+  } catch (error) {
+    // An unknown region is allowed (it may be newer than this release) but is the likelier cause.
+    const hint = unknownRegionHint(region);
+    if (hint) throw new Error(`${(error as Error).message} (note: region ${hint})`, {cause: error});
+    throw error;
+  }
 };
 
 // Like `kubelogin get-token --login azurecli|msi|workloadidentity`: whatever DefaultAzureCredential finds.
-const mintAks: TokenMinter = async (argv, _io, {azureCredential}) => {
+// `kubeconfig` writes --server-id for Entra ID clusters and --subscription/--resource-group/--name
+// for every AKS cluster; without --server-id the cluster's user credential decides (local account).
+const mintAks: TokenMinter = async (argv, io, {azureCredential, azureClientOptions, clock}) => {
   const {values} = parse(argv, {
     'server-id': {type: 'string'},
     'tenant-id': {type: 'string'},
     'client-id': {type: 'string'},
     environment: {type: 'string'},
+    subscription: {type: 'string'},
+    'resource-group': {type: 'string'},
+    name: {type: 'string'},
+    'resource-manager-endpoint': {type: 'string'},
   });
   const serverId = stringValue(values['server-id']);
-  if (!serverId) throw new InputError('expected --server-id ID (the AKS Entra ID server application, 6dae42f8-4368-4678-94ff-3960e28e3630 for AKS-managed Entra ID), got none');
-  if (!/^[\w.:/-]+$/.test(serverId)) throw new InputError(`expected --server-id to be an application id or URI, got ${JSON.stringify(serverId)}`);
+  if (serverId && !/^[\w.:/-]+$/.test(serverId)) throw new InputError(`expected --server-id to be an application id or URI, got ${JSON.stringify(serverId)}`);
   const environment = stringValue(values['environment']) ?? 'AzurePublicCloud';
   if (!isAzureCloudName(environment)) throw new InputError(`expected --environment to be one of ${AZURE_CLOUD_NAMES.join(', ')}, got ${JSON.stringify(environment)}`);
   const tenantId = stringValue(values['tenant-id']);
   const clientId = stringValue(values['client-id']);
+  const subscriptionId = stringValue(values['subscription']);
+  const resourceGroup = stringValue(values['resource-group']);
+  const name = stringValue(values['name']);
+  const armEndpoint = stringValue(values['resource-manager-endpoint']) ?? stringValue(io.env['KUBE_DISCOVERY_ARM_ENDPOINT']);
+  if (armEndpoint && !isArmEndpoint(armEndpoint)) {
+    throw new InputError(`expected --resource-manager-endpoint (or KUBE_DISCOVERY_ARM_ENDPOINT) to be an https URL (http only for a loopback host), got ${JSON.stringify(armEndpoint)}`);
+  }
+  if (!serverId && (!subscriptionId || !resourceGroup || !name)) {
+    const missing = [subscriptionId ? '' : '--subscription', resourceGroup ? '' : '--resource-group', name ? '' : '--name'].filter(Boolean);
+    throw new InputError(
+      `expected --server-id ID (an Entra ID cluster; ${AKS_SERVER_ID} for AKS-managed Entra ID) or --subscription, --resource-group and --name (any AKS cluster), got ${
+        missing.length === 3 ? 'none' : `no ${missing.join(', ')}`}`,
+    );
+  }
   const credential = azureCredential({cloud: environment, ...(tenantId ? {tenantId} : {}), ...(clientId ? {clientId} : {})});
-  return mintEntraToken(credential, serverId);
+  if (serverId || !subscriptionId || !resourceGroup || !name) return mintEntraToken(credential, serverId ?? AKS_SERVER_ID);
+  // Loaded here: `token eks` (run by kubectl for every request) should not pay for the ARM client.
+  const {fetchAksUserKubeconfig} = await import('../credentials/aks-user-credential.ts');
+  const kubeconfig = await fetchAksUserKubeconfig({
+    credential,
+    cluster: {subscriptionId, resourceGroup, name},
+    cloud: environment,
+    ...(armEndpoint ? {resourceManagerEndpoint: armEndpoint} : {}),
+    clientOptions: azureClientOptions,
+  });
+  const user = kubeconfig.user;
+  if (user.kind === 'token') return {token: user.token, expiresAt: new Date(clock.now() + LOCAL_TOKEN_REUSE_MS)};
+  // The cluster switched to Entra ID since discovery recorded it: sign in like kubelogin would.
+  if (user.kind === 'entra') return mintEntraToken(credential, user.serverId ?? AKS_SERVER_ID, user.tenantId ?? tenantId);
+  throw new Error(
+    `AKS cluster ${name} (resource group ${resourceGroup}): its user credential has ${user.kind === 'client-certificate' ? 'a client certificate but no token' : 'no usable user'}; ` +
+      'enable AKS-managed Entra ID (az aks update --enable-aad) or use `az aks get-credentials --admin`',
+  );
 };
+
+/** How long kubectl may reuse a local-account token before running the plugin again: it is static, but may be rotated. */
+const LOCAL_TOKEN_REUSE_MS = 10 * 60_000;
+
+function isArmEndpoint(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return url.protocol === 'https:' || (url.protocol === 'http:' && ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname));
+  } catch {
+    return false;
+  }
+}
 
 // Explicit registration: adding a cloud is one function and one line here.
 const minters = {eks: mintEks, aks: mintAks} as const satisfies Record<string, TokenMinter>;
 
 /** Builds the token command with injected dependencies. */
 export function tokenCommand(deps: TokenCommandDeps = {}): Command {
-  const resolved: Required<TokenCommandDeps> = {clock: deps.clock ?? systemClock, azureCredential: deps.azureCredential ?? defaultAzureCredential};
+  const resolved: Required<TokenCommandDeps> = {clock: deps.clock ?? systemClock, azureCredential: deps.azureCredential ?? defaultAzureCredential, azureClientOptions: deps.azureClientOptions ?? {}};
   return async (argv, io) => {
     const [cloud, ...rest] = argv;
     if (cloud === undefined || cloud === '-h' || cloud === '--help' || cloud === 'help') {

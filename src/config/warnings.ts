@@ -1,4 +1,5 @@
 /** Valid but suspicious settings, printed by `config check` and logged at start. */
+import {unknownRegionHint} from './region-hints.ts';
 import type {Config} from './schema.ts';
 
 /** Warnings found while parsing (the Teleport drop-in's ignored settings), per parsed config object. */
@@ -19,6 +20,12 @@ export function configWarnings(config: Config): string[] {
   }
   if (!service.enabled) {
     warnings.push('discovery_service.enabled is false: this instance only serves the registry');
+  }
+  for (const [i, matcher] of service.aws.entries()) {
+    for (const [j, region] of matcher.regions.entries()) {
+      const hint = unknownRegionHint(region);
+      if (hint) warnings.push(`discovery_service.aws[${i}].regions[${j}]: ${hint} (kept, in case it is newer than this release)`);
+    }
   }
   if (config.storage.type === 'memory') {
     warnings.push('storage.type is memory: the inventory is lost on restart');

@@ -37,3 +37,22 @@ export const defaultAzureCredential: AzureCredentialFactory = (options) =>
 export function identityKey(options: AzureCredentialOptions): string {
   return `${options.cloud ?? 'AzurePublicCloud'}/${options.clientId ?? 'default'}/${options.tenantId ?? ''}`;
 }
+
+/**
+ * One plain line for "no Azure identity could sign in" (what DefaultAzureCredential tried and
+ * what to set), in place of @azure/identity's multi-line AggregateAuthenticationError; undefined
+ * for any other error (a wrong secret, Entra ID refusing a token) so those keep their own message.
+ */
+export function noAzureCredentialsMessage(error: unknown): string | undefined {
+  const e = error as {name?: unknown; message?: unknown; errors?: unknown} | undefined;
+  if (e?.name !== 'AggregateAuthenticationError' && e?.name !== 'CredentialUnavailableError') return undefined;
+  const inner = Array.isArray(e.errors) ? (e.errors as {name?: unknown}[]) : [];
+  // A credential that was present but refused (AuthenticationError) is not "no credentials".
+  if (inner.some((x) => x?.name !== undefined && x.name !== 'CredentialUnavailableError')) return undefined;
+  const text = [String(e.message ?? ''), ...inner.map((x) => String((x as {message?: unknown}).message ?? ''))].join(' ');
+  const tried = [...new Set(text.match(/\b[A-Z][A-Za-z]*Credential\b/g) ?? [])].filter((n) => n !== 'DefaultAzureCredential' && n !== 'ChainedTokenCredential');
+  return (
+    `no Azure credentials found${tried.length > 0 ? ` (tried ${tried.join(', ')})` : ''}: ` +
+    'set AZURE_TENANT_ID, AZURE_CLIENT_ID and AZURE_CLIENT_SECRET (or AZURE_CLIENT_CERTIFICATE_PATH), run with a managed or workload identity, or sign in with `az login`'
+  );
+}

@@ -7,6 +7,7 @@
 import type {AccessToken, TokenCredential} from '@azure/core-auth';
 import type {KubeAccess} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
+import {noAzureCredentialsMessage} from './aks-credential.ts';
 import {AksLocalAccounts} from './aks-local-accounts.ts';
 import {TokenCache} from './token-cache.ts';
 
@@ -93,7 +94,7 @@ export async function mintEntraToken(credential: TokenCredential, serverId: stri
   try {
     token = await credential.getToken(scope, tenantId ? {tenantId} : {});
   } catch (error) {
-    throw new EntraTokenError(`could not get an Entra ID token for ${scope}: ${firstLine(error)}`, {cause: error});
+    throw new EntraTokenError(`could not get an Entra ID token for ${scope}: ${noAzureCredentialsMessage(error) ?? firstLine(error)}`, {cause: error});
   }
   if (!token?.token) throw new EntraTokenError(`could not get an Entra ID token for ${scope}: the credential returned none`);
   return {token: token.token, expiresAt: new Date(token.expiresOnTimestamp)};

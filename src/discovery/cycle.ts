@@ -118,7 +118,13 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
   const current = await options.registrar.current();
   const registered = new Map(current.map((s) => [s.metadata.name, registeredIdentity(s)]));
   const evaluation = evaluate(results, {...options.evaluateContext, discoveryGroup: options.discoveryGroup, matcherFor: options.matcherFor, registered});
-  const plan = reconcile(current, evaluation, results, options.discoveryGroup);
+  const reconciled = reconcile(current, evaluation, results, options.discoveryGroup);
+  // A new entry remembers when it was first registered (`ls` shows its age); updates carry it over.
+  const discoveredAt = new Date(startedAt).toISOString();
+  const plan = {
+    ...reconciled,
+    items: reconciled.items.map((i) => (i.action === 'create' && i.server ? {...i, server: {...i.server, status: {...i.server.status, discovered_at: discoveredAt}}} : i)),
+  };
 
   const applyErrors: {name: string; action: Action; message: string}[] = [];
   const apply = (items: readonly PlanItem[]): Promise<unknown> =>

@@ -120,7 +120,11 @@ function decideCandidate(candidate: Candidate, existing: KubeServer | undefined)
   const previous = existing.status?.target_health;
   const discoveryDecides = DISCOVERY_HEALTH_REASONS.has(wanted?.reason ?? '') || DISCOVERY_HEALTH_REASONS.has(previous?.reason ?? '');
   const health = discoveryDecides ? undefined : previous;
-  const server: KubeServerDraft = health ? {...candidate.server, status: {...candidate.server.status, target_health: health}} : candidate.server;
+  const discoveredAt = existing.status?.discovered_at;
+  const server: KubeServerDraft =
+    health || discoveredAt
+      ? {...candidate.server, status: {...candidate.server.status, ...(health ? {target_health: health} : {}), ...(discoveredAt ? {discovered_at: discoveredAt} : {})}}
+      : candidate.server;
   if (existing.status?.stale) return {...base, action: 'update', reason: 'source recovered; no longer stale', server};
   const changed = changedFields(existing, server);
   if (changed.length > 0) return {...base, action: 'update', reason: `changed: ${changed.join(', ')}`, server};

@@ -147,7 +147,20 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: HttpSe
     const r = options.trigger();
     return sendJson(res, r.accepted ? 202 : 409, r.accepted ? {triggered: true} : {error: 'conflict', message: r.reason});
   }
+  // A known endpoint asked with the wrong method is a 405 naming the right one, not a 404.
+  const allowed = allowedMethods(path);
+  if (allowed) {
+    res.setHeader('allow', allowed);
+    return sendJson(res, 405, {error: 'method_not_allowed', message: `${method} ${path} is not supported; allowed: ${allowed}`});
+  }
   throw new NotFoundError(`no such endpoint ${method} ${path}`);
+}
+
+/** The methods a `/v1` path answers, for the `Allow` header of a 405; undefined for an unknown path. */
+function allowedMethods(path: string): string | undefined {
+  if (path === '/v1/kube_servers' || /^\/v1\/kube_servers\/[^/]+$/.test(path) || path === '/v1/status' || path === '/v1/watch') return 'GET';
+  if (path === '/v1/discover') return 'POST';
+  return undefined;
 }
 
 function watch(req: IncomingMessage, res: ServerResponse, url: URL, options: HttpServerOptions, sockets: Set<ServerResponse>): void {

@@ -61,6 +61,11 @@ export interface RuntimeOptions {
   readonly onBackendError?: (error: Error) => void;
 }
 
+/** Whether the log stream is a terminal: then `start` (stdout) and `once` (stderr) both print human-readable lines. */
+export function logsToTerminal(io: CliIo, logTo: 'stdout' | 'stderr'): boolean {
+  return logTo === 'stdout' ? io.isTty : (io.isStderrTty ?? false);
+}
+
 /** Opens logger, backend, host id and discovery for a config. */
 export async function openRuntime(config: Config, io: CliIo, options: RuntimeOptions): Promise<Runtime> {
   const logger =
@@ -68,7 +73,7 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
     createLogger({
       level: config.log.level,
       format: config.log.format,
-      isTty: options.logTo === 'stdout' && io.isTty,
+      isTty: logsToTerminal(io, options.logTo),
       ...(options.logTo === 'stderr' ? {destination: pino.destination(2)} : {}),
     });
   registerSecretsFromEnv(io.env);

@@ -28,6 +28,7 @@ import {Scheduler} from '../scheduler/scheduler.ts';
 import {StatusTracker} from '../status/status.ts';
 import {VERSION} from '../version.ts';
 import {createLeadership, type Role} from './leadership.ts';
+import {noSourceSucceeded, summaryLine} from '../status/summary.ts';
 import {createProbeStage} from './probes.ts';
 import {createAccessSetupStep} from '../access/setup-step.ts';
 import {accessSetupCounter} from '../access/setup-metrics.ts';
@@ -308,6 +309,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     }
     if (role.role === 'follower') return inventory.synced ? {ready: true, status: 'ready'} : {ready: false, status: 'not_ready', reason: 'the registry has not been read yet'};
     if (!firstCycleDone) return {ready: false, status: 'not_ready', reason: 'the first discovery cycle has not completed yet'};
+    // Up and serving, but not discovering anything (e.g. no cloud credentials): say so, stay in rotation.
+    const idle = noSourceSucceeded(status.sources());
+    if (idle) return {ready: true, status: 'degraded', reason: idle};
     return {ready: true, status: 'ready'};
   };
 
@@ -331,6 +335,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // Error texts in the status come from clouds and backends: redacted like the log.
   const statusBody = (): unknown => redact(statusFields());
   const statusFields = (): unknown => ({
+    summary: summaryLine({role: role.role, ...(role.role === 'follower' && role.leader ? {leader: role.leader} : {}), clusters: inventory.list().length, sources: status.sources(), ...(status.lastCycle ? {lastCycle: status.lastCycle} : {})}),
     discovery_group: group,
     version: VERSION,
     replica: runtime.replica,
@@ -458,5 +463,10 @@ function warnIfNoCredentials(log: Logger, report: CycleReport): void {
       {event: 'no_credentials', cloud: 'AWS'},
       'no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or run with an IAM role (IRSA, EKS Pod Identity, instance profile). The service keeps serving the registry and retries every cycle.',
     );
+  }
+  const azure = report.sources.filter((s) => s.cloud === 'Azure');
+  const plain = azure[0]?.error?.message;
+  if (plain && azure.every((s) => !s.ok && s.error?.message.startsWith('no Azure credentials found'))) {
+    log.warn({event: 'no_credentials', cloud: 'Azure'}, `${plain}. The service keeps serving the registry and retries every cycle.`);
   }
 }

@@ -159,4 +159,22 @@ describe('kubeconfig', () => {
     expect(await runKubeconfig(['--server', api.url, '-c', 'x.yaml'], io)).toBe(2);
     expect(out.stderr).toContain('either --server URL or -c FILE');
   });
+
+  it('gives the plugin the environment named by --exec-env, in every user', async () => {
+    const {io, out} = capture({KUBE_DISCOVERY_TOKEN: API_TOKEN});
+
+    expect(await runKubeconfig(['--server', api.url, '--labels', 'env=dev', '--exec-env', 'AWS_PROFILE=dev', '--exec-env', 'X=a=b'], io)).toBe(0);
+
+    const config = parse(out.stdout) as {users: {user: {exec: {env: unknown}}}[]};
+    expect(config.users.map((u) => u.user.exec.env)).toEqual([[{name: 'AWS_PROFILE', value: 'dev'}, {name: 'X', value: 'a=b'}]]);
+  });
+
+  it.each([
+    [['--exec-env', 'NOEQUALS'], 'expected --exec-env NAME=VALUE, got "NOEQUALS"'],
+    [['--server', 'localhost:3000'], 'did you mean http://localhost:3000?'],
+  ])('rejects %j as a usage error', async (argv, message) => {
+    const {io, out} = capture();
+    expect(await runKubeconfig(argv, io)).toBe(2);
+    expect(out.stderr).toContain(message);
+  });
 });

@@ -1,19 +1,25 @@
 // The real kubectl with a kubeconfig from `kube-discovery kubeconfig`: kubectl runs our
 // `token eks` exec plugin (which assumes the matcher's role at the fake STS and presigns
 // against it), and the fake Kubernetes API authenticates the token by replaying it to STS.
+// For AKS, `token aks` gets an Entra ID token from a managed-identity endpoint (Entra ID
+// clusters) or the local account's token from the fake ARM's listClusterUserCredential.
 import {execFile} from 'node:child_process';
-import {mkdtemp, rm} from 'node:fs/promises';
+import {mkdtemp, rm, writeFile} from 'node:fs/promises';
 import {tmpdir} from 'node:os';
 import path from 'node:path';
 import {promisify} from 'node:util';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import type {CliIo} from '../../src/cli/io.ts';
 import {runKubeconfig} from '../../src/cli/kubeconfig.ts';
+import {startSimIdentity, type SimIdentity} from '../../bench/sim-identity.ts';
+import {AKS_SERVER_ID} from '../../src/credentials/aks-token.ts';
+import {startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
+import {ArmWorld} from '../fakes/arm-world.ts';
 import {startFakeAws, type FakeAws} from '../fakes/aws-server.ts';
 import {FakeAwsWorld} from '../fakes/aws-world.ts';
 import {startFakeKubeApi, type FakeKubeApi} from '../fakes/kube-api-server.ts';
 import {createTestCa} from '../fakes/tls-ca.ts';
-import {eksAuthenticator, eksKubeServer, type EksAuthn} from '../probe/eks-fixtures.ts';
+import {aksKubeServer, eksAuthenticator, eksKubeServer, type EksAuthn} from '../probe/eks-fixtures.ts';
 import {startKubeServersApi, type FakeKubeServersApi} from './kube-servers-api.ts';
 
 const execFileAsync = promisify(execFile);
@@ -29,6 +35,10 @@ let kube: FakeKubeApi;
 let api: FakeKubeServersApi;
 let authn: EksAuthn;
 let dir: string;
+let identity: SimIdentity;
+let arm: FakeArm;
+let armWorld: ArmWorld;
+let armCaFile: string;
 
 beforeAll(async () => {
   kubectl = await execFileAsync('kubectl', ['version', '--client']).then(() => true, () => false);
@@ -40,17 +50,34 @@ beforeAll(async () => {
   aws = await startFakeAws({world});
   authn = eksAuthenticator({world, clusters: ['prod', 'unmapped'].map((name) => ({account: ACCOUNT, region: REGION, name})), stsUrl: aws.url});
   const ca = await createTestCa();
-  kube = await startFakeKubeApi({tls: await ca.issueServerCert(), authenticate: authn.authenticate});
+  identity = await startSimIdentity();
+  armWorld = new ArmWorld();
+  armWorld.addSubscription({subscriptionId: 'sub-1'});
+  armWorld.addCluster({subscriptionId: 'sub-1', resourceGroup: 'rg-a', name: 'aks-local', caPem: ca.caPem});
+  arm = await startFakeArm({world: armWorld, acceptToken: (token) => identity.resourceOf(token) === 'https://management.azure.com'});
+  kube = await startFakeKubeApi({
+    tls: await ca.issueServerCert(),
+    authenticate: async (token) => {
+      if (token.startsWith('k8s-aws-v1.')) return authn.authenticate(token);
+      if (identity.resourceOf(token) === AKS_SERVER_ID) return {user: 'aad:aks-entra', groups: ['system:authenticated']};
+      const local = armWorld.localAccountIdentity(token);
+      return local ? {user: local.user, groups: [...local.groups]} : undefined;
+    },
+  });
   const access = {region: REGION, role_arn: ROLE, external_id: EXTERNAL_ID};
   api = await startKubeServersApi([
     eksKubeServer('prod-eks-us-west-2-111111111111', {endpoint: kube.url, caPem: ca.caPem, access: {...access, cluster_name: 'prod'}}),
     eksKubeServer('unmapped-eks-us-west-2-111111111111', {endpoint: kube.url, caPem: ca.caPem, access: {...access, cluster_name: 'unmapped'}}),
+    aksKubeServer('aks-entra', {endpoint: kube.url, caPem: ca.caPem, serverId: AKS_SERVER_ID}),
+    aksKubeServer('aks-local', {endpoint: kube.url, caPem: ca.caPem}),
   ]);
   dir = await mkdtemp(path.join(tmpdir(), 'kd-kubectl-'));
+  armCaFile = path.join(dir, 'arm-ca.pem');
+  await writeFile(armCaFile, arm.caPem);
 });
 
 afterAll(async () => {
-  await Promise.all([aws?.close(), kube?.close(), api?.close()]);
+  await Promise.all([aws?.close(), kube?.close(), api?.close(), arm?.close(), identity?.close()]);
   if (dir) await rm(dir, {recursive: true, force: true});
 });
 
@@ -66,6 +93,10 @@ function runKubectl(file: string, context: string): Promise<{stdout: string; std
     AWS_EC2_METADATA_DISABLED: 'true',
     AWS_CONFIG_FILE: '/nonexistent/aws-config',
     AWS_SHARED_CREDENTIALS_FILE: '/nonexistent/aws-credentials',
+    // Azure: the managed-identity endpoint, the fake Resource Manager and the CA of its certificate.
+    ...identity.env,
+    KUBE_DISCOVERY_ARM_ENDPOINT: arm.url,
+    NODE_EXTRA_CA_CERTS: armCaFile,
   };
   return execFileAsync('kubectl', ['--kubeconfig', file, '--context', context, 'get', '--raw', '/version'], {env, timeout: 60_000});
 }
@@ -102,5 +133,21 @@ describe('kubectl with a generated kubeconfig', () => {
     expect(failure?.stderr).toMatch(/Unauthorized|must be logged in/);
     expect(failure?.stderr).not.toContain(KEY.secretAccessKey);
     expect(authn.refused).toContain(`${ROLE} has no access entry in unmapped`);
+  });
+
+  it.for([
+    ['aks-entra', 'an Entra ID token for the AKS server application'],
+    ['aks-local', "the local account's token from listClusterUserCredential"],
+  ] as const)('reaches the AKS cluster %s with %s', async ([context], ctx) => {
+    if (!kubectl) ctx.skip('kubectl is not installed');
+    const file = path.join(dir, 'kubeconfig');
+
+    const {stdout} = await runKubectl(file, context);
+
+    expect(JSON.parse(stdout)).toMatchObject({gitVersion: 'v1.31.2'});
+    const authorization = kube.requests.filter((r) => r.path === '/version' && r.status === 200).at(-1)?.authorization ?? '';
+    const token = authorization.replace(/^Bearer /, '');
+    if (context === 'aks-entra') expect(identity.resourceOf(token)).toBe(AKS_SERVER_ID);
+    else expect(armWorld.localAccountIdentity(token)?.cluster.name).toBe('aks-local');
   });
 });

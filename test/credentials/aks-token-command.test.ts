@@ -1,11 +1,14 @@
 // `kube-discovery token aks`: a kubelogin-style exec credential plugin with an injected
 // Entra ID credential (nothing reaches Entra ID or IMDS).
 import type {AccessToken, GetTokenOptions, TokenCredential} from '@azure/core-auth';
-import {describe, expect, it} from 'vitest';
+import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import type {CliIo} from '../../src/cli/io.ts';
 import {tokenCommand} from '../../src/cli/token.ts';
 import type {AzureCredentialOptions} from '../../src/credentials/aks-credential.ts';
 import {AKS_SERVER_ID} from '../../src/credentials/aks-token.ts';
+import {FakeClock} from '../../src/core/clock.ts';
+import {FAKE_ARM_TOKEN, startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
+import {ArmWorld} from '../fakes/arm-world.ts';
 
 const SECRET = 'azure-client-secret~DO-NOT-PRINT';
 const EXPIRES = Date.UTC(2026, 0, 1, 1, 0, 0, 500);
@@ -103,5 +106,66 @@ describe('token aks', () => {
     expectOneCleanLine(out.stderr);
     expect(out.stderr).toMatch(message);
     expect(fake.built).toEqual([]);
+  });
+});
+
+// What `kubeconfig` writes for an AKS cluster without Entra ID: no --server-id, so the
+// plugin asks Resource Manager for the cluster's user credential (the real SDK client against
+// the fake ARM) and hands kubectl the local account's token.
+describe('token aks for a local-account cluster', () => {
+  const SUB = '00000000-0000-4000-8000-00000000a001';
+  let arm: FakeArm;
+  let world: ArmWorld;
+
+  beforeAll(async () => {
+    world = new ArmWorld();
+    world.addSubscription({subscriptionId: SUB});
+    world.addCluster({subscriptionId: SUB, resourceGroup: 'rg-a', name: 'local-1'});
+    world.addCluster({subscriptionId: SUB, resourceGroup: 'rg-a', name: 'entra-1', aadProfile: {managed: true, enableAzureRBAC: true}, disableLocalAccounts: true});
+    world.addCluster({subscriptionId: SUB, resourceGroup: 'rg-a', name: 'locked-1', disableLocalAccounts: true});
+    arm = await startFakeArm({world});
+  });
+  afterAll(() => arm?.close());
+
+  const run = async (name: string, env: Record<string, string> = {}) => {
+    const fake = fakeFactory(() => Promise.resolve({token: FAKE_ARM_TOKEN, expiresOnTimestamp: EXPIRES, tokenType: 'Bearer' as const}));
+    const {io, out} = capture({KUBE_DISCOVERY_ARM_ENDPOINT: arm.url, ...env});
+    const code = await tokenCommand({azureCredential: fake.factory, azureClientOptions: {tlsOptions: {ca: arm.caPem}}, clock: new FakeClock(Date.UTC(2026, 0, 1))})(
+      ['aks', '--subscription', SUB, '--resource-group', 'rg-a', '--name', name], io);
+    return {code, out, fake};
+  };
+
+  it('prints the local account token from listClusterUserCredential', async () => {
+    const {code, out, fake} = await run('local-1');
+
+    expect({code, stderr: out.stderr}).toEqual({code: 0, stderr: ''});
+    const token = (JSON.parse(out.stdout) as {status: {token: string; expirationTimestamp: string}}).status;
+    expect(world.localAccountIdentity(token.token)?.cluster.name).toBe('local-1');
+    expect(token.expirationTimestamp).toBe('2026-01-01T00:10:00Z');
+    expect(fake.asked.map((a) => a.scopes)).toEqual([['https://management.azure.com/.default']]);
+    expect(arm.stats.requests.map((r) => r.operation)).toContain('managedClusters.listClusterUserCredentials');
+  });
+
+  it('signs in with Entra ID when the user credential says the cluster uses it', async () => {
+    const {code, out, fake} = await run('entra-1');
+
+    expect(code).toBe(0);
+    expect(fake.asked.map((a) => a.scopes).at(-1)).toEqual([`${AKS_SERVER_ID}/.default`]);
+    expect(JSON.parse(out.stdout)).toMatchObject({status: {token: FAKE_ARM_TOKEN}});
+  });
+
+  it('fails with one line naming the cluster when local accounts are disabled', async () => {
+    const {code, out} = await run('locked-1');
+
+    expect(code).toBe(1);
+    expectOneCleanLine(out.stderr);
+    expect(out.stderr).toMatch(/listClusterUserCredential for AKS cluster locked-1 .*disable local accounts/);
+  });
+
+  it('rejects a Resource Manager endpoint that is neither https nor loopback http', async () => {
+    const {code, out} = await run('local-1', {KUBE_DISCOVERY_ARM_ENDPOINT: 'http://arm.example.com'});
+
+    expect(code).toBe(2);
+    expect(out.stderr).toMatch(/expected --resource-manager-endpoint .* got "http:\/\/arm.example.com"/);
   });
 });

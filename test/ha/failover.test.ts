@@ -3,6 +3,9 @@
  * serve the inventory; SIGKILL the leader and the survivor takes over without the inventory
  * ever shrinking or duplicating; the old leader comes back as a follower; etcd stopped past the
  * session TTL and restarted leaves one leader and the inventory intact.
+ *
+ * Every step waits for what the replicas say (their log lines and /v1/status), never for wall
+ * time, with budgets sized for a machine other test files keep busy; a failure prints both logs.
  */
 import {mkdtemp, rm, writeFile} from 'node:fs/promises';
 import os from 'node:os';
@@ -28,9 +31,12 @@ interface Replica {
   proc: CliProcess;
 }
 
-async function status(r: Replica): Promise<{role: string} | undefined> {
+// Budget for one step on a loaded machine (two Node processes, etcd and the suite share two CPUs).
+const STEP_MS = 120_000;
+
+async function status(r: Replica): Promise<{role: string; leader?: string} | undefined> {
   try {
-    return (await (await fetch(`http://127.0.0.1:${r.port}/v1/status`)).json()) as {role: string};
+    return (await (await fetch(`http://127.0.0.1:${r.port}/v1/status`, {signal: AbortSignal.timeout(10_000)})).json()) as {role: string; leader?: string};
   } catch {
     return undefined;
   }
@@ -38,19 +44,37 @@ async function status(r: Replica): Promise<{role: string} | undefined> {
 
 async function names(r: Replica): Promise<string[] | undefined> {
   try {
-    const body = (await (await fetch(`http://127.0.0.1:${r.port}/v1/kube_servers?limit=1000`)).json()) as {items: {metadata: {name: string}}[]};
+    const body = (await (await fetch(`http://127.0.0.1:${r.port}/v1/kube_servers?limit=1000`, {signal: AbortSignal.timeout(10_000)})).json()) as {items: {metadata: {name: string}}[]};
     return body.items.map((s) => s.metadata.name);
   } catch {
     return undefined;
   }
 }
 
-async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
+/** Log lines (JSON) a replica printed since `from` (an offset into its stdout). */
+function logs(r: Replica, from = 0): {msg: string; event?: string; role?: string; leader?: string}[] {
+  const text = r.proc.stdout().slice(from);
+  // Only whole lines: the last one may still be arriving.
+  return text
+    .slice(0, text.lastIndexOf('\n') + 1)
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as {msg: string});
+}
+
+/** Both replicas' recent output, for a failure message. */
+function outputs(replicas: readonly Replica[]): string {
+  return replicas.map((r) => `--- ${r.name} stdout:\n${r.proc?.stdout().slice(-8000)}\n--- ${r.name} stderr:\n${r.proc?.stderr().slice(-2000)}`).join('\n');
+}
+
+let everyReplica: readonly Replica[] = [];
+
+async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = STEP_MS): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
     if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${outputs(everyReplica)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -93,11 +117,13 @@ discovery_service:
   aws: [{types: [eks], regions: [us-east-1]}]
 storage: {type: etcd, endpoints: ["${etcd.endpoint}"], session_ttl: 5s}
 probe: {enabled: false}
+log: {level: debug}
 http: {listen_addr: "127.0.0.1:${port}"}
 `,
       );
       replicas.push({name, port, proc: undefined as unknown as CliProcess});
     }
+    everyReplica = replicas;
   });
 
   afterAll(async () => {
@@ -113,64 +139,66 @@ http: {listen_addr: "127.0.0.1:${port}"}
   it('one leader polls; SIGKILL fails over without losing or duplicating entries; the old leader returns as follower', async () => {
     const [r1, r2] = replicas as [Replica, Replica];
     start(r1);
-    await until('r1 leads with every cluster', async () => (await status(r1))?.role === 'leader' && (await names(r1))?.length === CLUSTERS.length);
+    await until('r1 leads with every cluster', async () => logs(r1).some((l) => l.msg === 'leading discovery group') && (await names(r1))?.length === CLUSTERS.length);
     start(r2);
-    await until('r2 follows with the inventory', async () => (await status(r2))?.role === 'follower' && (await names(r2))?.length === CLUSTERS.length);
+    // Its election settled (it knows r1 leads), not just the default role of a replica that just started.
+    await until('r2 follows r1 with the inventory', async () => logs(r2).some((l) => l.msg === 'following' && l.leader === 'r1') && (await names(r2))?.length === CLUSTERS.length);
 
     // Only the leader talks to the cloud: a cycle on each (SIGHUP) reaches the fake from r1 alone.
     fake.stats.reset();
+    const r1Mark = r1.proc.stdout().length;
+    const r2Mark = r2.proc.stdout().length;
     r2.proc.child.kill('SIGHUP');
     r1.proc.child.kill('SIGHUP');
-    await until('r1 polled', async () => fake.stats.count({operation: 'ListClusters', accessKeyId: KEYS['r1']!.accessKeyId}) > 0);
-    await new Promise((r) => setTimeout(r, 500));
+    await until('r1 completed the cycle SIGHUP asked for', async () => logs(r1, r1Mark).some((l) => l.event === 'cycle'));
+    await until('r2 handled its SIGHUP', async () => logs(r2, r2Mark).some((l) => l.msg.startsWith('SIGHUP')));
+    expect(fake.stats.count({operation: 'ListClusters', accessKeyId: KEYS['r1']!.accessKeyId})).toBeGreaterThan(0);
     expect(fake.stats.count({accessKeyId: KEYS['r2']!.accessKeyId})).toBe(0);
 
     const killedAt = Date.now();
+    const r2Before = r2.proc.stdout().length;
     r1.proc.child.kill('SIGKILL');
     const seen: number[] = [];
-    let tookOverAt = 0;
-    // Generous: on a loaded CI machine etcd and two Node processes share two CPUs.
-    while (Date.now() - killedAt < 60_000) {
+    const tookOver = (): boolean => {
+      const since = logs(r2, r2Before);
+      const led = since.findIndex((l) => l.msg === 'leading discovery group');
+      return led >= 0 && since.slice(led).some((l) => l.event === 'cycle');
+    };
+    await until('r2 became leader and completed a cycle', async () => {
       const list = await names(r2);
       if (list) {
         seen.push(list.length);
         expect(new Set(list).size, 'no duplicate names').toBe(list.length);
       }
-      if ((await status(r2))?.role === 'leader' && /"event":"cycle"/.test(r2.proc.stdout().slice(r2.proc.stdout().lastIndexOf('leading discovery group')))) {
-        tookOverAt = Date.now();
-        break;
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    if (tookOverAt === 0) console.log('r2 output:', r2.proc.stdout().slice(-6000), r2.proc.stderr().slice(-2000));
-    expect(tookOverAt, 'r2 became leader and completed a cycle').toBeGreaterThan(0);
+      return tookOver();
+    });
+    expect((await status(r2))?.role).toBe('leader');
     expect(Math.min(...seen), 'the survivor never served fewer entries').toBe(CLUSTERS.length);
-    console.log(`failover: SIGKILL to the new leader's first completed cycle took ${tookOverAt - killedAt} ms`);
+    console.log(`failover: SIGKILL to the new leader's first completed cycle took ${Date.now() - killedAt} ms`);
 
     fake.stats.reset();
     start(r1);
-    await until('r1 comes back as follower', async () => (await status(r1))?.role === 'follower' && (await names(r1))?.length === CLUSTERS.length);
+    await until('r1 comes back as follower of r2', async () => logs(r1).some((l) => l.msg === 'following' && l.leader === 'r2') && (await names(r1))?.length === CLUSTERS.length);
     expect((await status(r2))?.role).toBe('leader');
     expect(fake.stats.count({accessKeyId: KEYS['r1']!.accessKeyId}), 'the returning replica does not poll').toBe(0);
-  }, 180_000);
+  }, 6 * STEP_MS);
 
   it('etcd down longer than the session TTL and back: one leader again, inventory intact', async () => {
     const [r1, r2] = replicas as [Replica, Replica];
+    const leader = (await status(r1))?.role === 'leader' ? r1 : r2;
+    const mark = leader.proc.stdout().length;
     await etcd.stop();
-    await new Promise((r) => setTimeout(r, 7000));
+    // Past the session TTL: the leader says it stepped down because its session was not renewed.
+    await until('the leader stepped down', async () => logs(leader, mark).some((l) => l.msg.includes('session not renewed within its TTL')));
     // Both keep serving the last known inventory while etcd is down.
     expect((await names(r1))?.length).toBe(CLUSTERS.length);
     expect((await names(r2))?.length).toBe(CLUSTERS.length);
     await etcd.restart();
-    const roles = await until(
-      'exactly one leader',
-      async () => {
-        const rs = [(await status(r1))?.role, (await status(r2))?.role];
-        return rs.filter((r) => r === 'leader').length === 1 && rs.filter((r) => r === 'follower').length === 1 ? rs : false;
-      },
-      40_000,
-    );
+    const roles = await until('exactly one leader', async () => {
+      const rs = [(await status(r1))?.role, (await status(r2))?.role];
+      return rs.filter((r) => r === 'leader').length === 1 && rs.filter((r) => r === 'follower').length === 1 ? rs : false;
+    });
     expect(roles.sort()).toEqual(['follower', 'leader']);
-    await until('inventory intact on both', async () => (await names(r1))?.length === CLUSTERS.length && (await names(r2))?.length === CLUSTERS.length, 20_000);
-  }, 180_000);
+    await until('inventory intact on both', async () => (await names(r1))?.length === CLUSTERS.length && (await names(r2))?.length === CLUSTERS.length);
+  }, 4 * STEP_MS);
 });

@@ -52,6 +52,26 @@ afterEach(async () => {
 });
 
 describe('HTTP API', () => {
+  it.each([
+    ['DELETE', '/v1/kube_servers', 'GET'],
+    ['PUT', '/v1/kube_servers/c1-eks-us-east-1-111111111111', 'GET'],
+    ['POST', '/v1/status', 'GET'],
+    ['GET', '/v1/discover', 'POST'],
+  ])('answers %s %s with 405 and Allow: %s, and changes nothing', async (method, path, allow) => {
+    await start();
+    const res = await fetch(`${server.url}${path}`, {method});
+
+    expect(res.status).toBe(405);
+    expect(res.headers.get('allow')).toBe(allow);
+    expect(await res.json()).toMatchObject({error: 'method_not_allowed'});
+    expect(inventory.list()).toHaveLength(7);
+  });
+
+  it('still answers 404 for an unknown /v1 path', async () => {
+    await start();
+    expect((await fetch(`${server.url}/v1/nothing`, {method: 'DELETE'})).status).toBe(404);
+  });
+
   it('lists kube_servers with a label selector and pages through them with next_page_token', async () => {
     await start();
     const filtered = (await (await fetch(`${server.url}/v1/kube_servers?labels=env=prod,team=b`)).json()) as {items: {metadata: {name: string}}[]};

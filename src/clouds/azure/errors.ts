@@ -1,5 +1,6 @@
 /** Maps Azure SDK and Entra ID errors to the bounded failure reasons used by metrics, logs and /v1/status. */
 import type {FailureReason, SourceFailure} from '../../core/types.ts';
+import {noAzureCredentialsMessage} from '../../credentials/aks-credential.ts';
 import {recordedArmError, type ArmErrorBody} from './pipeline.ts';
 
 interface AzureErrorShape {
@@ -64,7 +65,7 @@ export function classifyAzureError(error: unknown): FailureReason {
  */
 export function azureFailure(error: unknown, operation: string): SourceFailure {
   const e = error as AzureErrorShape | undefined;
-  const raw = armBody(e)?.message ?? e?.message ?? String(error);
+  const raw = noAzureCredentialsMessage(error) ?? armBody(e)?.message ?? e?.message ?? String(error);
   const message = raw.replace(/\s*\n\s*/g, ' ').trim().slice(0, 300);
   const requestId = e?.response?.headers?.get('x-ms-request-id');
   return {
