@@ -1,0 +1,244 @@
+/**
+ * Organization-wide discovery against the wire-level AWS fake: the real Organizations, STS and
+ * EKS clients walk a fake organization from the management account, assume the member role in
+ * each account and list its clusters, cycle after cycle through the real Discovery and Heartbeat.
+ */
+import {afterAll, afterEach, beforeAll, beforeEach, describe, expect, it} from 'vitest';
+import {Heartbeat} from '../../heartbeats/heartbeat.ts';
+import {FakeClock, systemClock} from '../../src/core/clock.ts';
+import {parseConfig} from '../../src/config/load.ts';
+import {AwsCredentialProviders} from '../../src/credentials/aws-credentials.ts';
+import type {CycleReport} from '../../src/discovery/cycle.ts';
+import {Discovery} from '../../src/discovery/discovery.ts';
+import {createRegistrar} from '../../src/discovery/registrar.ts';
+import {MemoryBackend} from '../../src/registry/memory.ts';
+import {FakeAwsWorld, FakeOrganization, startFakeAws, type FakeAws, type FaultHook} from '../fakes/aws-fakes.ts';
+import {setEnv} from '../helpers/env.ts';
+
+const MGMT = '111111111111';
+const KEY = {accessKeyId: 'AKIAORGTEST000000001', secretAccessKey: 'org-secret-key'};
+const ROLE = 'kube-discovery';
+const EXTERNAL_ID = 'ext-17';
+const REGIONS = ['us-east-1', 'eu-west-1'];
+
+let fake: FakeAws;
+let clock: FakeClock;
+let restoreEnv: () => void;
+let org: FakeOrganization;
+const ou: Record<string, string> = {};
+
+function addMember(world: FakeAwsWorld, account: string, parent: string, options: {trusted?: boolean} = {}): void {
+  org.addAccount(account, {parent});
+  world.addAccount(account, {
+    roles: [{arn: `arn:aws:iam::${account}:role/${ROLE}`, trust: options.trusted === false ? ['999999999999'] : [MGMT], externalId: EXTERNAL_ID}],
+  });
+  for (const region of REGIONS) {
+    world.addCluster(account, region, {name: `c-${account.slice(0, 3)}-a`, tags: {env: 'prod'}});
+    world.addCluster(account, region, {name: `c-${account.slice(0, 3)}-b`, tags: {env: 'prod'}});
+  }
+}
+
+beforeAll(async () => {
+  clock = new FakeClock(Date.now());
+  const world = new FakeAwsWorld({clock});
+  world.addAccount(MGMT, {accessKeys: [KEY]});
+  org = new FakeOrganization({managementAccount: MGMT});
+  world.organization = org;
+  ou['prod'] = org.addUnit('prod');
+  ou['prodEu'] = org.addUnit('prod-eu', ou['prod']); // nested: included through its parent
+  ou['dev'] = org.addUnit('dev');
+  ou['sandbox'] = org.addUnit('sandbox', ou['dev']);
+  addMember(world, '222222222222', ou['prod']);
+  addMember(world, '333333333333', ou['prodEu']);
+  addMember(world, '444444444444', ou['dev']);
+  addMember(world, '555555555555', ou['sandbox']);
+  addMember(world, '666666666666', ou['prod'], {trusted: false});
+  addMember(world, '888888888888', ou['prod']);
+  org.setStatus('888888888888', 'SUSPENDED');
+  // The management account's own cluster: in the root, so in scope of include ["*"] only.
+  world.addRole({arn: `arn:aws:iam::${MGMT}:role/${ROLE}`, trust: [MGMT], externalId: EXTERNAL_ID});
+  world.addCluster(MGMT, 'us-east-1', {name: 'mgmt-cluster'});
+  fake = await startFakeAws({world});
+  restoreEnv = setEnv({...fake.env, AWS_MAX_ATTEMPTS: '1', AWS_ACCESS_KEY_ID: undefined, AWS_SECRET_ACCESS_KEY: undefined, AWS_REGION: 'us-east-1'});
+});
+
+afterAll(async () => {
+  restoreEnv();
+  await fake.close();
+});
+
+interface Harness {
+  cycle(): Promise<CycleReport>;
+  names(): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+async function harness(orgYaml: string): Promise<Harness> {
+  const config = parseConfig(
+    `version: v1
+discovery_service:
+  discovery_group: org
+  aws:
+    - types: [eks]
+      regions: [${REGIONS.join(', ')}]
+      assume_role_name: ${ROLE}
+      external_id: ${EXTERNAL_ID}
+      organization: ${orgYaml}
+storage: {type: memory}
+`,
+    'org.yaml',
+  );
+  const backend = new MemoryBackend({clock: systemClock});
+  const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'org', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
+  await heartbeat.start();
+  // Credentials follow the world's clock, so a test can let assumed-role credentials expire.
+  const providers = new AwsCredentialProviders({env: process.env, clock, base: () => Promise.resolve(KEY)});
+  const discovery = new Discovery({
+    config,
+    clock: systemClock,
+    hostId: 'h',
+    hostname: 'n',
+    version: 't',
+    aws: {credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: 1000}},
+  });
+  const registrar = createRegistrar(backend, heartbeat, 'org');
+  return {
+    cycle: () => discovery.runCycle(registrar),
+    names: async () => (await registrar.current()).map((s) => s.metadata.name).sort(),
+    close: async () => {
+      await heartbeat.stop({deregister: false});
+      await backend.close();
+    },
+  };
+}
+
+function clustersOf(...accounts: string[]): string[] {
+  return accounts
+    .flatMap((a) => REGIONS.flatMap((r) => [`c-${a.slice(0, 3)}-a-eks-${r}-${a}`, `c-${a.slice(0, 3)}-b-eks-${r}-${a}`]))
+    .sort();
+}
+
+let h: Harness | undefined;
+beforeEach(() => {
+  fake.fault = undefined;
+  fake.stats.reset();
+});
+afterEach(async () => {
+  await h?.close();
+  h = undefined;
+});
+
+describe('organization matcher against the fake', () => {
+  it('finds every cluster of every ACTIVE member in the included OUs (nested too), none of the excluded; a denied account fails alone', async () => {
+    h = await harness(`{organization_id: ${org.id}, organizational_units: {include: ["${ou['prod']}"], exclude: []}}`);
+    const report = await h.cycle();
+    expect(await h.names()).toEqual(clustersOf('222222222222', '333333333333'));
+    const denied = report.sources.find((s) => s.id === 'eks:*:666666666666');
+    expect(denied).toMatchObject({ok: false, account: '666666666666', region: '*', error: {reason: 'access_denied', code: 'AccessDenied', operation: 'AssumeRole'}});
+    expect(denied?.error?.message).toContain(`arn:aws:iam::666666666666:role/${ROLE}`);
+    expect(report.result).toBe('partial');
+    // The suspended account is never assumed into; the excluded subtree is never listed.
+    expect(fake.stats.count({operation: 'AssumeRole'})).toBe(3);
+    expect(report.sources.some((s) => s.account === '888888888888' || s.account === '444444444444')).toBe(false);
+  });
+
+  it('include ["*"] with an excluded OU skips that OU and everything below it', async () => {
+    h = await harness(`{organization_id: ${org.id}, organizational_units: {include: ["*"], exclude: ["${ou['dev']}"]}}`);
+    await h.cycle();
+    const names = await h.names();
+    expect(names).toEqual([...clustersOf('222222222222', '333333333333'), `mgmt-cluster-eks-us-east-1-${MGMT}`].sort());
+    expect(names.some((n) => n.endsWith('444444444444') || n.endsWith('555555555555'))).toBe(false);
+  });
+
+  it('an account joining an included OU is found next cycle; one leaving is deregistered only after a good walk', async () => {
+    h = await harness(`{organization_id: ${org.id}, organizational_units: {include: ["${ou['prod']}"]}}`);
+    await h.cycle();
+    addMember(fake.world, '777777777777', ou['prodEu']);
+    await h.cycle();
+    expect(await h.names()).toEqual(clustersOf('222222222222', '333333333333', '777777777777'));
+
+    org.removeAccount('777777777777');
+    // A failing walk first: the leaver's clusters stay, stale.
+    fake.fault = (ctx) => (ctx.operation === 'ListAccountsForParent' ? {code: 'ServiceException', status: 500} : undefined);
+    const failedWalk = await h.cycle();
+    expect(failedWalk.counts.delete).toBe(0);
+    expect(failedWalk.sources).toEqual([expect.objectContaining({id: `eks:*:${org.id}`, ok: false, error: expect.objectContaining({operation: 'ListAccountsForParent'})})]);
+    expect(await h.names()).toEqual(clustersOf('222222222222', '333333333333', '777777777777'));
+
+    fake.fault = undefined;
+    const good = await h.cycle();
+    expect(good.items.filter((i) => i.action === 'delete').map((i) => i.name).sort()).toEqual(clustersOf('777777777777'));
+    expect(await h.names()).toEqual(clustersOf('222222222222', '333333333333'));
+  });
+
+  it('an account whose role can no longer be assumed keeps its clusters, stale; steady state makes no STS call', async () => {
+    h = await harness(`{organization_id: ${org.id}, organizational_units: {include: ["${ou['prod']}"]}}`);
+    await h.cycle();
+    const assumes = fake.stats.count({operation: 'AssumeRole'});
+    await h.cycle();
+    // Cached until near expiry: only the account that denied it (666…) is tried again.
+    expect(fake.stats.count({operation: 'AssumeRole'})).toBe(assumes + 1);
+
+    // The member removes its trust; once the cached credentials expire, AssumeRole is denied.
+    fake.world.addRole({arn: `arn:aws:iam::222222222222:role/${ROLE}`, trust: ['999999999999'], externalId: EXTERNAL_ID});
+    await clock.advance(2 * 3_600_000);
+    const report = await h.cycle();
+    expect(report.sources.find((s) => s.id === 'eks:*:222222222222')).toMatchObject({ok: false, error: {reason: 'access_denied', operation: 'AssumeRole'}});
+    const kept = report.items.filter((i) => i.name.endsWith('-222222222222'));
+    expect(kept.map((i) => i.action)).toEqual(['stale', 'stale', 'stale', 'stale']);
+    expect(await h.names()).toEqual(clustersOf('222222222222', '333333333333'));
+    // Other accounts still reconcile normally.
+    expect(report.items.filter((i) => i.name.endsWith('-333333333333')).every((i) => i.action === 'unchanged')).toBe(true);
+    fake.world.addRole({arn: `arn:aws:iam::222222222222:role/${ROLE}`, trust: [MGMT], externalId: EXTERNAL_ID});
+  });
+
+  it('a wrong organization id fails the matcher with a clear reason and deletes nothing', async () => {
+    h = await harness(`{organization_id: ${org.id}, organizational_units: {include: ["${ou['prod']}"]}}`);
+    await h.cycle();
+    const before = await h.names();
+    const wrong = await harness(`{organization_id: o-zzzzzzzzzz, organizational_units: {include: ["${ou['prod']}"]}}`);
+    try {
+      // Same discovery group, same registry entries: the mismatching matcher must not delete them.
+      const report = await wrong.cycle();
+      expect(report.sources).toEqual([
+        expect.objectContaining({ok: false, error: expect.objectContaining({code: 'OrganizationMismatch', message: expect.stringContaining(`belong to organization ${org.id}`)})}),
+      ]);
+      expect(report.counts.delete).toBe(0);
+    } finally {
+      await wrong.close();
+    }
+    expect(await h.names()).toEqual(before);
+  });
+});
+
+const faults: {name: string; hook: FaultHook; reason: string}[] = [
+  {name: 'ListRoots AccessDenied', hook: (c) => (c.operation === 'ListRoots' ? {code: 'AccessDeniedException', status: 400} : undefined), reason: 'access_denied'},
+  {name: 'ListOrganizationalUnitsForParent throttled', hook: (c) => (c.operation === 'ListOrganizationalUnitsForParent' ? {code: 'TooManyRequestsException', status: 400} : undefined), reason: 'throttled'},
+  {name: 'ListAccountsForParent broken JSON', hook: (c) => (c.operation === 'ListAccountsForParent' ? {malformed: 'invalid-json'} : undefined), reason: 'invalid_response'},
+  {name: 'ListAccountsForParent empty 2xx body', hook: (c) => (c.operation === 'ListAccountsForParent' ? {malformed: 'missing-fields'} : undefined), reason: 'invalid_response'},
+  {name: 'ListOrganizationalUnitsForParent empty 2xx body', hook: (c) => (c.operation === 'ListOrganizationalUnitsForParent' ? {malformed: 'missing-fields'} : undefined), reason: 'invalid_response'},
+  {name: 'DescribeOrganization hangs', hook: (c) => (c.operation === 'DescribeOrganization' ? {hang: true} : undefined), reason: 'timeout'},
+];
+
+describe('organization walk faults delete nothing', () => {
+  for (const fault of faults) {
+    it(`${fault.name}: the matcher fails (${fault.reason}), every entry stays`, async () => {
+      h = await harness(`{organization_id: ${org.id}, organizational_units: {include: ["${ou['prod']}"]}}`);
+      await h.cycle();
+      const before = await h.names();
+      expect(before.length).toBeGreaterThan(0);
+      // The world changes too: without the fault these would be deregistered.
+      org.moveAccount('333333333333', ou['dev']!);
+      fake.fault = fault.hook;
+      try {
+        const report = await h.cycle();
+        expect(report.counts.delete).toBe(0);
+        expect(report.sources).toEqual([expect.objectContaining({ok: false, region: '*', error: expect.objectContaining({reason: fault.reason})})]);
+        expect(await h.names()).toEqual(before);
+      } finally {
+        fake.fault = undefined;
+        org.moveAccount('333333333333', ou['prodEu']!);
+      }
+    });
+  }
+});
