@@ -35,7 +35,7 @@ describeWithMoto('organization matcher against moto', () => {
   let orgs: OrganizationsClient;
   let orgId = '';
   let root = '';
-  const ou: Record<string, string> = {};
+  const ou = {prod: '', prodEu: '', dev: ''};
 
   async function createAccount(name: string, parent: string): Promise<string> {
     const created = await orgs.send(new CreateAccountCommand({AccountName: name, Email: `${name}@example.com`}));
@@ -75,9 +75,9 @@ describeWithMoto('organization matcher against moto', () => {
   });
 
   it('finds every cluster of the members in included OUs (nested too), none of the excluded, and a joining account next cycle', async () => {
-    const prod = await createAccount('prod1', ou['prod']!);
-    const prodEu = await createAccount('prodeu1', ou['prodEu']!);
-    const dev = await createAccount('dev1', ou['dev']!);
+    const prod = await createAccount('prod1', ou['prod']);
+    const prodEu = await createAccount('prodeu1', ou['prodEu']);
+    const dev = await createAccount('dev1', ou['dev']);
     const config = parseConfig(
       `version: v1
 discovery_service:
@@ -94,7 +94,7 @@ storage: {type: memory}
     const backend = new MemoryBackend({clock: systemClock});
     const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'org-moto', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
     await heartbeat.start();
-    const providers = new AwsCredentialProviders({env: process.env, base: () => Promise.resolve({accessKeyId: moto.env.AWS_ACCESS_KEY_ID ?? '', secretAccessKey: moto.env.AWS_SECRET_ACCESS_KEY ?? ''})});
+    const providers = new AwsCredentialProviders({env: process.env, base: () => Promise.resolve({accessKeyId: moto.env['AWS_ACCESS_KEY_ID'] ?? '', secretAccessKey: moto.env['AWS_SECRET_ACCESS_KEY'] ?? ''})});
     const discovery = new Discovery({config, clock: systemClock, hostId: 'h', hostname: 'n', version: 't', aws: {credentialProvider: (role) => providers.provider(role)}});
     const registrar = createRegistrar(backend, heartbeat, 'org-moto');
     // moto's cluster CA is not a base64 PEM, so each record is reported (as an unusable record of
@@ -109,7 +109,7 @@ storage: {type: memory}
       expect(seen(first)).toEqual(expected(['prod1', prod], ['prodeu1', prodEu]));
       expect(seen(first).some((n) => n.includes(dev))).toBe(false);
 
-      const joined = await createAccount('prod2', ou['prod']!);
+      const joined = await createAccount('prod2', ou['prod']);
       const second = await discovery.runCycle(registrar);
       expect(seen(second)).toEqual(expected(['prod1', prod], ['prodeu1', prodEu], ['prod2', joined]));
     } finally {

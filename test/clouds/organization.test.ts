@@ -25,7 +25,7 @@ let fake: FakeAws;
 let clock: FakeClock;
 let restoreEnv: () => void;
 let org: FakeOrganization;
-const ou: Record<string, string> = {};
+const ou = {prod: '', prodEu: '', dev: '', sandbox: ''};
 
 function addMember(world: FakeAwsWorld, account: string, parent: string, options: {trusted?: boolean} = {}): void {
   org.addAccount(account, {parent});
@@ -228,7 +228,7 @@ describe('organization walk faults delete nothing', () => {
       const before = await h.names();
       expect(before.length).toBeGreaterThan(0);
       // The world changes too: without the fault these would be deregistered.
-      org.moveAccount('333333333333', ou['dev']!);
+      org.moveAccount('333333333333', ou['dev']);
       fake.fault = fault.hook;
       try {
         const report = await h.cycle();
@@ -237,7 +237,7 @@ describe('organization walk faults delete nothing', () => {
         expect(await h.names()).toEqual(before);
       } finally {
         fake.fault = undefined;
-        org.moveAccount('333333333333', ou['prodEu']!);
+        org.moveAccount('333333333333', ou['prodEu']);
       }
     });
   }
