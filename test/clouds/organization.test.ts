@@ -12,6 +12,10 @@ import type {CycleReport} from '../../src/discovery/cycle.ts';
 import {Discovery} from '../../src/discovery/discovery.ts';
 import {createRegistrar} from '../../src/discovery/registrar.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
+import {createLogger} from '../../src/observability/logger.ts';
+import {logSourceResult} from '../../src/observability/log-events.ts';
+import {Metrics} from '../../src/observability/metrics.ts';
+import {StatusTracker} from '../../src/status/status.ts';
 import {FakeAwsWorld, FakeOrganization, startFakeAws, type FakeAws, type FaultHook} from '../fakes/aws-fakes.ts';
 import {setEnv} from '../helpers/env.ts';
 
@@ -137,6 +141,26 @@ describe('organization matcher against the fake', () => {
     expect(denied).toMatchObject({ok: false, account: '666666666666', region: '*', error: {reason: 'access_denied', code: 'AccessDenied', operation: 'AssumeRole'}});
     expect(denied?.error?.message).toContain(`arn:aws:iam::666666666666:role/${ROLE}`);
     expect(report.result).toBe('partial');
+
+    // What an operator sees: one log line naming account, role and error; /v1/status with the
+    // account id; metrics counting it without an account label.
+    const result = report.results.find((r) => r.source.id === 'eks:*:666666666666');
+    expect(result).toBeDefined();
+    const lines: string[] = [];
+    const logger = createLogger({level: 'debug', format: 'json', destination: {write: (line: string) => void lines.push(line)}});
+    logSourceResult(logger, result!, 5);
+    const failures = lines.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l['event'] === 'source_failed');
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toMatchObject({account: '666666666666', operation: 'AssumeRole', code: 'AccessDenied', reason: 'access_denied'});
+    expect(failures[0]?.['msg']).toContain(`arn:aws:iam::666666666666:role/${ROLE}`);
+    const status = new StatusTracker();
+    status.recordSource(result!, Date.now());
+    expect(JSON.stringify(status.sources())).toContain('"account":"666666666666"');
+    const metrics = new Metrics({defaultMetrics: false});
+    metrics.observeCycle(report);
+    const body = (await metrics.render()).body;
+    expect(body).toMatch(/kube_discovery_source_errors_total\{cloud="AWS",region="[^"]+",reason="access_denied"\} 1/);
+    expect(body).not.toContain('666666666666');
     // The suspended account is never assumed into; the excluded subtree is never listed.
     expect(fake.stats.count({operation: 'AssumeRole'})).toBe(3);
     expect(report.sources.some((s) => s.account === '888888888888' || s.account === '444444444444')).toBe(false);
