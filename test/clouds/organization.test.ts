@@ -77,14 +77,14 @@ interface Harness {
   close(): Promise<void>;
 }
 
-async function harness(orgYaml: string): Promise<Harness> {
+async function harness(orgYaml: string, regions = `[${REGIONS.join(', ')}]`): Promise<Harness> {
   const config = parseConfig(
     `version: v1
 discovery_service:
   discovery_group: org
   aws:
     - types: [eks]
-      regions: [${REGIONS.join(', ')}]
+      regions: ${regions}
       assume_role_name: ${ROLE}
       external_id: ${EXTERNAL_ID}
       organization: ${orgYaml}
@@ -103,7 +103,7 @@ storage: {type: memory}
     hostId: 'h',
     hostname: 'n',
     version: 't',
-    aws: {credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: 1000}},
+    aws: {credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: 1000, clock}},
   });
   const registrar = createRegistrar(backend, heartbeat, 'org');
   return {
@@ -232,6 +232,43 @@ describe('organization matcher against the fake', () => {
       await wrong.close();
     }
     expect(await h.names()).toEqual(before);
+  });
+});
+
+describe('regions ["*"] of an organization matcher', () => {
+  it('lists only the regions each account enabled, asks again only after the refresh interval, and falls back to every region when it cannot ask', async () => {
+    fake.world.enabledRegions.set('222222222222', ['eu-west-1', 'me-south-1', 'us-east-1']);
+    fake.world.enabledRegions.set('333333333333', ['us-east-1']);
+    fake.world.addCluster('222222222222', 'me-south-1', {name: 'opt-in-cluster'});
+    try {
+      h = await harness(`{organization_id: ${org.id}, organizational_units: {include: ["${ou['prod']}"]}}`, '["*"]');
+      const first = await h.cycle();
+      const names = await h.names();
+      expect(names).toContain('opt-in-cluster-eks-me-south-1-222222222222');
+      expect(names.filter((n) => n.endsWith('-333333333333'))).toEqual([`c-333-a-eks-us-east-1-333333333333`, `c-333-b-eks-us-east-1-333333333333`]);
+      // One source per enabled region: 3 + 1 (666 refuses its role and is one failed source).
+      expect(first.sources.filter((s) => s.ok).map((s) => s.id).sort()).toEqual([
+        'eks:eu-west-1:222222222222', 'eks:me-south-1:222222222222', 'eks:us-east-1:222222222222', 'eks:us-east-1:333333333333',
+      ]);
+      expect(fake.stats.count({operation: 'ListRegions'})).toBeGreaterThanOrEqual(2);
+
+      fake.stats.reset();
+      await h.cycle();
+      expect(fake.stats.count({operation: 'ListRegions'})).toBe(0);
+
+      // Past the refresh interval it asks again; an account that cannot answer gets every region.
+      await clock.advance(2 * 3_600_000);
+      fake.stats.reset();
+      fake.fault = (ctx) => (ctx.operation === 'ListRegions' && ctx.account === '333333333333' ? {code: 'AccessDeniedException'} : undefined);
+      const third = await h.cycle();
+      expect(fake.stats.count({operation: 'ListRegions'})).toBeGreaterThanOrEqual(2);
+      expect(third.counts.delete).toBe(0);
+      expect(third.sources.filter((s) => s.account === '333333333333').length).toBe(1);
+    } finally {
+      fake.fault = undefined;
+      fake.world.enabledRegions.clear();
+      fake.world.removeCluster('222222222222', 'me-south-1', 'opt-in-cluster');
+    }
   });
 });
 

@@ -14,6 +14,8 @@ const read = (file: string): string => readFileSync(path.join(ROOT, file), 'utf8
 const CONFIGURE_FILES = new Set(['src/clouds/aws/access-entries.ts']);
 /** Files whose AWS calls the management account makes for `organization` matchers (organization-policy.json). */
 const ORGANIZATION_FILES = new Set(['src/clouds/aws/organization.ts']);
+/** Files whose AWS calls an organization matcher makes as the member-account role (the StackSets template). */
+const MEMBER_FILES = new Set(['src/clouds/aws/account-regions.ts']);
 
 /** AWS operation (`service:Operation` as the SDK names it) → IAM action, or null when IAM needs no permission. */
 const AWS_ACTIONS: Readonly<Record<string, string | null>> = {
@@ -26,6 +28,7 @@ const AWS_ACTIONS: Readonly<Record<string, string | null>> = {
   'organizations:ListRoots': 'organizations:ListRoots',
   'organizations:ListOrganizationalUnitsForParent': 'organizations:ListOrganizationalUnitsForParent',
   'organizations:ListAccountsForParent': 'organizations:ListAccountsForParent',
+  'account:ListRegions': 'account:ListRegions',
   // "No permissions are required to perform this operation" (STS API reference): it cannot be denied.
   'sts:GetCallerIdentity': null,
 };
@@ -147,7 +150,8 @@ const iamWildcard = (pattern: string): RegExp => new RegExp(`^${pattern.split('*
 
 describe('AWS', () => {
   const uses = scanAws();
-  const discoveryUses = uses.filter((u) => !CONFIGURE_FILES.has(u.file) && !ORGANIZATION_FILES.has(u.file));
+  const discoveryUses = uses.filter((u) => !CONFIGURE_FILES.has(u.file) && !ORGANIZATION_FILES.has(u.file) && !MEMBER_FILES.has(u.file));
+  const memberUses = uses.filter((u) => MEMBER_FILES.has(u.file));
   const organizationUses = uses.filter((u) => ORGANIZATION_FILES.has(u.file));
   const configureUses = uses.filter((u) => CONFIGURE_FILES.has(u.file));
 
@@ -189,8 +193,8 @@ describe('AWS', () => {
     const role = Object.values(template.Resources).find((r) => r.Type === 'AWS::IAM::Role');
     expect(role).toBeDefined();
     const granted = role!.Properties.Policies.flatMap((p) => p.PolicyDocument.Statement).filter((s) => s.Effect === 'Allow').flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action]));
-    const eksActions = sorted([...iamActionsOf(discoveryUses)].filter((a) => a.startsWith('eks:')));
-    expect(sorted(granted)).toEqual(eksActions);
+    const eksActions = [...iamActionsOf(discoveryUses)].filter((a) => a.startsWith('eks:'));
+    expect(sorted(granted)).toEqual(sorted([...eksActions, ...iamActionsOf(memberUses)]));
     const trust = role!.Properties.AssumeRolePolicyDocument.Statement;
     expect(trust).toHaveLength(1);
     expect(trust[0]?.Principal).toEqual({AWS: {Ref: 'DiscoveryPrincipalArn'}});

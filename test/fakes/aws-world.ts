@@ -149,6 +149,8 @@ export class FakeAwsWorld {
   readonly clock: Clock;
   /** The AWS organization Organizations answers about (organizations-api.ts); none by default. */
   organization: FakeOrganization | undefined;
+  /** Regions each account has enabled, for the Account API's ListRegions (account-api.ts); absent = the default regions. */
+  readonly enabledRegions = new Map<string, readonly string[]>();
   readonly #accounts = new Map<string, AccountState>();
   readonly #issued = new Map<string, ResolvedCredentials>();
   readonly #clusters = new Map<string, Map<string, MutableCluster>>();

@@ -6,12 +6,15 @@
  * (its clusters kept, stale) while the others reconcile.
  */
 import {AsyncLocalStorage} from 'node:async_hooks';
+import {AccountClient} from '@aws-sdk/client-account';
 import {EKSClient} from '@aws-sdk/client-eks';
 import {OrganizationsClient} from '@aws-sdk/client-organizations';
 import PQueue from 'p-queue';
 import type {ClusterFetcher} from '../fetcher.ts';
+import {systemClock, type Clock} from '../../core/clock.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
 import type {AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
+import {listEnabledRegions, type AccountApi} from './account-regions.ts';
 import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
 import {awsFailure} from './errors.ts';
 import {OrganizationWalkError, walkOrganization, type OrganizationsApi, type OrganizationWalk} from './organization.ts';
@@ -39,7 +42,12 @@ export interface OrganizationPlannerOptions {
   readonly makeOrganizationsClient?: (credentials: AwsCredentialProvider) => OrganizationsApi;
   /** Builds the one EKS client of a region shared by every member account (credentials chosen per call). */
   readonly makeEksClient?: (region: string, credentials: AwsCredentialProvider) => EksApi;
-  readonly onClient?: (client: EKSClient | OrganizationsClient) => void;
+  /** Builds the one Account Management client (ListRegions) shared by every member account. */
+  readonly makeAccountClient?: (credentials: AwsCredentialProvider) => AccountApi;
+  readonly onClient?: (client: EKSClient | OrganizationsClient | AccountClient) => void;
+  /** How long an account's enabled regions (`regions: ["*"]`) are reused before being asked again. */
+  readonly regionRefreshMs?: number;
+  readonly clock?: Clock;
   /** DescribeCluster calls in flight per (account, region). */
   readonly perRegionConcurrency?: number;
   /** EKS calls in flight per account, whatever the region: one slow or throttled account cannot take every slot. */
@@ -79,6 +87,8 @@ export class OrganizationPlanner {
   readonly #eksClients = new Map<string, EksApi>();
   readonly #accountQueues = new Map<string, PQueue>();
   readonly #regionQueues = new Map<string, PQueue>();
+  #accountApi: AccountApi | undefined;
+  readonly #enabledRegions = new Map<string, {regions: readonly string[]; at: number}>();
 
   constructor(options: OrganizationPlannerOptions) {
     this.#options = options;
@@ -105,7 +115,7 @@ export class OrganizationPlanner {
     const wildcard = matcher.regions.includes('*');
     const homeRegion = homeRegionOf(walk.partition, regions);
     const failed: SourceResult[] = [];
-    const ready: {account: string; roleArn: string; provider: AwsCredentialProvider}[] = [];
+    const ready: {account: string; roleArn: string; provider: AwsCredentialProvider; regions: readonly string[]}[] = [];
     const assumeQueue = new PQueue({concurrency: this.#options.assumeConcurrency ?? 20});
     await Promise.all(
       walk.accounts.map((account) =>
@@ -115,7 +125,7 @@ export class OrganizationPlanner {
           try {
             // Cached until near expiry: steady-state cycles make no STS call here.
             await provider();
-            ready.push({account: account.id, roleArn, provider});
+            ready.push({account: account.id, roleArn, provider, regions: wildcard ? await this.#regionsOf(account.id, provider, regions, signal) : regions});
           } catch (error) {
             // One failed source per account (not per region): one log line naming account, role and error.
             failed.push({source: accountSource(matcherIndex, account.id), ok: false, clusters: [], malformed: [], error: awsFailure(error, 'AssumeRole')});
@@ -127,8 +137,10 @@ export class OrganizationPlanner {
 
     // Region-major order: the cycle's FIFO source queue then spreads its slots over every account.
     const fetchers: ClusterFetcher[] = [];
-    for (const region of regions) {
-      for (const {account, roleArn, provider} of ready) {
+    const allRegions = [...new Set(ready.flatMap((r) => r.regions))].sort();
+    for (const region of allRegions) {
+      for (const {account, roleArn, provider, regions: enabled} of ready) {
+        if (!enabled.includes(region)) continue;
         fetchers.push(
           createEksFetcher({
             source: regionSource(matcherIndex, region, account),
@@ -142,6 +154,45 @@ export class OrganizationPlanner {
       }
     }
     return {fetchers, failed, walk};
+  }
+
+  /**
+   * The regions an account has enabled, cached for `regionRefreshMs`; when they cannot be read the
+   * last known list, else every region of the partition (whose "not enabled" answers are skipped).
+   */
+  async #regionsOf(account: string, provider: AwsCredentialProvider, partitionRegions: readonly string[], signal?: AbortSignal): Promise<readonly string[]> {
+    const clock = this.#options.clock ?? systemClock;
+    const cached = this.#enabledRegions.get(account);
+    if (cached && clock.now() - cached.at < (this.#options.regionRefreshMs ?? 3_600_000)) return cached.regions;
+    try {
+      const api = this.#accountApiClient();
+      const listed = await this.#accountQueue(account).add(() => callIdentity.run(provider, () => listEnabledRegions(api, signal)));
+      // Only regions of the matcher's partition: the walk decided which one that is.
+      const regions = listed.filter((r) => partitionRegions.includes(r));
+      this.#enabledRegions.set(account, {regions, at: clock.now()});
+      return regions;
+    } catch {
+      return cached?.regions ?? partitionRegions;
+    }
+  }
+
+  #accountApiClient(): AccountApi {
+    if (!this.#accountApi) {
+      if (this.#options.makeAccountClient) {
+        this.#accountApi = this.#options.makeAccountClient(perCallCredentials);
+      } else {
+        const client = new AccountClient({
+          region: 'us-east-1',
+          credentials: perCallCredentials,
+          maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
+          retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
+          requestHandler: {connectionTimeout: 5_000, requestTimeout: 20_000, throwOnRequestTimeout: true},
+        });
+        this.#options.onClient?.(client);
+        this.#accountApi = client;
+      }
+    }
+    return this.#accountApi;
   }
 
   #organizationsClient(): OrganizationsApi {

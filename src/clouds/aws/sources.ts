@@ -34,7 +34,9 @@ export interface AwsSourcesOptions {
   /** Called with every SDK client built, so observability can add its middleware once. */
   readonly onClient?: (client: EKSClient | STSClient | Parameters<NonNullable<OrganizationPlannerOptions['onClient']>>[0]) => void;
   /** Options of organization matchers (Organizations client, per-account caps); see org-sources.ts. */
-  readonly organizations?: Partial<Pick<OrganizationPlannerOptions, 'makeOrganizationsClient' | 'makeEksClient' | 'perAccountConcurrency' | 'assumeConcurrency' | 'organizationsTimeoutMs'>>;
+  readonly organizations?: Partial<
+    Pick<OrganizationPlannerOptions, 'makeOrganizationsClient' | 'makeEksClient' | 'makeAccountClient' | 'perAccountConcurrency' | 'assumeConcurrency' | 'organizationsTimeoutMs' | 'regionRefreshMs' | 'clock'>
+  >;
 }
 
 /** Sources of one cycle: fetchers to run, and sources that already failed while being planned. */
