@@ -6,7 +6,7 @@
  * report: cycle wall vs the latency bound, calls by operation, CPU per cluster, peak RSS and
  * false deregistrations.
  *
- *   npm run bench:w4 [-- --scenario bench/scenarios/w4-organization.json] [--cycles 4] [--node-args "..."]
+ *   npm run bench:w4 [-- --scenario bench/scenarios/w4-organization.json] [--cycles 4] [--node-args="--max-old-space-size=256"]
  */
 import {createServer, type IncomingMessage, type ServerResponse} from 'node:http';
 import type {AddressInfo} from 'node:net';
