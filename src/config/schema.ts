@@ -168,6 +168,60 @@ const setupAccessKeys = {
   ).optional(),
 };
 // --- end of automatic access set-up keys
+// --- AWS Organizations (issue 17): `assume_role_name` + `organization` on an aws matcher. ---
+
+const organizationIdExpectation = 'an organization id such as o-abcde12345 (o- and 10 to 32 lowercase letters or digits)';
+const ouIdExpectation = 'an organizational unit id such as ou-abcd-11111111, or "*"';
+const ouIdPattern = /^ou-[a-z0-9]{4,32}-[a-z0-9]{8,32}$/;
+
+/** `organization:` of an aws matcher: which organization, and which OUs of it (an OU includes its child OUs). */
+const awsOrganizationSchema = z.strictObject({
+  organization_id: patterned(organizationIdExpectation, /^o-[a-z0-9]{10,32}$/),
+  organizational_units: z
+    .strictObject({
+      include: namesOrWildcard(patterned(ouIdExpectation, new RegExp(`^(?:\\*|${ouIdPattern.source.slice(1, -1)})$`)), 'a non-empty list of OU ids').default(['*']),
+      exclude: z
+        .array(patterned('an organizational unit id such as ou-abcd-11111111', ouIdPattern), {error: 'a list of OU ids'})
+        .default([]),
+    })
+    .prefault({}),
+});
+
+/** An IAM role name (no path), the same in every member account. */
+const assumeRoleName = patterned('an IAM role name such as kube-discovery (1 to 64 of letters, digits and +=,.@_-)', /^[\w+=,.@-]{1,64}$/);
+
+/** The cross-key rules of `organization`, `assume_role_name` and `assume_role_arn`; every issue names its key. */
+function refineOrganization(
+  matcher: {organization?: unknown; assume_role_name?: string | undefined; assume_role_arn?: string | undefined},
+  ctx: z.core.$RefinementCtx,
+): void {
+  if (matcher.organization !== undefined && matcher.assume_role_name === undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      message: 'assume_role_name together with organization (the role to assume in every member account)',
+      path: ['organization'],
+      params: {found: 'organization without assume_role_name'},
+    });
+  }
+  if (matcher.organization !== undefined && matcher.assume_role_arn !== undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      message: 'either assume_role_arn (one account) or organization (every member account)',
+      path: ['assume_role_arn'],
+      params: {found: 'both'},
+    });
+  }
+  if (matcher.assume_role_name !== undefined && matcher.organization === undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      message: 'assume_role_name only together with organization',
+      path: ['assume_role_name'],
+      params: {found: 'assume_role_name without organization'},
+    });
+  }
+}
+
+// --- end of AWS Organizations block ---
 
 const awsMatcherSchema = z
   .strictObject({
@@ -180,12 +234,14 @@ const awsMatcherSchema = z
     ).optional(),
     external_id: z.string({error: 'a string'}).min(1, {error: 'a non-empty string'}).optional(),
     ...setupAccessKeys,
+    assume_role_name: assumeRoleName.optional(),
+    organization: awsOrganizationSchema.optional(),
   })
   .superRefine((matcher, ctx) => {
-    if (matcher.external_id !== undefined && matcher.assume_role_arn === undefined) {
+    if (matcher.external_id !== undefined && matcher.assume_role_arn === undefined && matcher.assume_role_name === undefined) {
       ctx.addIssue({
         code: 'custom',
-        message: 'external_id only together with assume_role_arn',
+        message: 'external_id only together with assume_role_arn or assume_role_name',
         path: ['external_id'],
         params: {found: 'external_id without assume_role_arn'},
       });
@@ -198,6 +254,7 @@ const awsMatcherSchema = z
         params: {found: 'setup_access_group without setup_access_for_arn'},
       });
     }
+    refineOrganization(matcher, ctx);
   });
 
 const azureClouds = ['AzurePublicCloud', 'AzureChinaCloud', 'AzureUSGovernment'] as const;
@@ -462,6 +519,8 @@ export type Config = z.output<typeof configSchema>;
 export type DiscoveryServiceConfig = Config['discovery_service'];
 /** One `discovery_service.aws[]` matcher. */
 export type AwsMatcher = DiscoveryServiceConfig['aws'][number];
+/** `aws[].organization`: the organization and OUs whose member accounts a matcher covers. */
+export type AwsOrganizationMatcher = NonNullable<AwsMatcher['organization']>;
 /** One `discovery_service.azure[]` matcher. */
 export type AzureMatcher = DiscoveryServiceConfig['azure'][number];
 /** Azure cloud names accepted in `azure[].cloud`. */

@@ -89,13 +89,6 @@ const KUBERNETES_SERVICE: Readonly<Record<string, keyof typeof WHY>> = {
 const OTHER_AWS_TYPES = new Set(['ec2', 'rds', 'rdsproxy', 'redshift', 'redshift-serverless', 'elasticache', 'memorydb', 'opensearch', 'docdb']);
 const OTHER_AZURE_TYPES = new Set(['vm', 'mysql', 'postgres', 'redis', 'sqlserver']);
 
-// ---- Accepted before they are implemented ---------------------------------------------------
-// `assume_role_name` + `organization` (issue 17) appear in
-// Teleport's documented configs. Until those features land they are taken out here with a
-// warning; when merging one, delete its keys from this list so they reach the schema.
-const NOT_YET_IMPLEMENTED_AWS_KEYS: readonly string[] = ['assume_role_name', 'organization'];
-// ------------------------------------------------------------------------------------------------
-
 /** Teleport-only keys known at a path of the adapted config, for "did you mean" suggestions. */
 export function teleportKeysAt(path: readonly PathSegment[]): string[] {
   const at = path.map((s) => (typeof s === 'number' ? '[]' : s)).join('.');
@@ -105,7 +98,7 @@ export function teleportKeysAt(path: readonly PathSegment[]): string[] {
     case 'discovery_service':
       return Object.keys(DISCOVERY_SERVICE);
     case 'discovery_service.aws.[]':
-      return [...Object.keys(AWS_MATCHER), ...NOT_YET_IMPLEMENTED_AWS_KEYS];
+      return Object.keys(AWS_MATCHER);
     case 'discovery_service.azure.[]':
       return Object.keys(AZURE_MATCHER);
     case 'kubernetes_service':
@@ -177,7 +170,6 @@ export function adaptTeleportConfig(input: unknown): TeleportAdaptation {
         `discovery_service.discovery_group is not set: using "${DEFAULT_DISCOVERY_GROUP}". Two deployments without a group share it and delete each other's entries; give each deployment its own group.`,
       );
     }
-    const notYet: string[] = [];
     for (const cloud of ['aws', 'azure'] as const) {
       const list = ds[cloud];
       if (!Array.isArray(list)) continue;
@@ -192,14 +184,6 @@ export function adaptTeleportConfig(input: unknown): TeleportAdaptation {
         }
         const matcher: Json = {...item};
         takeOut(matcher, path, cloud === 'aws' ? AWS_MATCHER : AZURE_MATCHER, ignore);
-        if (cloud === 'aws') {
-          for (const key of NOT_YET_IMPLEMENTED_AWS_KEYS) {
-            if (key in matcher) {
-              delete matcher[key];
-              notYet.push(dotted([...path, key]));
-            }
-          }
-        }
         if (matcher['tags'] === null) delete matcher['tags'];
         const types = matcher['types'];
         if (Array.isArray(types)) {
@@ -221,9 +205,6 @@ export function adaptTeleportConfig(input: unknown): TeleportAdaptation {
       });
       ds[cloud] = kept;
       indexMaps.set(JSON.stringify(['discovery_service', cloud]), keptFrom);
-    }
-    if (notYet.length > 0) {
-      warnings.push(`${notYet.join(', ')}: accepted for Teleport compatibility but have no effect yet in this release (the matcher uses the default credentials and sets up no access).`);
     }
   }
 

@@ -34,7 +34,7 @@ describe('config: the example file', () => {
       concurrency: {sources: 20, per_region: 10},
     });
     expect(config.discovery_service.schedule).toBeUndefined();
-    expect(config.discovery_service.aws).toHaveLength(2);
+    expect(config.discovery_service.aws).toHaveLength(3);
     expect(config.discovery_service.aws[0]).toEqual({types: ['eks'], regions: ['us-west-1'], tags: {env: 'prod'}});
     expect(config.discovery_service.aws[1]?.external_id).toBe('example-external-id');
     expect(config.discovery_service.azure[0]).toEqual({

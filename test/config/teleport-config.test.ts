@@ -93,11 +93,10 @@ describe("Teleport's documented configs pass config check", () => {
       expect.arrayContaining([
         expect.stringMatching(/^discovery_service\.discovery_group is not set: using "default"\. Two deployments without a group .*delete each other's entries/),
         'discovery_service.aws[0] has no eks type (types [ec2]): it does nothing here.',
-        expect.stringMatching(
-          /^discovery_service\.aws\[2\]\.assume_role_name, discovery_service\.aws\[2\]\.organization: .*no effect yet/,
-        ),
       ]),
     );
+    // Keys this service implements (organization walk, access set-up) reach the schema: no "no effect" warning.
+    expect(warnings.join('\n')).not.toMatch(/no effect/);
   });
 });
 

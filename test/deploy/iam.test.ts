@@ -14,6 +14,10 @@ const read = (file: string): string => readFileSync(path.join(ROOT, file), 'utf8
 const CONFIGURE_FILES = new Set(['src/clouds/aws/access-entries.ts']);
 /** Files whose AWS calls belong to `setup_access_for_arn` (its own opt-in policy), not to plain discovery. */
 const ACCESS_SETUP_FILES = new Set(['src/clouds/aws/access-setup-api.ts']);
+/** Files whose AWS calls the management account makes for `organization` matchers (organization-policy.json). */
+const ORGANIZATION_FILES = new Set(['src/clouds/aws/organization.ts']);
+/** Files whose AWS calls an organization matcher makes as the member-account role (the StackSets template). */
+const MEMBER_FILES = new Set(['src/clouds/aws/account-regions.ts']);
 
 /** AWS operation (`service:Operation` as the SDK names it) → IAM action, or null when IAM needs no permission. */
 const AWS_ACTIONS: Readonly<Record<string, string | null>> = {
@@ -26,6 +30,11 @@ const AWS_ACTIONS: Readonly<Record<string, string | null>> = {
   'eks:AssociateAccessPolicy': 'eks:AssociateAccessPolicy',
   'eks:DisassociateAccessPolicy': 'eks:DisassociateAccessPolicy',
   'sts:AssumeRole': 'sts:AssumeRole',
+  'organizations:DescribeOrganization': 'organizations:DescribeOrganization',
+  'organizations:ListRoots': 'organizations:ListRoots',
+  'organizations:ListOrganizationalUnitsForParent': 'organizations:ListOrganizationalUnitsForParent',
+  'organizations:ListAccountsForParent': 'organizations:ListAccountsForParent',
+  'account:ListRegions': 'account:ListRegions',
   // "No permissions are required to perform this operation" (STS API reference): it cannot be denied.
   'sts:GetCallerIdentity': null,
 };
@@ -81,7 +90,7 @@ function scanAws(): Use[] {
     for (const {module, names} of valueImports(text, /^@aws-sdk\/client-/)) {
       const service = module.replace('@aws-sdk/client-', '');
       for (const name of names) {
-        if (/^[A-Z0-9]+Client$/.test(name)) continue; // the client itself calls nothing
+        if (/^[A-Z][A-Za-z0-9]*Client$/.test(name)) continue; // the client itself calls nothing
         const op = /^(\w+)Command$/.exec(name)?.[1] ?? /^paginate(\w+)$/.exec(name)?.[1];
         if (!op) throw new Error(`${file}: import ${name} from ${module}: expected a *Command, paginate* or *Client, classify it in iam.test.ts`);
         // Imported but unused would still be flagged: only `new XCommand(` / `paginateX(` count.
@@ -147,7 +156,9 @@ const iamWildcard = (pattern: string): RegExp => new RegExp(`^${pattern.split('*
 
 describe('AWS', () => {
   const uses = scanAws();
-  const discoveryUses = uses.filter((u) => !CONFIGURE_FILES.has(u.file) && !ACCESS_SETUP_FILES.has(u.file));
+  const discoveryUses = uses.filter((u) => !CONFIGURE_FILES.has(u.file) && !ACCESS_SETUP_FILES.has(u.file) && !ORGANIZATION_FILES.has(u.file) && !MEMBER_FILES.has(u.file));
+  const memberUses = uses.filter((u) => MEMBER_FILES.has(u.file));
+  const organizationUses = uses.filter((u) => ORGANIZATION_FILES.has(u.file));
   const configureUses = uses.filter((u) => CONFIGURE_FILES.has(u.file));
   const setupUses = uses.filter((u) => ACCESS_SETUP_FILES.has(u.file));
 
@@ -189,6 +200,33 @@ describe('AWS', () => {
   it('the target-account role grants the discovery EKS actions, which the assumed role performs', () => {
     const eksActions = sorted([...iamActionsOf(discoveryUses)].filter((a) => a.startsWith('eks:')));
     expect(sorted(policyActions('deploy/aws/target-account-role.json'))).toEqual(eksActions);
+  });
+
+  it('organization-policy.json grants the organization walk and sts:AssumeRole on the member role name', () => {
+    const walk = iamActionsOf(organizationUses);
+    expect(sorted(walk)).toEqual(['organizations:DescribeOrganization', 'organizations:ListAccountsForParent', 'organizations:ListOrganizationalUnitsForParent', 'organizations:ListRoots']);
+    expect(sorted(policyActions('deploy/aws/organization-policy.json'))).toEqual(sorted([...walk, 'sts:AssumeRole']));
+    const patterns = policyResources('deploy/aws/organization-policy.json', 'sts:AssumeRole').map(iamWildcard);
+    const config = parse(read('discovery.example.yaml')) as {discovery_service: {aws?: {assume_role_name?: string; organization?: unknown}[]}};
+    const names = (config.discovery_service.aws ?? []).flatMap((m) => (m.organization && m.assume_role_name ? [m.assume_role_name] : []));
+    expect(names.length).toBeGreaterThan(0);
+    for (const name of names) expect(patterns.some((p) => p.test(`arn:aws:iam::222222222222:role/${name}`)), `role ${name} not assumable`).toBe(true);
+  });
+
+  it('the StackSets member role grants the discovery EKS actions and trusts only the discovery principal, in the organization, with the external id', () => {
+    interface Statement {Effect: string; Action: string | string[]; Principal?: {AWS: unknown}; Condition?: {StringEquals: Record<string, unknown>}}
+    const template = parse(read('deploy/aws/member-account-role.stackset.yaml')) as {
+      Resources: Record<string, {Type: string; Properties: {AssumeRolePolicyDocument: {Statement: Statement[]}; Policies: {PolicyDocument: {Statement: Statement[]}}[]}}>;
+    };
+    const role = Object.values(template.Resources).find((r) => r.Type === 'AWS::IAM::Role');
+    expect(role).toBeDefined();
+    const granted = role!.Properties.Policies.flatMap((p) => p.PolicyDocument.Statement).filter((s) => s.Effect === 'Allow').flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action]));
+    const eksActions = [...iamActionsOf(discoveryUses)].filter((a) => a.startsWith('eks:'));
+    expect(sorted(granted)).toEqual(sorted([...eksActions, ...iamActionsOf(memberUses)]));
+    const trust = role!.Properties.AssumeRolePolicyDocument.Statement;
+    expect(trust).toHaveLength(1);
+    expect(trust[0]?.Principal).toEqual({AWS: {Ref: 'DiscoveryPrincipalArn'}});
+    expect(trust[0]?.Condition?.StringEquals).toEqual({'sts:ExternalId': {Ref: 'ExternalId'}, 'aws:PrincipalOrgID': {Ref: 'OrganizationId'}});
   });
 
   it('every assume_role_arn of the shipped configs is assumable under discovery-policy.json', () => {

@@ -13,6 +13,8 @@ export type {
   ResolvedCredentials,
 } from './aws-world.ts';
 export {startFakeAws} from './aws-server.ts';
+export {FakeOrganization} from './organizations-api.ts';
+export type {FakeAccountStatus} from './organizations-api.ts';
 export type {FakeAws, FakeAwsOptions} from './aws-server.ts';
 export {combineFaults, failRegion, regionNotEnabled, statusForCode, throttleFirst} from './aws-faults.ts';
 export type {FaultAction, FaultContext, FaultHook, Latency} from './aws-faults.ts';

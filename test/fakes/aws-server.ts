@@ -26,6 +26,8 @@ import {readScope, verifySigV4, type WireRequest} from './aws-sigv4.ts';
 import {FakeAwsStats} from './aws-stats.ts';
 import type {FakeAwsWorld} from './aws-world.ts';
 import {eksApi} from './eks-api.ts';
+import {accountApi} from './account-api.ts';
+import {organizationsApi} from './organizations-api.ts';
 import {stsApi} from './sts-api.ts';
 
 /** Options of `startFakeAws`. */
@@ -43,7 +45,7 @@ export interface FakeAws {
   /** Base URL for both EKS and STS (`endpoint` of the SDK clients). */
   readonly url: string;
   /** Environment that points the SDK's default endpoint resolution at the fake. */
-  readonly env: Readonly<{AWS_ENDPOINT_URL_EKS: string; AWS_ENDPOINT_URL_STS: string}>;
+  readonly env: Readonly<{AWS_ENDPOINT_URL_EKS: string; AWS_ENDPOINT_URL_STS: string; AWS_ENDPOINT_URL_ORGANIZATIONS: string; AWS_ENDPOINT_URL_ACCOUNT: string}>;
   readonly world: FakeAwsWorld;
   readonly stats: FakeAwsStats;
   fault: FaultHook | undefined;
@@ -53,7 +55,7 @@ export interface FakeAws {
   close(): Promise<void>;
 }
 
-const APIS: Readonly<Record<string, AwsApi>> = {eks: eksApi, sts: stsApi};
+const APIS: Readonly<Record<string, AwsApi>> = {eks: eksApi, sts: stsApi, organizations: organizationsApi, account: accountApi};
 
 function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -165,7 +167,7 @@ export async function startFakeAws(options: FakeAwsOptions): Promise<FakeAws> {
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const fake: FakeAws = {
     url,
-    env: {AWS_ENDPOINT_URL_EKS: url, AWS_ENDPOINT_URL_STS: url},
+    env: {AWS_ENDPOINT_URL_EKS: url, AWS_ENDPOINT_URL_STS: url, AWS_ENDPOINT_URL_ORGANIZATIONS: url, AWS_ENDPOINT_URL_ACCOUNT: url},
     world,
     stats,
     fault: options.fault,

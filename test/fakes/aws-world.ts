@@ -7,6 +7,7 @@
  */
 import {createHash, randomBytes} from 'node:crypto';
 import {systemClock, type Clock} from '../../src/core/clock.ts';
+import type {FakeOrganization} from './organizations-api.ts';
 
 /** EKS cluster states, as DescribeCluster reports them. */
 export type EksClusterStatus = 'CREATING' | 'ACTIVE' | 'UPDATING' | 'DELETING' | 'FAILED' | 'PENDING';
@@ -156,6 +157,10 @@ function randomAlnum(length: number): string {
 export class FakeAwsWorld {
   /** Decides credential expiry, token age, AssumeRole expirations and the servers' latency. */
   readonly clock: Clock;
+  /** The AWS organization Organizations answers about (organizations-api.ts); none by default. */
+  organization: FakeOrganization | undefined;
+  /** Regions each account has enabled, for the Account API's ListRegions (account-api.ts); absent = the default regions. */
+  readonly enabledRegions = new Map<string, readonly string[]>();
   readonly #accounts = new Map<string, AccountState>();
   readonly #issued = new Map<string, ResolvedCredentials>();
   readonly #clusters = new Map<string, Map<string, MutableCluster>>();

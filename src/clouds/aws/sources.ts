@@ -7,6 +7,7 @@ import type {SourceRef, SourceResult} from '../../core/types.ts';
 import {awsCredentialProvider, type AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
 import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
 import {awsFailure} from './errors.ts';
+import {OrganizationPlanner, type OrganizationPlannerOptions, type OrganizationSourceMatcher} from './org-sources.ts';
 import {expandRegions, partitionOfArn, partitionOfRegion, type AwsPartition} from './regions.ts';
 
 /** The part of an `aws:` matcher that decides where to look. */
@@ -15,6 +16,9 @@ export interface AwsSourceMatcher {
   readonly regions: readonly string[];
   readonly assume_role_arn?: string | undefined;
   readonly external_id?: string | undefined;
+  /** Set for organization-wide matchers (with `assume_role_name`); planned by org-sources.ts. */
+  readonly assume_role_name?: string | undefined;
+  readonly organization?: OrganizationSourceMatcher['organization'] | undefined;
 }
 
 /** Options of the AWS side of discovery; everything has a production default. */
@@ -30,7 +34,11 @@ export interface AwsSourcesOptions {
   /** Deadline of one HTTP attempt (connect + answer); a peer that never answers fails as `timeout`. Default 20 s. */
   readonly requestTimeoutMs?: number;
   /** Called with every SDK client built, so observability can add its middleware once. */
-  readonly onClient?: (client: EKSClient | STSClient) => void;
+  readonly onClient?: (client: EKSClient | STSClient | Parameters<NonNullable<OrganizationPlannerOptions['onClient']>>[0]) => void;
+  /** Options of organization matchers (Organizations client, per-account caps); see org-sources.ts. */
+  readonly organizations?: Partial<
+    Pick<OrganizationPlannerOptions, 'makeOrganizationsClient' | 'makeEksClient' | 'makeAccountClient' | 'perAccountConcurrency' | 'assumeConcurrency' | 'organizationsTimeoutMs' | 'regionRefreshMs' | 'clock'>
+  >;
 }
 
 /** Sources of one cycle: fetchers to run, and sources that already failed while being planned. */
@@ -46,6 +54,7 @@ export class AwsSources {
   readonly #credentials = new Map<string, AwsCredentialProvider>();
   readonly #queues = new Map<string, PQueue>();
   readonly #accounts = new Map<string, string>();
+  #organizations: OrganizationPlanner | undefined;
 
   constructor(options: AwsSourcesOptions = {}) {
     this.#options = options;
@@ -57,6 +66,12 @@ export class AwsSources {
     const failed: SourceResult[] = [];
     for (const [matcherIndex, matcher] of matchers.entries()) {
       if (!matcher.types.includes('eks')) continue;
+      if (matcher.organization) {
+        const planned = await this.#organizationPlanner().plan(matcherIndex, {...matcher, organization: matcher.organization});
+        fetchers.push(...planned.fetchers);
+        failed.push(...planned.failed);
+        continue;
+      }
       const partition = this.#partition(matcher);
       const regions = expandRegions(matcher.regions, partition);
       const wildcard = matcher.regions.includes('*');
@@ -88,6 +103,19 @@ export class AwsSources {
       }
     }
     return {fetchers, failed};
+  }
+
+  #organizationPlanner(): OrganizationPlanner {
+    this.#organizations ??= new OrganizationPlanner({
+      ...this.#options.organizations,
+      env: this.#options.env ?? process.env,
+      // The default chain is resolved in us-east-1; AssumeRole itself goes to each call's region.
+      baseCredentials: () => this.#provider({}, 'us-east-1'),
+      roleCredentials: (role) => this.#provider(role, role.region),
+      ...(this.#options.perRegionConcurrency ? {perRegionConcurrency: this.#options.perRegionConcurrency} : {}),
+      ...(this.#options.onClient ? {onClient: this.#options.onClient} : {}),
+    });
+    return this.#organizations;
   }
 
   #partition(matcher: AwsSourceMatcher): AwsPartition {

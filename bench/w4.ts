@@ -1,0 +1,231 @@
+/**
+ * `npm run bench:w4`: the organization workload. Builds the OrgWorld (bench/org-world.ts) behind
+ * the wire-level AWS fake (Organizations, STS, EKS, latency injected), runs the real service for
+ * N cycles in a child process (bench/cycle-driver.ts, so RSS and CPU are the service's own) with
+ * one account joining and one leaving before every cycle after the first, and prints a JSON
+ * report: cycle wall vs the latency bound, calls by operation, CPU per cluster, peak RSS and
+ * false deregistrations.
+ *
+ *   npm run bench:w4 [-- --scenario bench/scenarios/w4-organization.json] [--cycles 4] [--node-args="--max-old-space-size=256"]
+ */
+import {createServer, type IncomingMessage, type ServerResponse} from 'node:http';
+import type {AddressInfo} from 'node:net';
+import {mkdtemp, readFile, rm, writeFile} from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import {parseArgs} from 'node:util';
+import {startFakeAws, type FakeAws} from '../test/fakes/aws-fakes.ts';
+import {runChild} from './child.ts';
+import type {DriverRequest, DriverResult} from './cycle-driver.ts';
+import {EXTERNAL_ID, MANAGEMENT_KEY, OrgWorld, ROLE_NAME, orgScenarioSchema, type OrgScenario} from './org-world.ts';
+import {scriptArgs} from './sim.ts';
+
+const HERE = import.meta.dirname;
+
+/** Calls per `service:operation`, as the cycle driver reads them from GET /stats. */
+function stats(fake: FakeAws): Record<string, unknown> {
+  const aws: Record<string, {calls: number; throttled: number; errors: number}> = {};
+  let calls = 0;
+  for (const call of fake.stats.calls) {
+    const op = (aws[`${call.service}:${call.operation}`] ??= {calls: 0, throttled: 0, errors: 0});
+    op.calls++;
+    calls++;
+    if (call.code && /throttl/i.test(call.code)) op.throttled++;
+    else if (call.status >= 400 || call.status === 0) op.errors++;
+  }
+  return {aws, aws_calls: calls, aws_throttled: 0, arm: {}, arm_calls: 0, arm_throttled: 0, describe_max_in_flight: 0, aws_early_throttled_share: 0};
+}
+
+/** The control API the cycle driver expects (the subset of bench/sim.ts's it calls). */
+async function startControl(world: OrgWorld, fake: FakeAws): Promise<{url: string; steps: {joined: string; left: string}[]; close(): Promise<void>}> {
+  const steps: {joined: string; left: string}[] = [];
+  const reply = (res: ServerResponse, status: number, body: unknown): void => {
+    res.writeHead(status, {'content-type': 'application/json'});
+    res.end(JSON.stringify(body));
+  };
+  const read = async (req: IncomingMessage): Promise<string> => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    return Buffer.concat(chunks).toString('utf8');
+  };
+  const server = createServer((req, res) => {
+    const route = `${req.method} ${(req.url ?? '/').split('?')[0]}`;
+    void (async () => {
+      switch (route) {
+        case 'GET /stats': return reply(res, 200, stats(fake));
+        case 'POST /stats/reset': fake.stats.reset(); return reply(res, 200, {reset: true});
+        case 'POST /limits/refill': return reply(res, 200, {refilled: true});
+        case 'POST /churn': {
+          const step = world.joinAndLeave();
+          steps.push(step);
+          return reply(res, 200, {created: 1, deleted: 1, retagged: 0, ...step});
+        }
+        case 'POST /verify': {
+          const {keys} = JSON.parse(await read(req)) as {keys: string[]};
+          const expected = world.expectedKeys();
+          const got = new Set(keys);
+          const missing = [...expected].filter((k) => !got.has(k));
+          const unexpected = [...got].filter((k) => !expected.has(k));
+          return reply(res, 200, {expected: expected.size, found: expected.size - missing.length, missing: missing.length, unexpected: unexpected.length, missing_sample: missing.slice(0, 5)});
+        }
+        default: return reply(res, 404, {error: `no route ${route}`});
+      }
+    })().catch((error: unknown) => reply(res, 500, {error: String(error)}));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    steps,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/**
+ * The latency bound of one cycle: the organization walk's critical path (or its calls over the
+ * walk's 4 slots), the AssumeRole rounds (every account cold, only the refusing ones warm), then
+ * every (account, region) source's ListClusters page(s) and describe round spread over the source slots.
+ */
+export function orgBounds(s: OrgScenario, world: OrgWorld): {coldMs: number; steadyMs: number; formula: string} {
+  const ps = s.page_size;
+  const leaves = s.child_units > 0 ? s.top_units * s.child_units : s.top_units;
+  const perLeaf = Math.ceil(s.accounts / leaves);
+  const walkCalls = 2 + 1 + s.top_units + (s.child_units > 0 ? s.top_units * s.child_units : 0) + leaves * Math.ceil(perLeaf / ps) + Math.ceil(s.top_units / ps);
+  const depth = 2 + Math.ceil(s.top_units / ps) + (s.child_units > 0 ? Math.ceil(s.child_units / ps) : 0) + Math.ceil(perLeaf / ps);
+  const walkMs = Math.max(depth, Math.ceil(walkCalls / 4)) * s.latency_ms;
+  const assumable = s.accounts - world.deniedAccounts;
+  const coldAssumeMs = Math.ceil(s.accounts / 20) * s.latency_ms;
+  const steadyAssumeMs = world.deniedAccounts > 0 ? Math.ceil(world.deniedAccounts / 20) * s.latency_ms : 0;
+  const perAccount = Math.floor(s.clusters / s.accounts);
+  let chainMs = 0;
+  for (let r = 0; r < s.regions.length; r++) {
+    const n = Math.floor(perAccount / s.regions.length) + (r < perAccount % s.regions.length ? 1 : 0);
+    chainMs += (Math.ceil(Math.max(n, 1) / ps) + (n > 0 ? Math.ceil(n / s.concurrency.per_region) : 0)) * s.latency_ms;
+  }
+  const eksMs = (assumable * chainMs) / s.concurrency.sources;
+  return {
+    coldMs: Math.round(walkMs + coldAssumeMs + eksMs),
+    steadyMs: Math.round(walkMs + steadyAssumeMs + eksMs),
+    formula:
+      `walk max(${depth} sequential, ${walkCalls} calls / 4) x ${s.latency_ms} ms + AssumeRole ceil(accounts / 20) rounds (cold: ${s.accounts}, steady: ${world.deniedAccounts} refusing)` +
+      ` + ${assumable} accounts x (per region: list page + describe round) = ${chainMs} ms each / ${s.concurrency.sources} sources`,
+  };
+}
+
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? 0 : ((s[Math.floor((s.length - 1) / 2)] ?? 0) + (s[Math.ceil((s.length - 1) / 2)] ?? 0)) / 2;
+};
+
+/** Runs W4 and returns its report. */
+export async function runOrgWorkload(scenario: OrgScenario, options: {cycles: number; nodeArgs?: readonly string[]; log?: (l: string) => void}): Promise<Record<string, unknown>> {
+  const log = options.log ?? ((l: string) => process.stderr.write(`${l}\n`));
+  const world = new OrgWorld(scenario);
+  const fake = await startFakeAws({world: world.aws, latencyMs: scenario.latency_ms, pageSize: scenario.page_size});
+  const control = await startControl(world, fake);
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'kd-bench-w4-'));
+  try {
+    const config = {
+      version: 'v1',
+      discovery_service: {
+        discovery_group: 'bench',
+        poll_interval: '1h',
+        concurrency: scenario.concurrency,
+        aws: [{
+          types: ['eks'],
+          regions: scenario.regions,
+          assume_role_name: ROLE_NAME,
+          external_id: EXTERNAL_ID,
+          organization: {organization_id: world.org.id, organizational_units: {include: ['*'], exclude: []}},
+        }],
+      },
+      probe: {enabled: false},
+      storage: {type: 'sqlite', path: path.join(dir, 'registry.db')},
+      log: {level: 'error', format: 'json'},
+    };
+    const configFile = path.join(dir, 'config.yaml');
+    await writeFile(configFile, `${JSON.stringify(config, null, 2)}\n`);
+    log(`${scenario.name}: ${scenario.accounts} accounts (${world.deniedAccounts} refusing AssumeRole) in ${scenario.top_units * Math.max(1, scenario.child_units)} OUs x ${scenario.regions.length} regions, ${world.size} clusters, ${world.expectedKeys().size} discoverable`);
+    const request: DriverRequest = {mode: 'service', config: configFile, cycles: options.cycles, controlUrl: control.url, churnPercent: 1};
+    const env = {
+      ...fake.env,
+      AWS_ACCESS_KEY_ID: MANAGEMENT_KEY.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: MANAGEMENT_KEY.secretAccessKey,
+      AWS_REGION: 'us-east-1',
+      AWS_EC2_METADATA_DISABLED: 'true',
+    };
+    const outcome = await runChild<DriverResult>(path.join(HERE, 'cycle-driver.ts'), request, {env, nodeArgs: options.nodeArgs ?? [], onProgress: (l) => log(`  ${l}`)});
+    if (!outcome.ok) throw new Error(`${scenario.name}: the service run failed: ${outcome.reason}`);
+    const cycles = outcome.result.cycles;
+    const bounds = orgBounds(scenario, world);
+    const walls = cycles.map((c) => Math.round(c.wallMs));
+    const steady = walls.slice(1);
+    const perCluster = cycles.map((c) => (c.cpuUserMs + c.cpuSystemMs) / Math.max(1, c.verdict.expected));
+    const leaverClusters = Math.floor(scenario.clusters / scenario.accounts);
+    // A deregistration is false unless its account left; the leaver's clusters are the only rightful ones.
+    const falseDeregistrations = cycles.reduce((n, c, i) => n + Math.max(0, (c.counts?.delete ?? 0) - (i === 0 ? 0 : leaverClusters)) + c.verdict.missing, 0);
+    const byOperation = (i: number): Record<string, number> =>
+      Object.fromEntries(Object.entries((cycles[i]?.stats.aws ?? {}) as Record<string, {calls: number}>).map(([op, v]) => [op, v.calls]).sort());
+    const steadyMedian = median(steady);
+    return {
+      name: scenario.name,
+      description: scenario.description ?? '',
+      accounts: {members: scenario.accounts, refusing_assume_role: world.deniedAccounts, joined_and_left: control.steps},
+      clusters: {total: world.size, expected_last: cycles.at(-1)?.verdict.expected ?? 0, found_last: cycles.at(-1)?.verdict.found ?? 0},
+      cycle_wall_ms: {cold: walls[0] ?? 0, steady_median: steadyMedian, all: walls},
+      latency_bound_ms: {cold: bounds.coldMs, steady: bounds.steadyMs, formula: bounds.formula},
+      wall_vs_bound: {cold: round2((walls[0] ?? 0) / bounds.coldMs), steady: round2(steadyMedian / bounds.steadyMs)},
+      calls_by_operation: {first_cycle: byOperation(0), steady: byOperation(cycles.length - 1)},
+      cpu_ms_per_cluster: {cold: round3(perCluster[0] ?? 0), steady_median: round3(median(perCluster.slice(1)))},
+      peak_rss_mb: Math.round(outcome.result.maxRssKb / 1024),
+      heap_after_gc_mb: outcome.result.memoryAfterGcMb?.['heapUsed'] ?? null,
+      registry: cycles.map((c) => c.counts),
+      failed_sources: cycles.map((c) => c.failedSources ?? 0),
+      false_deregistrations: falseDeregistrations,
+      targets: {
+        zero_false_deregistrations: falseDeregistrations === 0,
+        peak_rss_at_most_320_mb: outcome.result.maxRssKb / 1024 <= 320,
+        steady_cycle_within_1_5x_bound: steadyMedian <= 1.5 * bounds.steadyMs,
+        steady_cycle_within_5_minutes: steadyMedian < 300_000,
+      },
+    };
+  } finally {
+    await control.close();
+    await fake.close();
+    await rm(dir, {recursive: true, force: true});
+  }
+}
+
+function round2(x: number): number {
+  return Math.round(x * 100) / 100;
+}
+
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
+
+async function main(argv: readonly string[]): Promise<void> {
+  const {values} = parseArgs({
+    args: scriptArgs(argv),
+    options: {
+      scenario: {type: 'string', default: path.join(HERE, 'scenarios', 'w4-organization.json')},
+      cycles: {type: 'string', default: '4'},
+      'node-args': {type: 'string', default: ''},
+    },
+    strict: true,
+  });
+  const cycles = Number(values.cycles);
+  if (!Number.isInteger(cycles) || cycles < 2) throw new Error(`expected --cycles to be an integer >= 2 (one cold, then steady ones), got ${values.cycles}`);
+  const scenario = orgScenarioSchema.parse(JSON.parse(await readFile(values.scenario, 'utf8')));
+  const report = await runOrgWorkload(scenario, {cycles, nodeArgs: values['node-args'].split(' ').filter(Boolean)});
+  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+}
+
+if (import.meta.main) {
+  main(process.argv.slice(2)).then(
+    () => process.exit(0),
+    (error: unknown) => {
+      process.stderr.write(`bench:w4: ${(error as Error).stack ?? String(error)}\n`);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,295 @@
+/**
+ * Sources of an `organization` matcher: every cycle, walk the organization with the service's
+ * own credentials, assume `assume_role_name` in each selected ACTIVE account, and list EKS in
+ * every (account, region). Failures stay where they happen: a walk that fails keeps every
+ * entry the matcher could cover; an account whose role cannot be assumed is one failed source
+ * (its clusters kept, stale) while the others reconcile.
+ */
+import {AsyncLocalStorage} from 'node:async_hooks';
+import {AccountClient} from '@aws-sdk/client-account';
+import {EKSClient} from '@aws-sdk/client-eks';
+import {OrganizationsClient} from '@aws-sdk/client-organizations';
+import PQueue from 'p-queue';
+import type {ClusterFetcher} from '../fetcher.ts';
+import {systemClock, type Clock} from '../../core/clock.ts';
+import type {SourceRef, SourceResult} from '../../core/types.ts';
+import type {AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
+import {listEnabledRegions, type AccountApi} from './account-regions.ts';
+import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
+import {awsFailure} from './errors.ts';
+import {OrganizationWalkError, walkOrganization, type OrganizationsApi, type OrganizationWalk} from './organization.ts';
+import {expandRegions, type AwsPartition} from './regions.ts';
+
+/** The part of an `aws:` matcher with `organization` that decides where to look. */
+export interface OrganizationSourceMatcher {
+  readonly regions: readonly string[];
+  readonly assume_role_name?: string | undefined;
+  readonly external_id?: string | undefined;
+  readonly organization: {
+    readonly organization_id: string;
+    readonly organizational_units: {readonly include: readonly string[]; readonly exclude: readonly string[]};
+  };
+}
+
+/** What the organization planner needs from the AWS side (AwsSources hands it over). */
+export interface OrganizationPlannerOptions {
+  /** The service's own credentials (default chain): they walk the organization and assume the member roles. */
+  readonly baseCredentials: () => AwsCredentialProvider;
+  /** Cached assumed-role credentials for one member role. */
+  readonly roleCredentials: (role: {roleArn: string; externalId?: string; region: string}) => AwsCredentialProvider;
+  readonly env: Readonly<Record<string, string | undefined>>;
+  /** Builds the Organizations client; tests and metrics wrap it. */
+  readonly makeOrganizationsClient?: (credentials: AwsCredentialProvider) => OrganizationsApi;
+  /** Builds the one EKS client of a region shared by every member account (credentials chosen per call). */
+  readonly makeEksClient?: (region: string, credentials: AwsCredentialProvider) => EksApi;
+  /** Builds the one Account Management client (ListRegions) shared by every member account. */
+  readonly makeAccountClient?: (credentials: AwsCredentialProvider) => AccountApi;
+  readonly onClient?: (client: EKSClient | OrganizationsClient | AccountClient) => void;
+  /** How long an account's enabled regions (`regions: ["*"]`) are reused before being asked again. */
+  readonly regionRefreshMs?: number;
+  readonly clock?: Clock;
+  /** DescribeCluster calls in flight per (account, region). */
+  readonly perRegionConcurrency?: number;
+  /** EKS calls in flight per account, whatever the region: one slow or throttled account cannot take every slot. */
+  readonly perAccountConcurrency?: number;
+  /** AssumeRole checks in flight while planning. */
+  readonly assumeConcurrency?: number;
+  /** Bound on one Organizations call (a hung walk fails rather than stalling the cycle). */
+  readonly organizationsTimeoutMs?: number;
+}
+
+/** Sources of one organization matcher for one cycle. */
+export interface PlannedOrganization {
+  readonly fetchers: ClusterFetcher[];
+  readonly failed: SourceResult[];
+  /** The walk, when it succeeded (for logs and the bench). */
+  readonly walk?: OrganizationWalk;
+}
+
+// The region-shared EKS clients sign each call as the member account whose fetcher issued it.
+const callIdentity = new AsyncLocalStorage<AwsCredentialProvider>();
+
+/** A credential provider that answers with the identity of the calling account; it refuses calls made outside one. */
+const perCallCredentials: AwsCredentialProvider & {memoized: boolean} = Object.assign(
+  async () => {
+    const provider = callIdentity.getStore();
+    if (!provider) throw Object.assign(new Error('EKS call outside an account identity'), {name: 'CredentialsProviderError'});
+    return provider();
+  },
+  // Tells the SDK not to memoize: a memoized provider would sign every account's calls with the first account's keys.
+  {memoized: true},
+);
+
+/** Plans organization matchers; Organizations clients, EKS clients and queues live across cycles. */
+export class OrganizationPlanner {
+  readonly #options: OrganizationPlannerOptions;
+  #organizations: OrganizationsApi | undefined;
+  readonly #eksClients = new Map<string, EksApi>();
+  readonly #accountQueues = new Map<string, PQueue>();
+  readonly #regionQueues = new Map<string, PQueue>();
+  #accountApi: AccountApi | undefined;
+  readonly #enabledRegions = new Map<string, {regions: readonly string[]; at: number}>();
+
+  constructor(options: OrganizationPlannerOptions) {
+    this.#options = options;
+  }
+
+  /** Walks the organization and builds one fetcher per (account, region); see the file comment for failures. */
+  async plan(matcherIndex: number, matcher: OrganizationSourceMatcher, signal?: AbortSignal): Promise<PlannedOrganization> {
+    const org = matcher.organization;
+    let walk: OrganizationWalk;
+    try {
+      walk = await walkOrganization(
+        this.#organizationsClient(),
+        {organizationId: org.organization_id, include: org.organizational_units.include, exclude: org.organizational_units.exclude},
+        signal ? {signal} : {},
+      );
+    } catch (error) {
+      const failure = error instanceof OrganizationWalkError ? error.failure : awsFailure(error, 'DescribeOrganization');
+      // Region '*' and no account: this failed source covers every entry the matcher could have made.
+      return {fetchers: [], failed: [{source: organizationSource(matcherIndex, org.organization_id), ok: false, clusters: [], malformed: [], error: failure}]};
+    }
+
+    const roleName = matcher.assume_role_name ?? '';
+    const regions = expandRegions(matcher.regions, walk.partition);
+    const wildcard = matcher.regions.includes('*');
+    const homeRegion = homeRegionOf(walk.partition, regions);
+    const failed: SourceResult[] = [];
+    const ready: {account: string; roleArn: string; provider: AwsCredentialProvider; regions: readonly string[]}[] = [];
+    const assumeQueue = new PQueue({concurrency: this.#options.assumeConcurrency ?? 20});
+    await Promise.all(
+      walk.accounts.map((account) =>
+        assumeQueue.add(async () => {
+          const roleArn = `arn:${walk.partition}:iam::${account.id}:role/${roleName}`;
+          const provider = this.#options.roleCredentials({roleArn, ...(matcher.external_id ? {externalId: matcher.external_id} : {}), region: homeRegion});
+          try {
+            // Cached until near expiry: steady-state cycles make no STS call here.
+            await provider();
+            ready.push({account: account.id, roleArn, provider, regions: wildcard ? await this.#regionsOf(account.id, provider, regions, signal) : regions});
+          } catch (error) {
+            // One failed source per account (not per region): one log line naming account, role and error.
+            failed.push({source: accountSource(matcherIndex, account.id), ok: false, clusters: [], malformed: [], error: awsFailure(error, 'AssumeRole')});
+          }
+        }),
+      ),
+    );
+    ready.sort((a, b) => a.account.localeCompare(b.account));
+
+    // Region-major order: the cycle's FIFO source queue then spreads its slots over every account.
+    const fetchers: ClusterFetcher[] = [];
+    const allRegions = [...new Set(ready.flatMap((r) => r.regions))].sort();
+    for (const region of allRegions) {
+      for (const {account, roleArn, provider, regions: enabled} of ready) {
+        if (!enabled.includes(region)) continue;
+        fetchers.push(
+          createEksFetcher({
+            source: regionSource(matcherIndex, region, account),
+            client: this.#accountClient(region, account, provider),
+            describeQueue: this.#regionQueue(account, region),
+            skipNotEnabledRegion: wildcard,
+            roleArn,
+            ...(matcher.external_id ? {externalId: matcher.external_id} : {}),
+          }),
+        );
+      }
+    }
+    return {fetchers, failed, walk};
+  }
+
+  /**
+   * The regions an account has enabled, cached for `regionRefreshMs`; when they cannot be read the
+   * last known list, else every region of the partition (whose "not enabled" answers are skipped).
+   */
+  async #regionsOf(account: string, provider: AwsCredentialProvider, partitionRegions: readonly string[], signal?: AbortSignal): Promise<readonly string[]> {
+    const clock = this.#options.clock ?? systemClock;
+    const cached = this.#enabledRegions.get(account);
+    if (cached && clock.now() - cached.at < (this.#options.regionRefreshMs ?? 3_600_000)) return cached.regions;
+    try {
+      const api = this.#accountApiClient();
+      const listed = await this.#accountQueue(account).add(() => callIdentity.run(provider, () => listEnabledRegions(api, signal)));
+      // Only regions of the matcher's partition: the walk decided which one that is.
+      const regions = listed.filter((r) => partitionRegions.includes(r));
+      this.#enabledRegions.set(account, {regions, at: clock.now()});
+      return regions;
+    } catch {
+      return cached?.regions ?? partitionRegions;
+    }
+  }
+
+  #accountApiClient(): AccountApi {
+    if (!this.#accountApi) {
+      if (this.#options.makeAccountClient) {
+        this.#accountApi = this.#options.makeAccountClient(perCallCredentials);
+      } else {
+        const client = new AccountClient({
+          region: 'us-east-1',
+          credentials: perCallCredentials,
+          maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
+          retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
+          requestHandler: {connectionTimeout: 5_000, requestTimeout: 20_000, throwOnRequestTimeout: true},
+        });
+        this.#options.onClient?.(client);
+        this.#accountApi = client;
+      }
+    }
+    return this.#accountApi;
+  }
+
+  #organizationsClient(): OrganizationsApi {
+    if (!this.#organizations) {
+      const credentials = this.#options.baseCredentials();
+      if (this.#options.makeOrganizationsClient) {
+        this.#organizations = this.#options.makeOrganizationsClient(credentials);
+      } else {
+        const timeout = this.#options.organizationsTimeoutMs ?? 20_000;
+        const client = new OrganizationsClient({
+          // Organizations is a global service answered in us-east-1 (the partition's endpoint resolver maps it).
+          region: 'us-east-1',
+          credentials,
+          maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
+          retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
+          // Without throwOnRequestTimeout the handler only warns and a hung call never ends.
+          requestHandler: {connectionTimeout: 5_000, requestTimeout: timeout, throwOnRequestTimeout: true},
+        });
+        this.#options.onClient?.(client);
+        this.#organizations = client;
+      }
+    }
+    return this.#organizations;
+  }
+
+  /** The region's shared client, seen through one account's identity and its per-account call cap. */
+  #accountClient(region: string, account: string, provider: AwsCredentialProvider): EksApi {
+    const shared = this.#regionClient(region);
+    const queue = this.#accountQueue(account);
+    return {
+      send: ((command: unknown, options?: unknown) =>
+        queue.add(() => callIdentity.run(provider, () => (shared.send as (c: unknown, o?: unknown) => Promise<unknown>)(command, options)))) as EksApi['send'],
+    };
+  }
+
+  #regionClient(region: string): EksApi {
+    let client = this.#eksClients.get(region);
+    if (!client) {
+      if (this.#options.makeEksClient) {
+        client = this.#options.makeEksClient(region, perCallCredentials);
+      } else {
+        const eks = new EKSClient({
+          region,
+          credentials: perCallCredentials,
+          maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
+          retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
+          requestHandler: {connectionTimeout: 5_000, requestTimeout: 20_000, throwOnRequestTimeout: true},
+        });
+        this.#options.onClient?.(eks);
+        client = eks;
+      }
+      this.#eksClients.set(region, client);
+    }
+    return client;
+  }
+
+  #accountQueue(account: string): PQueue {
+    let queue = this.#accountQueues.get(account);
+    if (!queue) {
+      queue = new PQueue({concurrency: this.#options.perAccountConcurrency ?? 10});
+      this.#accountQueues.set(account, queue);
+    }
+    return queue;
+  }
+
+  #regionQueue(account: string, region: string): PQueue {
+    const key = `${account}|${region}`;
+    let queue = this.#regionQueues.get(key);
+    if (!queue) {
+      queue = new PQueue({concurrency: this.#options.perRegionConcurrency ?? 10});
+      this.#regionQueues.set(key, queue);
+    }
+    return queue;
+  }
+}
+
+/** The region whose STS endpoint the member roles are assumed through. */
+function homeRegionOf(partition: AwsPartition, regions: readonly string[]): string {
+  const fallback = partition === 'aws-cn' ? 'cn-north-1' : partition === 'aws-us-gov' ? 'us-gov-west-1' : 'us-east-1';
+  return regions.includes(fallback) ? fallback : (regions[0] ?? fallback);
+}
+
+function suffix(matcherIndex: number): string {
+  return matcherIndex > 0 ? `#${matcherIndex}` : '';
+}
+
+/** A failed organization walk: covers every region and account of the matcher. */
+export function organizationSource(matcherIndex: number, organizationId: string): SourceRef {
+  return {id: `eks:*:${organizationId}${suffix(matcherIndex)}`, cloud: 'AWS', type: 'eks', region: '*', account: '', matcherIndex};
+}
+
+/** One member account as a whole (its role could not be assumed): covers every region of it. */
+export function accountSource(matcherIndex: number, account: string): SourceRef {
+  return {id: `eks:*:${account}${suffix(matcherIndex)}`, cloud: 'AWS', type: 'eks', region: '*', account, matcherIndex};
+}
+
+/** One (account, region) of an organization matcher; the id reads like any EKS source. */
+export function regionSource(matcherIndex: number, region: string, account: string): SourceRef {
+  return {id: `eks:${region}:${account}${suffix(matcherIndex)}`, cloud: 'AWS', type: 'eks', region, account, matcherIndex};
+}
