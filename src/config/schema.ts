@@ -348,6 +348,14 @@ const httpSchema = z.strictObject({
         .optional(),
     })
     .optional(),
+  // Bounds of /v1/watch; see the README's "Watch limits and resumption".
+  watch: z
+    .strictObject({
+      max_watchers: int('an integer from 1 to 100000', 1, 100_000).default(256),
+      max_buffered_bytes: int('an integer of bytes from 65536 to 1073741824', 65_536, 1_073_741_824).default(4 * 1024 * 1024),
+      history: int('an integer from 1 to 1000000', 1, 1_000_000).default(4096),
+    })
+    .prefault({}),
 });
 
 const metricsSchema = z.strictObject({listen_addr: listenAddr.optional()});

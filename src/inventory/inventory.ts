@@ -3,13 +3,24 @@
  * current by the backend's watch, and re-listed periodically. When the backend is
  * unreachable it keeps serving the last known inventory (and says so in its state).
  */
+import {randomBytes} from 'node:crypto';
 import {kubeServerFromItem} from '../../heartbeats/heartbeat.ts';
 import {kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import type {RegistryBackend, WatchEvent, Watcher} from '../registry/backend.ts';
+import {ChangeLog} from './change-log.ts';
 
-/** A change of the inventory, as /v1/watch streams it. */
-export type InventoryEvent = {readonly type: 'put'; readonly server: KubeServer} | {readonly type: 'delete'; readonly name: string};
+/**
+ * A change of the inventory, as /v1/watch streams it: `id` numbers it in this inventory's
+ * change log, `previous` is the entry it replaced (so a filtered watcher can tell an entry
+ * leaving its filter from one that never matched).
+ */
+export type InventoryEvent =
+  | {readonly type: 'put'; readonly id: number; readonly server: KubeServer; readonly previous: KubeServer | undefined}
+  | {readonly type: 'delete'; readonly id: number; readonly name: string; readonly previous: KubeServer};
+
+/** Changes remembered for watch resumption unless configured. */
+export const DEFAULT_WATCH_HISTORY = 4096;
 
 /** Options of an Inventory. */
 export interface InventoryOptions {
@@ -19,6 +30,8 @@ export interface InventoryOptions {
   /** Full re-list period; catches writes of other processes and lapsed expiries. */
   readonly resyncMs?: number;
   readonly onError?: (error: unknown) => void;
+  /** Changes kept for `Last-Event-ID` resumption (default 4096). */
+  readonly historySize?: number;
 }
 
 /** The live inventory of one discovery group. */
@@ -32,10 +45,19 @@ export class Inventory {
   #lastError: string | undefined;
   #synced = false;
   #stopped = false;
+  readonly #changes: ChangeLog;
+  /** Distinguishes this process's change numbering from another's (a restart starts again at 1). */
+  readonly #epoch = randomBytes(4).toString('hex');
 
   constructor(options: InventoryOptions) {
     this.#options = options;
     this.#prefix = kubeServerPrefix(options.group);
+    this.#changes = new ChangeLog(options.historySize ?? DEFAULT_WATCH_HISTORY);
+  }
+
+  /** The change history and its epoch, which /v1/watch event ids are made of. */
+  get changes(): {readonly epoch: string; readonly log: ChangeLog} {
+    return {epoch: this.#epoch, log: this.#changes};
   }
 
   /** Whether the first listing succeeded. */
@@ -72,11 +94,13 @@ export class Inventory {
           this.#options.onError?.(error);
         }
       }
-      for (const name of this.#servers.keys()) if (!next.has(name)) this.#emit({type: 'delete', name});
-      for (const [name, server] of next) {
-        if (this.#servers.get(name)?.metadata.revision !== server.metadata.revision) this.#emit({type: 'put', server});
-      }
+      const before = this.#servers;
       this.#servers = next;
+      for (const [name, previous] of before) if (!next.has(name)) this.#emit({type: 'delete', id: this.#changes.append(name, previous), name, previous});
+      for (const [name, server] of next) {
+        const previous = before.get(name);
+        if (previous?.metadata.revision !== server.metadata.revision) this.#emit({type: 'put', id: this.#changes.append(name, previous), server, previous});
+      }
       this.#synced = true;
       this.#lastError = undefined;
     } catch (error) {
@@ -88,6 +112,13 @@ export class Inventory {
   list(): KubeServer[] {
     const now = this.#options.clock.now();
     return [...this.#servers.values()].filter((s) => Date.parse(s.metadata.expires) > now).sort((a, b) => byName(a.metadata.name, b.metadata.name));
+  }
+
+  /** Live entries in no particular order, read lazily: a watcher streams its snapshot from here without a copy. */
+  *values(): Generator<KubeServer> {
+    for (const server of this.#servers.values()) {
+      if (Date.parse(server.metadata.expires) > this.#options.clock.now()) yield server;
+    }
   }
 
   /** One live entry. */
@@ -114,15 +145,18 @@ export class Inventory {
     if (event.type === 'put') {
       try {
         const server = kubeServerFromItem(event.item);
-        this.#servers.set(server.metadata.name, server);
-        this.#emit({type: 'put', server});
+        const name = server.metadata.name;
+        const previous = this.#servers.get(name);
+        this.#servers.set(name, server);
+        this.#emit({type: 'put', id: this.#changes.append(name, previous), server, previous});
       } catch (error) {
         this.#options.onError?.(error);
       }
       return;
     }
     const name = event.key.slice(this.#prefix.length);
-    if (this.#servers.delete(name)) this.#emit({type: 'delete', name});
+    const previous = this.#servers.get(name);
+    if (previous && this.#servers.delete(name)) this.#emit({type: 'delete', id: this.#changes.append(name, previous), name, previous});
   }
 
   #emit(event: InventoryEvent): void {

@@ -110,7 +110,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   await dynamic.start();
 
   // Serve what the registry already holds (a restart shows the last inventory at once).
-  const inventory = new Inventory({backend: runtime.backend, group, clock, onError: (error) => log.warn({err: error}, 'registry read failed; serving the last known inventory')});
+  const inventory = new Inventory({backend: runtime.backend, group, clock, historySize: config.http.watch.history, onError: (error) => log.warn({err: error}, 'registry read failed; serving the last known inventory')});
   await inventory.start();
   metrics.observeInventory(inventory.list());
   // A cycle writes thousands of entries; recount the inventory once per burst, not once per event.
@@ -282,6 +282,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       trigger: () => (trigger() ? {accepted: true} : {accepted: false, reason: 'this replica does not lead its discovery group; send the request to the leader'}),
       ...(auth ? {auth} : {}),
       logger: log,
+      watch: {maxWatchers: config.http.watch.max_watchers, maxBufferedBytes: config.http.watch.max_buffered_bytes},
     });
     if (config.metrics.listen_addr) {
       metricsHttp = await startHttpServer({listenAddr: config.metrics.listen_addr, inventory, readiness, status: () => ({}), metrics: () => metrics.render(), logger: log, metricsOnly: true});
