@@ -188,6 +188,8 @@ const discoveryServiceSchema = z
     enabled: z.boolean({error: 'true or false'}).default(true),
     discovery_group: patterned(discoveryGroupExpectation, /^(?=.{1,63}$)[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?$/),
     poll_interval: duration({min: 10_000}).optional(),
+    // Incremental discovery: each cluster's full re-description period; `0s` describes every cluster every cycle.
+    refresh_interval: z.union([z.literal('0s').transform(() => 0), duration({min: 60_000})]).default(3_600_000),
     schedule: z
       .string({error: cronExpectation})
       .superRefine((text, ctx) => {

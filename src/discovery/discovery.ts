@@ -39,10 +39,10 @@ export class Discovery {
       aws: ds.aws.map((m) => compileTagMatcher(m.tags)),
       azure: ds.azure.map((m) => compileTagMatcher(m.tags)),
     };
-    const aws = new AwsSources(options.aws ?? {perRegionConcurrency: ds.concurrency.per_region});
+    const aws = new AwsSources({perRegionConcurrency: ds.concurrency.per_region, refreshMs: ds.refresh_interval, clock: options.clock, ...options.aws});
     this.azure =
       ds.azure.length > 0
-        ? lazyAzurePlanner(ds.azure, {clock: options.clock, perSubscriptionConcurrency: ds.concurrency.per_region, ...options.azure})
+        ? lazyAzurePlanner(ds.azure, {clock: options.clock, perSubscriptionConcurrency: ds.concurrency.per_region, credentialMaxAgeMs: ds.refresh_interval, ...options.azure})
         : undefined;
     this.#planners = [{plan: () => aws.plan(ds.aws)}, ...(this.azure ? [this.azure] : []), ...(options.planners ?? [])];
   }

@@ -90,7 +90,22 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     onHeartbeatFailure: (kind) => metrics.heartbeatFailure(kind),
     discovery: {
       // Every SDK client and ARM pipeline counts its HTTP attempts (retries included) in the metrics.
-      aws: {perRegionConcurrency: config.discovery_service.concurrency.per_region, onClient: (client) => instrumentAwsClient(client, metrics)},
+      aws: {
+        perRegionConcurrency: config.discovery_service.concurrency.per_region,
+        onClient: (client) => instrumentAwsClient(client, metrics),
+        onTagFallback: (source, fallback) => {
+          metrics.tagReadFallback(source.region, fallback.reason);
+          // Denied is a standing permission gap: say it once per source, not every cycle.
+          if (fallback.reason !== 'access_denied' || fallback.firstDenial) {
+            runtime.logger.warn(
+              {source: source.id, region: source.region, operation: 'GetResources', code: fallback.code, reason: fallback.reason, error: fallback.message},
+              fallback.reason === 'access_denied'
+                ? 'tag reads denied (tag:GetResources): describing every cluster each cycle; grant tag:GetResources for incremental discovery'
+                : 'tag read failed: described every cluster this cycle',
+            );
+          }
+        },
+      },
       azure: {
         clientOptions: {additionalPolicies: azureMetricsPolicies(metrics)},
         onTokenMint: () => metrics.tokenMinted('Azure'),

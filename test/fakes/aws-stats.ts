@@ -6,7 +6,7 @@
  */
 
 /** The API a request went to. */
-export type FakeAwsService = 'eks' | 'sts';
+export type FakeAwsService = 'eks' | 'sts' | 'tagging';
 
 /** One request the fake received. */
 export interface FakeAwsCall {
