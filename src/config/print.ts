@@ -19,6 +19,7 @@ export function displayConfig(config: Config): Record<string, unknown> {
     discovery_service: {
       ...service,
       ...(service.poll_interval === undefined ? {} : {poll_interval: formatDuration(service.poll_interval)}),
+      refresh_interval: service.refresh_interval === 0 ? '0s' : formatDuration(service.refresh_interval),
     },
     kubernetes_service: {
       ...config.kubernetes_service,
