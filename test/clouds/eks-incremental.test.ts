@@ -77,8 +77,8 @@ describe('incremental EKS discovery', () => {
     expect(calls('GetResources')).toBe(0); // nothing known yet: nothing to save
 
     fake.stats.reset();
-    // Less than the earliest first-refresh slot (1/10,000 of the period): nothing is due yet.
-    await clock.advance(100);
+    // Within the first 5 % of the refresh period after a full describe nothing is due.
+    await clock.advance(2 * 60_000);
     const second = inventory(await cycle(sources));
     expect(second).toEqual(first);
     expect(calls('DescribeCluster')).toBe(0);
@@ -99,7 +99,7 @@ describe('incremental EKS discovery', () => {
     world.removeCluster(ACCOUNT, 'eu-west-1', 'c0002');
     world.updateCluster(ACCOUNT, 'us-east-1', 'creating', {status: 'ACTIVE', endpoint: 'https://creating.example', caData: world.cluster(ACCOUNT, 'us-east-1', 'c0000')!.caData!});
     fake.stats.reset();
-    await clock.advance(100);
+    await clock.advance(2 * 60_000);
     const incremental = inventory(await cycle(sources));
 
     const described = fake.stats.find({operation: 'DescribeCluster'}).map((c) => `${c.region}`).length;

@@ -107,8 +107,9 @@ export class TagReader {
     }
     const now = this.#options.clock.now();
     const previous = this.#known.get(name);
-    // The first refresh lands anywhere in the period (by name), later ones a period apart: refreshes stay spread.
-    const refreshAt = previous ? now + this.#options.refreshMs : now + Math.max(1, Math.floor(this.#options.refreshMs * spread(name)));
+    // The first refresh lands in the period's own slot of this name (never in its first 5 %, so the
+    // cycles right after a first full describe stay cheap), later ones a period apart: refreshes stay spread.
+    const refreshAt = previous ? now + this.#options.refreshMs : now + Math.floor(this.#options.refreshMs * (0.05 + 0.95 * spread(name)));
     this.#known.set(name, {cluster, refreshAt});
   }
 
