@@ -159,6 +159,15 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   let backendEverOk = false;
   const waiters: ((report: CycleReport) => void)[] = [];
 
+  // Memory and SQLite deliver their own writes to the inventory synchronously, so a cycle reads the
+  // group's entries from the inventory's parsed copy instead of listing and parsing every document
+  // again (the largest allocation of a cycle at 10,000 entries). A shared backend (etcd) is listed.
+  const localBackend = runtime.backend.name === 'memory' || runtime.backend.name === 'sqlite';
+  const cycleRegistrar = (writer: Writer): Writer['registrar'] => ({
+    ...writer.registrar,
+    current: async () => (localBackend && inventory.synced && inventory.lastError === undefined ? inventory.list() : writer.registrar.current()),
+  });
+
   const makeScheduler = (writer: Writer): Scheduler =>
     new Scheduler({
       clock,
@@ -172,7 +181,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         log.error({err: error}, 'discovery cycle failed; the registry was left as it was');
       },
       run: async (signal) => {
-        const report = await runtime.discovery.runCycle(writer.registrar, signal);
+        const report = await runtime.discovery.runCycle(cycleRegistrar(writer), signal);
         status.recordCycle(report);
         metrics.observeCycle(report);
         logCycleSummary(log, report);
