@@ -107,6 +107,9 @@ export class WatchStreams {
   }
 }
 
+/** Bytes one watcher may write in one turn of the event loop before letting other work run. */
+const FLUSH_TURN_BYTES = 64 * 1024;
+
 /** Live-event frames, serialized once per event and shared by every watcher that sends them. */
 const putFrames = new WeakMap<InventoryEvent, string>();
 const deleteFrames = new WeakMap<InventoryEvent, string>();
@@ -149,6 +152,8 @@ class WatchStream {
   #queueHead = 0;
   #queuedBytes = 0;
   #waitingForDrain = false;
+  /** A flush is scheduled for the next turn of the event loop. */
+  #yielded = false;
   #closed = false;
   #unsubscribe: (() => void) | undefined;
   #keepalive: ReturnType<typeof setInterval> | undefined;
@@ -275,9 +280,23 @@ class WatchStream {
     this.#flush();
   }
 
-  /** Writes until the socket asks to wait; resumes on `drain`. */
+  /**
+   * Writes until the socket asks to wait (resumes on `drain`) or this turn has written
+   * FLUSH_TURN_BYTES (resumes on the next turn): a client that reads as fast as loopback lets it
+   * would otherwise take its whole snapshot in one turn of the event loop, and /healthz with it.
+   */
   #flush(): void {
+    if (this.#yielded) return;
+    let written = 0;
     while (!this.#closed && !this.#waitingForDrain) {
+      if (written >= FLUSH_TURN_BYTES) {
+        this.#yielded = true;
+        setImmediate(() => {
+          this.#yielded = false;
+          this.#flush();
+        });
+        return;
+      }
       let frame: string | undefined;
       if (this.#source) {
         const next = this.#source.next();
@@ -296,6 +315,7 @@ class WatchStream {
       } else {
         return;
       }
+      written += frame.length;
       if (!this.#res.write(frame)) {
         this.#waitingForDrain = true;
         this.#res.once('drain', () => {
