@@ -4,8 +4,9 @@
  * Groups Tagging API and describe only the clusters that need it:
  *
  * - new (not described before by this source), or whose last description was unusable;
- * - whose tags changed (or that the tag read does not mention: eventual consistency,
- *   emulators without the API — described, never dropped);
+ * - whose tags changed, or that had tags and the tag read does not mention (eventual
+ *   consistency, emulators without the API — described, never dropped; a cluster described
+ *   with no tags is absent from the read by design and is reused);
  * - not ACTIVE last time (status changes do not show in tags: CREATING, UPDATING ... are
  *   described every cycle until they settle);
  * - due for the periodic full refresh (`refreshMs`), spread across cycles by a per-cluster
@@ -93,7 +94,10 @@ export class TagReader {
     for (const name of names) {
       const known = this.#known.get(name);
       const current = tags.get(name);
-      if (known && current && known.refreshAt > now && sameTags(known.cluster.tags, current)) reuse.push(known.cluster);
+      // A cluster described with no tags is consistently absent from the tag read (AWS returns only
+      // tagged resources): reused. One with tags that the read does not mention is described.
+      const unchanged = current ? sameTags(known?.cluster.tags ?? {}, current) : known !== undefined && Object.keys(known.cluster.tags).length === 0;
+      if (known && known.refreshAt > now && unchanged) reuse.push(known.cluster);
       else describe.push(name);
     }
     return {describe, reuse};
