@@ -270,7 +270,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       return;
     }
     // On an embedded registry, say who writes: `once` refuses to take over a running service's lease.
-    if (config.storage.type !== 'etcd' && writer.heartbeat.lease) {
+    if ((config.storage.type === 'sqlite' || config.storage.type === 'memory') && writer.heartbeat.lease) {
       await claimWriter(backend, group, writer.heartbeat.lease, runtime.replica, clock.now()).catch((error: unknown) => log.warn({err: error}, 'could not record this process as the registry writer'));
     }
     if (termFailures > 0) log.info({attempts: termFailures}, 'took over as leader after failed attempts');
@@ -295,7 +295,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     if (!ending) return;
     ending.dynamic?.stop();
     await ending.scheduler.stop(graceMs);
-    if (config.storage.type !== 'etcd') await releaseWriter(runtime.backend, group).catch(() => undefined);
+    if (config.storage.type === 'sqlite' || config.storage.type === 'memory') await releaseWriter(runtime.backend, group).catch(() => undefined);
     await ending.writer.heartbeat.stop({deregister}).catch((error: unknown) => log.warn({err: error}, 'heartbeat did not stop cleanly'));
   };
   const onRole = (next: Role): void => {

@@ -37,8 +37,8 @@ describeWithMoto('incremental EKS discovery against moto', () => {
     await moto?.stop();
   });
 
-  // moto's clusters carry a CA that is not base64 PEM, so each is reported malformed (its entry
-  // kept): exactly the "malformed last time → described again" path of incremental discovery.
+  // moto's clusters carry a CA that is not base64 PEM: each is still reported, as a cluster that
+  // cannot be reached (registered unhealthy), with its tags.
   const names = (results: readonly SourceResult[]): string[] =>
     results.flatMap((r) => [...r.clusters.map((c) => `${c.name}:${JSON.stringify(c.tags)}`), ...r.malformed.map((m) => `${m.name}:malformed`)]).sort();
 
@@ -53,7 +53,8 @@ describeWithMoto('incremental EKS discovery against moto', () => {
     const incremental = new AwsSources({clock});
     const first = await cycle(incremental);
     expect(first.every((r) => r.ok)).toBe(true);
-    expect(names(first)).toEqual(['alpha:malformed', 'beta:malformed', 'gamma:malformed']);
+    expect(names(first)).toEqual(['alpha:{"env":"prod"}', 'beta:{"env":"dev"}', 'gamma:{}']);
+    expect(first.flatMap((r) => r.clusters.map((c) => c.unreachable?.reason))).toEqual(['invalid_ca', 'invalid_ca', 'invalid_ca']);
 
     const eks = new EKSClient({region: 'us-east-1'});
     await eks.send(new TagResourceCommand({resourceArn: 'arn:aws:eks:us-east-1:123456789012:cluster/beta', tags: {env: 'staging'}}));
@@ -64,6 +65,6 @@ describeWithMoto('incremental EKS discovery against moto', () => {
     expect(second.every((r) => r.ok)).toBe(true);
     const full = await cycle(new AwsSources({clock, refreshMs: 0}));
     expect(names(second)).toEqual(names(full));
-    expect(names(second)).toHaveLength(3);
+    expect(names(second)).toEqual(['alpha:{"env":"prod"}', 'beta:{"env":"staging"}', 'gamma:{}']);
   }, 60_000);
 });
