@@ -147,6 +147,8 @@ function decideVanished(name: string, entry: KubeServer, results: readonly Sourc
     const err = failed.error;
     return keep(`source ${failed.source.id} failed (${err ? `${err.operation}: ${err.code}` : 'unknown error'}); kept until it answers again`, failed.source.id);
   }
+  const unlisted = covering.find((r) => r.ok && r.notAListing === true);
+  if (unlisted) return keep(`source ${unlisted.source.id} was skipped (${unlisted.skippedReason ?? 'no listing'}); kept until it lists again`, unlisted.source.id);
   // The cloud's own name: Teleport records discovered-name only for suffixed names, so read the spec first.
   const cloudName = entry.spec.cluster.spec.aws?.name ?? entry.spec.cluster.spec.azure?.resource_name ?? labels[LABEL.discoveredName];
   const malformed = evaluation.skips.find((s) => s.kind === 'malformed' && s.cloudName === cloudName && covers(s.source, entry));
