@@ -94,9 +94,30 @@ export class DiscoveryConfigController {
     return `/apis/kube-discovery.io/v1/namespaces/${encodeURIComponent(this.#o.namespace)}/discoveryconfigs`;
   }
 
-  /** The first reconcile: applies the valid DiscoveryConfigs before the first cycle runs, so that cycle does not deregister their clusters. */
-  async prime(): Promise<void> {
-    await this.reconcile();
+  /**
+   * The first reconcile: applies the valid DiscoveryConfigs before the first cycle runs, so that
+   * cycle does not deregister their clusters. It retries (backing off to 30 s) until a list
+   * succeeds: going on with the config file's matchers alone would deregister every cluster only
+   * DiscoveryConfigs find. A 404 (the CRD is not installed) means there are none. Rejects when
+   * `signal` aborts or the controller is stopped first.
+   */
+  async prime(signal?: AbortSignal): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      if (this.#stopped) throw new Error('DiscoveryConfig controller stopped before its first list');
+      signal?.throwIfAborted();
+      try {
+        await this.#reconcile();
+        return;
+      } catch (err) {
+        if (err instanceof KubeApiError && err.status === 404) {
+          this.#o.logger.info('no DiscoveryConfig resource type on the API server; running the config file matchers only');
+          return;
+        }
+        const retryMs = Math.min(30_000, 1_000 * 2 ** Math.min(attempt, 5));
+        this.#o.logger.warn({err, retry_in_ms: retryMs}, 'could not list DiscoveryConfigs before the first cycle; no cycle runs until they are known');
+        await this.#o.clock.sleep(retryMs, signal);
+      }
+    }
   }
 
   /** Watches and resyncs (after the scheduler started: deletions wait for a cycle). */
