@@ -275,7 +275,7 @@ export class KubernetesBackend implements RegistryBackend {
 
   async list(prefix: string): Promise<RegistryItem[]> {
     this.#open();
-    const [entries, leases] = await Promise.all([this.#listEntries(), this.#listLeases()]);
+    const {entries, leases} = await this.#entriesThenLeases();
     const items: RegistryItem[] = [];
     for (const entry of entries) {
       if (!entry.key.startsWith(prefix)) continue;
@@ -365,7 +365,7 @@ export class KubernetesBackend implements RegistryBackend {
 
   /** Deletes entries whose owner Lease expired or is gone, then the expired registry Leases; returns the number of entries deleted. */
   async reapExpired(): Promise<number> {
-    const [entries, leases] = await Promise.all([this.#listEntries(), this.#listLeases()]);
+    const {entries, leases} = await this.#entriesThenLeases();
     let deleted = 0;
     for (const entry of entries) {
       if (entry.lease === undefined) continue;
@@ -461,6 +461,16 @@ export class KubernetesBackend implements RegistryBackend {
     }
   }
 
+  /**
+   * Entries, then Leases, never both at once: an entry names only a Lease created before it was
+   * written, so a Lease the later list lacks is really gone. Listed the other way round (or
+   * concurrently), a take-over's new Lease could be missing and its entries read as expired.
+   */
+  async #entriesThenLeases(): Promise<{entries: Entry[]; leases: Map<string, LeaseState>}> {
+    const entries = await this.#listEntries();
+    return {entries, leases: await this.#listLeases()};
+  }
+
   async #listEntries(labelSelector?: string): Promise<Entry[]> {
     return (await this.#listEntriesWithVersion(labelSelector)).entries;
   }
@@ -545,8 +555,10 @@ export class KubernetesBackend implements RegistryBackend {
     if (this.#closed) return;
     try {
       if (this.#watchers.size > 0) {
+        // What each watcher knows before the Lease list is asked for: an entry moved onto a newer Lease meanwhile is judged next tick.
+        const known = [...this.#watchers].map((w) => [w, w.leaseSnapshot()] as const);
         const leases = await this.#listLeases();
-        for (const w of this.#watchers) w.checkExpiry(leases);
+        for (const [w, snapshot] of known) w.checkExpiry(leases, snapshot);
       }
       if (this.#reap) await this.reapExpired();
     } catch (err) {
@@ -600,12 +612,19 @@ class KubeWatch {
     this.#hub.clear();
   }
 
+  /** The Lease each known entry names now (taken before a Lease list is asked for). */
+  leaseSnapshot(): Map<string, string | undefined> {
+    return new Map([...this.#known].map(([name, entry]) => [name, entry.lease]));
+  }
+
   /** Emits a delete for every known entry whose Lease is gone or expired in this (successful) Lease list. */
-  checkExpiry(leases: Map<string, LeaseState>): void {
+  checkExpiry(leases: Map<string, LeaseState>, snapshot: ReadonlyMap<string, string | undefined>): void {
     this.#leases = new Map(leases);
     const events: WatchEvent[] = [];
     for (const [name, entry] of this.#known) {
       if (entry.lease === undefined || this.#expired.has(name)) continue;
+      // Bound to a Lease after the list was asked for: the list may predate that Lease.
+      if (snapshot.get(name) !== entry.lease) continue;
       if (!this.#backend.isExpired(leases.get(entry.lease))) continue;
       this.#expired.add(name);
       events.push({type: 'delete', key: entry.key, revision: entry.resourceVersion});
@@ -614,7 +633,9 @@ class KubeWatch {
   }
 
   async #relist(emit: boolean): Promise<void> {
-    const [{entries, resourceVersion}, leases] = await Promise.all([this.#backend.listEntriesForWatch(), this.#backend.listLeases()]);
+    // Entries first, then Leases (see #entriesThenLeases).
+    const {entries, resourceVersion} = await this.#backend.listEntriesForWatch();
+    const leases = await this.#backend.listLeases();
     this.#leases = leases;
     const seen = new Set<string>();
     const events: WatchEvent[] = [];
