@@ -98,9 +98,32 @@ export class KubernetesBackend implements RegistryBackend {
   #purgeAgain = false;
   #closed = false;
   #cancelPurge: (() => void) | undefined;
+  /** The API server did not answer (unreachable, 5xx, 429) the last time it was asked. */
+  #unavailable = false;
+  /** When it answered again after that (ms, on the clock); no Lease is judged expired before then + its duration. */
+  #recoveredMs = Number.NEGATIVE_INFINITY;
 
   constructor(options: KubernetesBackendOptions) {
-    this.#client = options.client;
+    const client = options.client;
+    // Every call notes whether the API server answered: Leases could not be renewed while it did not.
+    this.#client = {
+      server: client.server,
+      namespace: client.namespace,
+      watch: (...args) => client.watch(...args),
+      request: async (req) => {
+        try {
+          const answer = await client.request(req);
+          if (this.#unavailable) {
+            this.#unavailable = false;
+            this.#recoveredMs = this.#clock.now();
+          }
+          return answer;
+        } catch (err) {
+          if (!(err instanceof KubeApiError) || err.status === 0 || err.status === 429 || err.status >= 500) this.#unavailable = true;
+          throw err;
+        }
+      },
+    };
     this.#ns = options.namespace;
     this.#clock = options.clock;
     this.#identity = options.identity ?? `kube-discovery-${randomUUID().slice(0, 8)}`;
@@ -428,8 +451,13 @@ export class KubernetesBackend implements RegistryBackend {
     return lease === undefined || this.#expired(lease);
   }
 
+  /**
+   * A Lease is expired when neither its holder's last renewal nor the end of an API-server outage
+   * (when nobody could renew) is within its duration: like etcd, which extends its leases after an
+   * outage, a backend that was down must not expire every entry before its holder could renew.
+   */
   #expired(lease: LeaseState): boolean {
-    return lease.renewMs + lease.ttlMs <= this.#clock.now();
+    return Math.max(lease.renewMs, this.#recoveredMs) + lease.ttlMs <= this.#clock.now();
   }
 
   #item(entry: Entry, lease: LeaseState | undefined): RegistryItem {
