@@ -247,7 +247,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       return;
     }
     // On an embedded registry, say who writes: `once` refuses to take over a running service's lease.
-    if (config.storage.type !== 'etcd' && writer.heartbeat.lease) {
+    // Etcd and Kubernetes elect a leader (a Lease); only the embedded registries need a writer record (on Kubernetes it would show up as a KubeServer).
+    if (config.storage.type !== 'etcd' && config.storage.type !== 'kubernetes' && writer.heartbeat.lease) {
       await claimWriter(backend, group, writer.heartbeat.lease, runtime.replica, clock.now()).catch((error: unknown) => log.warn({err: error}, 'could not record this process as the registry writer'));
     }
     if (termFailures > 0) log.info({attempts: termFailures}, 'took over as leader after failed attempts');
@@ -272,7 +273,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     if (!ending) return;
     ending.dynamic?.stop();
     await ending.scheduler.stop(graceMs);
-    if (config.storage.type !== 'etcd') await releaseWriter(runtime.backend, group).catch(() => undefined);
+    if (config.storage.type !== 'etcd' && config.storage.type !== 'kubernetes') await releaseWriter(runtime.backend, group).catch(() => undefined);
     await ending.writer.heartbeat.stop({deregister}).catch((error: unknown) => log.warn({err: error}, 'heartbeat did not stop cleanly'));
   };
   const onRole = (next: Role): void => {
