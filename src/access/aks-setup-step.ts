@@ -203,7 +203,7 @@ export function createAksAccessSetupStep(options: AksAccessSetupOptions): AksAcc
       const fix = denied
         ? `the discovery identity lacks ${note.action} on the cluster: assign it the role in deploy/azure/access-setup-role.json`
         : `${note.operation} is retried next cycle`;
-      const text = `automatic access set-up (setup_access_for_principal_id) for AKS cluster ${server.spec.cluster.metadata.name} failed at ${note.operation}: ${note.code}: ${note.message}; ${fix}`;
+      const text = `automatic access set-up (setup_access_for_principal_id) for AKS cluster ${server.spec.cluster.spec.azure?.resource_name ?? server.metadata.name} failed at ${note.operation}: ${note.code}: ${note.message}; ${fix}`;
       if (health.status === 'healthy') return {...health, message: `${health.message ?? 'healthy'}; but ${text}`};
       return {...health, status: 'unhealthy', reason: 'access_setup_failed', message: `${text}.${health.message ? ` Probe: ${health.message}` : ''}`};
     },

@@ -7,7 +7,8 @@
 import {AuthorizationManagementClient, type RoleAssignment} from '@azure/arm-authorization';
 import type {TokenCredential} from '@azure/core-auth';
 import {azureFailure} from './errors.ts';
-import {ROLE_ASSIGNMENT_ACTIONS, RoleAssignmentCallError, type RoleAssignmentRecord, type RoleAssignmentsApi} from './role-assignments-api.ts';
+import type {ROLE_ASSIGNMENT_ACTIONS} from './role-assignments-api.ts';
+import { RoleAssignmentCallError, type RoleAssignmentRecord, type RoleAssignmentsApi} from './role-assignments-api.ts';
 import type {AzureSourceMatcher} from './sources.ts';
 
 /** Options of {@link createRoleAssignmentsApi}: what `armClientOptions` builds, plus the credential. */
@@ -20,6 +21,8 @@ export interface RoleAssignmentsApiOptions {
 /** Role assignment calls over `@azure/arm-authorization`. */
 export function createRoleAssignmentsApi(options: RoleAssignmentsApiOptions): RoleAssignmentsApi {
   const client = new AuthorizationManagementClient(options.credential, options.subscriptionId, options.clientOptions);
+  // The SDK's path template is `/{scope}/providers/...` with the scope unencoded: a leading slash would double.
+  const rel = (scope: string): string => scope.replace(/^\/+/, '');
   const call = async <T>(name: keyof typeof ROLE_ASSIGNMENT_ACTIONS, run: () => Promise<T>): Promise<T> => {
     try {
       return await run();
@@ -31,13 +34,13 @@ export function createRoleAssignmentsApi(options: RoleAssignmentsApiOptions): Ro
     listForPrincipal: (scope, principalId, signal) =>
       call('listForPrincipal', async () => {
         const out: RoleAssignmentRecord[] = [];
-        for await (const item of client.roleAssignments.listForScope(scope, {filter: `principalId eq '${principalId}'`, abortSignal: signal})) out.push(checked(item));
+        for await (const item of client.roleAssignments.listForScope(rel(scope), {filter: `principalId eq '${principalId}'`, abortSignal: signal})) out.push(checked(item));
         return out;
       }),
     get: (scope, name, signal) =>
       call('get', async () => {
         try {
-          return checked(await client.roleAssignments.get(scope, name, {abortSignal: signal}));
+          return checked(await client.roleAssignments.get(rel(scope), name, {abortSignal: signal}));
         } catch (error) {
           if ((error as {statusCode?: number}).statusCode === 404) return undefined;
           throw error;
@@ -45,12 +48,12 @@ export function createRoleAssignmentsApi(options: RoleAssignmentsApiOptions): Ro
       }),
     create: (scope, name, assignment, signal) =>
       call('create', async () => {
-        checked(await client.roleAssignments.create(scope, name, assignment, {abortSignal: signal}));
+        checked(await client.roleAssignments.create(rel(scope), name, assignment, {abortSignal: signal}));
       }),
     delete: (scope, name, signal) =>
       call('delete', async () => {
         try {
-          await client.roleAssignments.delete(scope, name, {abortSignal: signal});
+          await client.roleAssignments.delete(rel(scope), name, {abortSignal: signal});
         } catch (error) {
           // Gone already is what we wanted.
           if ((error as {statusCode?: number}).statusCode !== 404) throw error;
