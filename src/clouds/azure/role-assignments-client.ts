@@ -88,6 +88,8 @@ export function roleAssignmentsApis(config: {readonly discovery_service: {readon
       const matcher = config.discovery_service.azure[matcherIndex];
       if (!matcher) return Promise.reject(new Error(`no azure matcher #${matcherIndex} in the configuration any more`));
       api = sources.armAccess(matcher).then(({credential, options}) => createRoleAssignmentsApi({credential, subscriptionId, clientOptions: options}));
+      // A failure (no credential yet) is retried next time instead of being remembered.
+      api.catch(() => apis.delete(key));
       apis.set(key, api);
     }
     return api;
