@@ -281,6 +281,8 @@ const azureMatcherSchema = z.strictObject({
     return url.protocol === 'https:' || (url.protocol === 'http:' && isLoopbackHost(url.hostname));
   }).optional(),
   client_id: patterned('a client id (a GUID)', guidPattern).optional(),
+  // Automatic AKS access set-up (issue 18, src/access/aks-setup-step.ts): an Entra object id; off unless set.
+  setup_access_for_principal_id: patterned('an Entra object id (a GUID such as 00000000-0000-0000-0000-000000000000)', guidPattern).optional(),
 });
 
 const cronExpectation = 'a cron expression such as "*/5 * * * *"';

@@ -30,7 +30,7 @@ export class Discovery {
   readonly #options: DiscoveryOptions;
   readonly #planners: SourcePlanner[];
   /** The Azure planner when the config has `azure:` matchers (its token source serves AKS probes). */
-  readonly azure: Pick<AzurePlanner, 'plan' | 'tokenSource'> | undefined;
+  readonly azure: LazyAzurePlanner | undefined;
   readonly #matchers: {aws: TagMatcher[]; azure: TagMatcher[]};
 
   constructor(options: DiscoveryOptions) {
@@ -110,11 +110,15 @@ export function cycleDeadline(config: Config): number {
 }
 
 /** The Azure planner, loaded on first use: the Azure SDKs cost tens of MB that AWS-only deployments don't need. */
-function lazyAzurePlanner(matchers: readonly AzureSourceMatcher[], options: AzureSourcesOptions): Pick<AzurePlanner, 'plan' | 'tokenSource'> {
+/** The Azure planner, loaded on first use, plus a matcher's ARM credential and client options (AKS access set-up). */
+export type LazyAzurePlanner = Pick<AzurePlanner, 'plan' | 'tokenSource'> & {armAccess(matcher: AzureSourceMatcher): Promise<ReturnType<AzurePlanner['sources']['armAccess']>>};
+
+function lazyAzurePlanner(matchers: readonly AzureSourceMatcher[], options: AzureSourcesOptions): LazyAzurePlanner {
   let planner: Promise<AzurePlanner> | undefined;
   const load = (): Promise<AzurePlanner> => (planner ??= import('../clouds/azure/sources.ts').then((m) => m.azurePlanner(matchers, options)));
   return {
     plan: async () => (await load()).plan(),
     tokenSource: async (access, request) => (await load()).tokenSource(access, request),
+    armAccess: async (matcher) => (await load()).sources.armAccess(matcher),
   };
 }

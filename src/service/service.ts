@@ -32,6 +32,7 @@ import {noSourceSucceeded, summaryLine} from '../status/summary.ts';
 import {createProbeStage} from './probes.ts';
 import {createAccessSetupStep} from '../access/setup-step.ts';
 import {accessSetupCounter} from '../access/setup-metrics.ts';
+import {createAksAccessSetupStep, lazyRoleAssignmentsApis} from '../access/aks-setup-step.ts';
 import {claimWriter, releaseWriter} from './writer-claim.ts';
 import {openRuntime, type Runtime, type Writer} from './runtime.ts';
 
@@ -174,6 +175,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   });
 
   // setup_access_for_arn: a named step between registration and probes (src/access/setup-step.ts).
+  const countAccessSetup = accessSetupCounter(metrics.registry);
   const accessSetup = createAccessSetupStep({
     config,
     clock,
@@ -181,11 +183,20 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     logger: log,
     env: options.io.env,
     timeoutMs: config.probe.timeout,
-    onOutcome: accessSetupCounter(metrics.registry),
+    onOutcome: countAccessSetup,
   });
   const aks = runtime.discovery.azure;
+  // setup_access_for_principal_id: the AKS counterpart, right after it (src/access/aks-setup-step.ts).
+  const aksAccessSetup = createAksAccessSetupStep({
+    config,
+    clock,
+    backend: runtime.backend,
+    logger: log,
+    onOutcome: (outcome) => countAccessSetup(outcome, 'Azure'),
+    ...(aks ? {apiFor: lazyRoleAssignmentsApis(config, aks)} : {}),
+  });
   const probe = createProbeStage({
-    adjustHealth: accessSetup.adjustHealth,
+    adjustHealth: (server, health) => aksAccessSetup.adjustHealth(server, accessSetup.adjustHealth(server, health)),
     config,
     clock,
     logger: log,
@@ -239,6 +250,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         firstCycleDone = true;
         // Access set-up, then probes, run after registration, inside the cycle's slot so their writes never race the next cycle.
         await accessSetup.run(report, signal);
+        await aksAccessSetup.run(report, signal);
         const changed = await probe(report, writer.registrar, signal);
         if (changed > 0) log.info({event: 'probe', changed}, `probes changed the health of ${changed} clusters`);
         for (const waiter of waiters.splice(0)) waiter(report);

@@ -235,6 +235,11 @@ export class AzureSources {
     return credential;
   }
 
+  /** The credential and client options of a matcher, for other ARM clients (AKS access set-up) on the same identity and policies. */
+  armAccess(matcher: AzureSourceMatcher): {credential: TokenCredential; options: ReturnType<typeof armClientOptions>} {
+    return {credential: this.#credential(matcher), options: this.#clientOptions(matcher).options};
+  }
+
   #credential(matcher: AzureSourceMatcher): TokenCredential {
     return this.#credentialFor(identityOf(matcher));
   }
