@@ -3,7 +3,6 @@
  * and — while it leads its discovery group — runs discovery cycles on schedule and keeps
  * entries alive. Every replica serves the HTTP API from its inventory cache.
  */
-import PQueue from 'p-queue';
 import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
 import type {CliIo} from '../cli/io.ts';
@@ -34,6 +33,7 @@ import {createAccessSetupStep} from '../access/setup-step.ts';
 import {accessSetupCounter} from '../access/setup-metrics.ts';
 import {claimWriter, releaseWriter} from './writer-claim.ts';
 import {openRuntime, type Runtime, type Writer} from './runtime.ts';
+import {reannounce} from './reannounce.ts';
 
 /** Options of startService. */
 export interface ServiceOptions {
@@ -68,8 +68,6 @@ export interface RunningService {
 }
 
 const NO_CREDENTIALS = /CredentialsProviderError|Could not load credentials|no AWS credentials/i;
-// Re-announcing on promotion: enough parallelism to move 10,000 entries in seconds, few enough to stay under request deadlines.
-const REANNOUNCE_CONCURRENCY = 32;
 // Pause before a leader that failed to take over tries again.
 const TERM_RETRY_MS = 5_000;
 
@@ -430,22 +428,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       log.info('stopped');
     },
   };
-}
-
-/** Re-puts every entry of the group under this writer's lease; returns how many were written. */
-async function reannounce(writer: Writer): Promise<number> {
-  const current = await writer.registrar.current();
-  const queue = new PQueue({concurrency: REANNOUNCE_CONCURRENCY});
-  let moved = 0;
-  await Promise.all(
-    current.map((server) =>
-      queue.add(async () => {
-        const stored = await writer.heartbeat.announce(server);
-        if (stored.metadata.revision !== server.metadata.revision) moved++;
-      }),
-    ),
-  );
-  return moved;
 }
 
 async function tokenReviewerFor(options: ServiceOptions): Promise<{tokenReview?: TokenReviewer}> {
