@@ -1,6 +1,11 @@
 /** The small set of typed errors, mapped to exit codes, HTTP status and metric reasons in one place each. */
 import type {CloudName, FailureReason} from './types.ts';
 
+/** The message of anything thrown: an Error's message, otherwise its string form. */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
 /** Bad user input (flags, config, query parameters). Exit code 2, HTTP 400. */
 export class InputError extends Error {
   override readonly name = 'InputError';

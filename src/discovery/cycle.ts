@@ -1,11 +1,11 @@
 /** One discovery cycle: plan sources, fetch them concurrently, evaluate, reconcile, apply. */
 import PQueue from 'p-queue';
-import type {KubeServer} from '../../heartbeats/kube-server.ts';
+import type {KubeServer, KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import type {TagMatcher} from '../../matchers/index.ts';
 import type {ClusterFetcher} from '../clouds/fetcher.ts';
 import type {Clock} from '../core/clock.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
-import {evaluate, registeredIdentity, type EvaluateContext, type KubeServerDraft} from './evaluate.ts';
+import {evaluate, registeredIdentity, type EvaluateContext} from './evaluate.ts';
 import {reconcile, type Action, type PlanItem} from './reconcile.ts';
 
 /** Where sources come from (one planner per cloud). */

@@ -4,10 +4,9 @@
  * what vanished — but only where a source that covers the entry succeeded this cycle.
  * Entries a failed source covers are kept and marked stale.
  */
-import {canonicalJson} from '../../heartbeats/heartbeat.ts';
-import type {KubeServer} from '../../heartbeats/kube-server.ts';
+import {canonicalJson, type KubeServer, type KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
-import {clusterIdentity, DISCOVERY_HEALTH_REASONS, registeredIdentity, type Candidate, type Evaluation, type KubeServerDraft, type Skip} from './evaluate.ts';
+import {clusterIdentity, DISCOVERY_HEALTH_REASONS, registeredIdentity, type Candidate, type Evaluation, type Skip} from './evaluate.ts';
 import {LABEL} from './labels.ts';
 
 /** What reconcile decided for one name. */

@@ -9,8 +9,7 @@
  * lease is what readers follow (`leaseKeptAlive`). A stored document that cannot be read keeps
  * the last good copy of its entry instead of dropping it.
  */
-import {kubeServerFromItem} from '../../heartbeats/heartbeat.ts';
-import {kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
+import {kubeServerFromItem, kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import type {RegistryBackend, RegistryItem, WatchEvent, Watcher} from '../registry/backend.ts';
 

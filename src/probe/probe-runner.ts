@@ -4,10 +4,9 @@
  * nothing thrown by a probe escapes `probeAll`.
  */
 import PQueue from 'p-queue';
-import type {KubeAccess, KubeServer, TargetHealth} from '../../heartbeats/kube-server.ts';
+import type {KubeAccess, KubeServer, KubeServerDraft, TargetHealth} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import type {CloudName} from '../core/types.ts';
-import type {KubeServerDraft} from '../discovery/evaluate.ts';
 import {probeCluster} from './probe.ts';
 
 /** What the runner probes: a kube_server as stored, or as discovery drafted it. */

@@ -3,8 +3,8 @@ import {FakeClock} from '../../src/core/clock.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
 import {createRegistrar} from '../../src/discovery/registrar.ts';
 import {reannounce} from '../../src/service/reannounce.ts';
-import {Heartbeat, type KubeServerDraft} from '../../heartbeats/heartbeat.ts';
-import {kubeServerPrefix} from '../../heartbeats/kube-server.ts';
+import {Heartbeat} from '../../heartbeats/heartbeat.ts';
+import {kubeServerPrefix, type KubeServerDraft} from '../../heartbeats/kube-server.ts';
 
 function draft(name: string): KubeServerDraft {
   return {
