@@ -13,7 +13,7 @@ import path from 'node:path';
 import {parseArgs} from 'node:util';
 import {Heartbeat} from '../heartbeats/heartbeat.ts';
 import type {KubeServerDraft} from '../heartbeats/kube-server.ts';
-import {FakeClock} from '../src/core/clock.ts';
+import {FakeClock} from '../test/helpers/fake-clock.ts';
 import type {RegistryBackend} from '../src/registry/backend.ts';
 import {openEtcdBackend} from '../src/registry/etcd.ts';
 import {SqliteBackend} from '../src/registry/sqlite.ts';

@@ -1,5 +1,5 @@
 /**
- * The tag-matcher engine (design §5): keys AND, values of one key OR; `{"*": "*"}` matches
+ * The tag-matcher engine (Teleport's label-matching rules): keys AND, values of one key OR; `{"*": "*"}` matches
  * everything; value `*` matches any value of an existing key; `^...$` is a full regular
  * expression; anything else is a glob anchored at both ends. A key `*` with another value
  * means "some label has a matching value". Pure: no I/O, no clock.

@@ -1,6 +1,6 @@
 /**
  * Reads the YAML config and validates it, reporting every problem at once with the key
- * path, line and column, what was expected and what was found (design §4). YAML nodes keep
+ * path, line and column, what was expected and what was found. YAML nodes keep
  * their source ranges, so each zod issue maps back to the text the operator wrote.
  */
 import {readFile} from 'node:fs/promises';

@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics of the service (design §9). The service calls the hooks; every label
+ * Prometheus metrics of the service. The service calls the hooks; every label
  * value is bounded: cloud, region, a reason or code from a fixed vocabulary, an SDK
  * operation name. Account ids, cluster names and error messages never become labels.
  */

@@ -5,7 +5,7 @@
  */
 import {describe, expect, it} from 'vitest';
 import type {KubeServer, KubeServerDraft} from '../../heartbeats/kube-server.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import type {SourceResult} from '../../src/core/types.ts';
 import {runCycle, type Registrar} from '../../src/discovery/cycle.ts';
 import {evaluate} from '../../src/discovery/evaluate.ts';

@@ -2,7 +2,7 @@ import {mkdtempSync, rmSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import {join} from 'node:path';
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import type {RegistryBackend, WatchEvent} from '../../src/registry/backend.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
 import {SqliteBackend} from '../../src/registry/sqlite.ts';

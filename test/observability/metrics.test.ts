@@ -6,7 +6,7 @@ import {beforeEach, describe, expect, it} from 'vitest';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import {compileTagMatcher} from '../../matchers/index.ts';
 import {eksSource} from '../../src/clouds/aws/sources.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import type {SourceResult} from '../../src/core/types.ts';
 import {runCycle, type CycleReport, type Registrar} from '../../src/discovery/cycle.ts';
 import {Metrics, sourceState} from '../../src/observability/metrics.ts';

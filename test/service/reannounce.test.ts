@@ -1,5 +1,5 @@
 import {afterEach, describe, expect, it} from 'vitest';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
 import {createRegistrar} from '../../src/discovery/registrar.ts';
 import {reannounce} from '../../src/service/reannounce.ts';
