@@ -5,6 +5,7 @@
  * means "some label has a matching value". Pure: no I/O, no clock.
  */
 import {GlobSyntaxError, globToRegExp, hasGlobSyntax} from './glob.ts';
+import {errorMessage} from '../src/core/errors.ts';
 
 /** The `tags` map of a matcher as written in the YAML config. */
 export type TagMatcherInput = Readonly<Record<string, string | readonly string[]>>;
@@ -160,7 +161,7 @@ function compileRegex(key: string, text: string): RegExp {
     return new RegExp(source, flags);
   } catch (error) {
     // V8 says "Invalid regular expression: /<source>/<flags>: <reason>"; keep just the reason.
-    const message = error instanceof Error ? error.message : String(error);
+    const message = errorMessage(error);
     const reason = message.slice(message.lastIndexOf(': ') + 2) || message;
     throw new MatcherError(`invalid regular expression ${text} for key ${key}: ${reason}`, key, text, reason);
   }

@@ -15,6 +15,7 @@ import {listKubeServers, resolveToken, serverUrl} from './client.ts';
 import {usageError, withConfig} from './common.ts';
 import type {CliIo, Command} from './io.ts';
 import {wantsHelp} from './usage.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** Where `--server` points by default (else `KUBE_DISCOVERY_SERVER`): the service's default listen address. */
 export const DEFAULT_SERVER = 'http://127.0.0.1:3000';
@@ -168,7 +169,7 @@ export const runKubeconfig: Command = async (argv, io) => {
       allowPositionals: false,
     }));
   } catch (error) {
-    return usageError(io, 'kubeconfig', `${(error as Error).message}\n${USAGE}`);
+    return usageError(io, 'kubeconfig', `${errorMessage(error)}\n${USAGE}`);
   }
   if (values.help) {
     io.stdout(USAGE);
@@ -179,7 +180,7 @@ export const runKubeconfig: Command = async (argv, io) => {
   try {
     selector = parseLabelSelector(values.labels ?? null);
   } catch (error) {
-    return usageError(io, 'kubeconfig', (error as Error).message);
+    return usageError(io, 'kubeconfig', errorMessage(error));
   }
   const env: Record<string, string> = {};
   for (const pair of values['exec-env'] ?? []) {
@@ -214,7 +215,7 @@ export const runKubeconfig: Command = async (argv, io) => {
     const token = await resolveToken(values['token-file'], io.env);
     servers = await listKubeServers({server: server.url, ...(token ? {token} : {}), ...(values.labels ? {labels: values.labels} : {})});
   } catch (error) {
-    io.stderr(`kube-discovery kubeconfig: ${(error as Error).message}\n`);
+    io.stderr(`kube-discovery kubeconfig: ${errorMessage(error)}\n`);
     return 1;
   }
   return emit(servers);

@@ -7,6 +7,7 @@ import type {Clock} from '../core/clock.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import {evaluate, registeredIdentity, type EvaluateContext} from './evaluate.ts';
 import {reconcile, type Action, type PlanItem} from './reconcile.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** Where sources come from (one planner per cloud). */
 export interface SourcePlanner {
@@ -134,7 +135,7 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
           if (item.action === 'delete') await options.registrar.remove(item.name);
           else if (item.server) await options.registrar.announce(item.server);
         } catch (error) {
-          applyErrors.push({name: item.name, action: item.action, message: (error as Error).message});
+          applyErrors.push({name: item.name, action: item.action, message: errorMessage(error)});
         }
       }),
     );
@@ -174,7 +175,7 @@ async function planSafely(planner: SourcePlanner, signal: AbortSignal): Promise<
   try {
     return await Promise.race([planner.plan(), cutOff]);
   } catch (error) {
-    const failure = {reason: 'other' as const, code: (error as Error).name || 'Error', message: (error as Error).message, operation: 'plan'};
+    const failure = {reason: 'other' as const, code: error instanceof Error && error.name ? error.name : 'Error', message: errorMessage(error), operation: 'plan'};
     return {fetchers: [], failed: [{source, ok: false, clusters: [], malformed: [], error: failure}]};
   } finally {
     signal.removeEventListener('abort', onAbort);
@@ -200,7 +201,7 @@ async function fetchSafely(fetcher: ClusterFetcher, signal: AbortSignal): Promis
       ok: false,
       clusters: [],
       malformed: [],
-      error: {reason: 'other', code: (error as Error).name || 'Error', message: (error as Error).message, operation: 'fetch'},
+      error: {reason: 'other', code: error instanceof Error && error.name ? error.name : 'Error', message: errorMessage(error), operation: 'fetch'},
     };
   } finally {
     signal.removeEventListener('abort', onAbort);

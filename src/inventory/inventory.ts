@@ -12,6 +12,7 @@
 import {kubeServerFromItem, kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import type {RegistryBackend, RegistryItem, WatchEvent, Watcher} from '../registry/backend.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** A change of the inventory, as /v1/watch streams it. */
 export type InventoryEvent = {readonly type: 'put'; readonly server: KubeServer} | {readonly type: 'delete'; readonly name: string};
@@ -201,7 +202,7 @@ export class Inventory {
   }
 
   #fail(error: unknown): void {
-    this.#lastError = (error as Error).message ?? String(error);
+    this.#lastError = errorMessage(error);
     this.#staleSince ??= this.#options.clock.now();
     this.#options.onError?.(error);
   }

@@ -8,6 +8,7 @@ import type {KubeAccess, KubeServer, KubeServerDraft, TargetHealth} from '../../
 import type {Clock} from '../core/clock.ts';
 import type {CloudName} from '../core/types.ts';
 import {probeCluster} from './probe.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** What the runner probes: a kube_server as stored, or as discovery drafted it. */
 export type ProbeSubject = KubeServer | KubeServerDraft;
@@ -115,7 +116,7 @@ export class ProbeRunner {
       health = {
         status: 'unknown',
         reason: 'api_error',
-        message: `probe of cluster ${target.clusterName} failed unexpectedly: ${error instanceof Error ? error.message : String(error)}`,
+        message: `probe of cluster ${target.clusterName} failed unexpectedly: ${errorMessage(error)}`,
         transition_timestamp: new Date(clock.now()).toISOString(),
       };
     }

@@ -16,7 +16,7 @@ import {
 } from 'etcd3';
 import type {Logger} from 'pino';
 import {systemClock, type Clock} from '../core/clock.ts';
-import {FencedError} from '../core/errors.ts';
+import {errorMessage, FencedError} from '../core/errors.ts';
 import {LeaseNotFoundError, type Lease, type PutOptions, type RegistryBackend, type RegistryItem, type WatchEvent, type Watcher} from './backend.ts';
 import {ResumableWatch} from './etcd-watch.ts';
 import type {Fence} from './fence.ts';
@@ -111,7 +111,7 @@ export async function etcdBackendFromConfig(
     try {
       password = (await readFile(config.password_file, 'utf8')).replace(/\r?\n$/, '');
     } catch (err) {
-      throw new Error(`etcd: cannot read storage.password_file ${config.password_file}: ${(err as Error).message}`, {cause: err});
+      throw new Error(`etcd: cannot read storage.password_file ${config.password_file}: ${errorMessage(err)}`, {cause: err});
     }
     if (password === '') throw new Error(`etcd: expected the password of storage.username in storage.password_file ${config.password_file}, found an empty file`);
     registerSecret(password);
@@ -143,7 +143,7 @@ async function readPem(file: string, key: string): Promise<Buffer> {
   try {
     return await readFile(file);
   } catch (err) {
-    throw new Error(`etcd: cannot read ${key} file ${file}: ${(err as Error).message}`, {cause: err});
+    throw new Error(`etcd: cannot read ${key} file ${file}: ${errorMessage(err)}`, {cause: err});
   }
 }
 
@@ -299,7 +299,7 @@ export class EtcdBackend implements RegistryBackend {
     try {
       await this.#client.kv.range({key: this.#abs(prefix), revision: (BigInt(fromRevision) + 1n).toString(), limit: 1, keys_only: true}, this.#opts());
     } catch (err) {
-      const reason = err instanceof Error ? err.message : String(err);
+      const reason = errorMessage(err);
       if (reason.includes('future revision')) return; // nothing written since: nothing to replay
       if (reason.includes('compacted')) {
         throw new Error(
@@ -463,7 +463,7 @@ export class EtcdBackend implements RegistryBackend {
 
   #error(op: string, err: unknown): Error {
     // Names the endpoint and the reason; the client's credentials are never part of either.
-    let reason = oneLine(err instanceof Error ? err.message : String(err));
+    let reason = oneLine(errorMessage(err));
     let why = err;
     if (err instanceof Error && 'isBrokenCircuitError' in err) {
       // After three failures in a row the client refuses calls unsent for 5 s; its own message says
@@ -500,7 +500,7 @@ interface SecuritySettings {
  * check, naming the setting involved; undefined for errors that are not about TLS or auth.
  */
 function securityHint(err: unknown, s: SecuritySettings): string | undefined {
-  const reason = err instanceof Error ? err.message : String(err);
+  const reason = errorMessage(err);
   if (err instanceof EtcdAuthenticationFailedError) {
     return `etcd did not accept user ${JSON.stringify(s.username ?? '')}${s.passwordSource !== undefined ? ` with the password from ${s.passwordSource}` : ''}: expected an existing etcd user and its current password`;
   }

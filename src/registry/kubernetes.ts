@@ -15,6 +15,7 @@ import {KubeApiError} from './kube-client.ts';
 import {objectNameForKey, summarise} from './kube-names.ts';
 import {checkInterval, checkTtl, compareKeys} from './local-common.ts';
 import {WatchHub} from './watch-hub.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** API group of the custom resources (CRDs in deploy/kubernetes/crds). */
 export const KUBE_GROUP = 'kube-discovery.io';
@@ -551,7 +552,7 @@ export class KubernetesBackend implements RegistryBackend {
       if (this.#reap) await this.reapExpired();
     } catch (err) {
       // A failed tick changes nothing: expiry is decided only from a successful, well-formed Lease list.
-      process.emitWarning(`kubernetes registry: lease check failed: ${(err as Error).message}`);
+      process.emitWarning(`kubernetes registry: lease check failed: ${errorMessage(err)}`);
     }
   }
 
@@ -652,7 +653,7 @@ class KubeWatch {
         }
         this.#chain = this.#chain.then(() => this.#apply(event.type, event.object)).catch((err: unknown) => {
           // A malformed event is dropped, never read as a deletion; the next relist repairs the view.
-          process.emitWarning(`kubernetes registry watch: ${(err as Error).message}`);
+          process.emitWarning(`kubernetes registry watch: ${errorMessage(err)}`);
         });
       },
       (err) => {
