@@ -11,8 +11,11 @@ import {errorMessage} from '../src/core/errors.ts';
 import type {KubeServer, KubeServerDraft} from './kube-server.ts';
 import {canonicalJson, kubeServerFromItem, kubeServerKey, kubeServerPrefix, withoutRegistryFields} from './kube-server.ts';
 
-/** Which registry operation failed: put (`announce`), lease upkeep (`keepalive`), or delete / revoke (`delete`). */
-export type HeartbeatFailureKind = 'announce' | 'keepalive' | 'delete';
+/** The registry operations of a heartbeat: put (`announce`), lease upkeep (`keepalive`), delete / revoke (`delete`). */
+export const HEARTBEAT_FAILURE_KINDS = ['announce', 'keepalive', 'delete'] as const;
+
+/** Which registry operation failed (metric label values are exactly these). */
+export type HeartbeatFailureKind = (typeof HEARTBEAT_FAILURE_KINDS)[number];
 
 type LogFn = (fields: Record<string, unknown>, message: string) => void;
 

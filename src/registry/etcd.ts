@@ -16,6 +16,7 @@ import {
 } from 'etcd3';
 import type {Logger} from 'pino';
 import {systemClock, type Clock} from '../core/clock.ts';
+import type {EtcdStorageConfig} from '../config/schema.ts';
 import {errorMessage, FencedError} from '../core/errors.ts';
 import {LeaseNotFoundError, type Lease, type PutOptions, type RegistryBackend, type RegistryItem, type WatchEvent, type Watcher} from './backend.ts';
 import {ResumableWatch} from './etcd-watch.ts';
@@ -84,23 +85,15 @@ export async function openEtcdBackend(config: EtcdBackendConfig): Promise<EtcdBa
   return new EtcdBackend(new Etcd3(options), config);
 }
 
-/** `storage: {type: etcd, ...}` as the config schema yields it (durations in ms). */
-export interface EtcdStorageConfig {
-  readonly type: 'etcd';
-  readonly endpoints: readonly string[];
-  readonly prefix: string;
-  readonly tls?: {readonly ca?: string; readonly cert?: string; readonly key?: string};
-  readonly username?: string;
-  readonly password_file?: string;
-  readonly dial_timeout: number;
-}
+/** What the backend reads of `storage: {type: etcd}` (the session TTL belongs to leader election). */
+export type EtcdConnectionConfig = Omit<EtcdStorageConfig, 'session_ttl'>;
 
 /** Environment variable holding the etcd password when `storage.password_file` is not set. */
 export const ETCD_PASSWORD_ENV = 'KUBE_DISCOVERY_ETCD_PASSWORD';
 
 /** The registered factory: reads the password from `password_file` or `$KUBE_DISCOVERY_ETCD_PASSWORD`. */
 export async function etcdBackendFromConfig(
-  config: EtcdStorageConfig,
+  config: EtcdConnectionConfig,
   deps: {readonly clock: Clock; readonly logger?: Logger},
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<EtcdBackend> {

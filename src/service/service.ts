@@ -17,7 +17,7 @@ import {Inventory} from '../inventory/inventory.ts';
 import {RegistryHealth} from '../registry/health.ts';
 import {instrumentAwsClient} from '../observability/aws-middleware.ts';
 import {azureMetricsPolicies} from '../observability/azure-policy.ts';
-import {logCycleSummary, logSourceResult} from '../observability/log-events.ts';
+import {logCycleSummary, logSourceResult, warnIfNoCredentials} from '../observability/log-events.ts';
 import type {Logger} from '../observability/logger.ts';
 import {Metrics} from '../observability/metrics.ts';
 import {redact} from '../observability/redact.ts';
@@ -67,7 +67,6 @@ export interface RunningService {
   stop(options: {deregister: boolean; graceMs?: number}): Promise<void>;
 }
 
-const NO_CREDENTIALS = /CredentialsProviderError|Could not load credentials|no AWS credentials/i;
 // Pause before a leader that failed to take over tries again.
 const TERM_RETRY_MS = 5_000;
 
@@ -435,20 +434,4 @@ async function tokenReviewerFor(options: ServiceOptions): Promise<{tokenReview?:
   if (!options.config.http.auth?.allowed_service_accounts?.length) return {};
   const reviewer = await podTokenReviewer(options.io.env);
   return reviewer ? {tokenReview: reviewer} : {};
-}
-
-/** Says plainly when discovery cannot run at all for lack of credentials, instead of only failing sources. */
-function warnIfNoCredentials(log: Logger, report: CycleReport): void {
-  const aws = report.sources.filter((s) => s.cloud === 'AWS');
-  if (aws.length > 0 && aws.every((s) => !s.ok && NO_CREDENTIALS.test(`${s.error?.code} ${s.error?.message}`))) {
-    log.warn(
-      {event: 'no_credentials', cloud: 'AWS'},
-      'no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or run with an IAM role (IRSA, EKS Pod Identity, instance profile). The service keeps serving the registry and retries every cycle.',
-    );
-  }
-  const azure = report.sources.filter((s) => s.cloud === 'Azure');
-  const plain = azure[0]?.error?.message;
-  if (plain && azure.every((s) => !s.ok && s.error?.message.startsWith('no Azure credentials found'))) {
-    log.warn({event: 'no_credentials', cloud: 'Azure'}, `${plain}. The service keeps serving the registry and retries every cycle.`);
-  }
 }

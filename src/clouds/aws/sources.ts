@@ -2,7 +2,7 @@
 import {EKSClient} from '@aws-sdk/client-eks';
 import {GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
 import PQueue from 'p-queue';
-import type {ClusterFetcher} from '../fetcher.ts';
+import type {ClusterFetcher, PlannedSources} from '../fetcher.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
 import {awsCredentialProvider, type AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
 import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
@@ -39,12 +39,6 @@ export interface AwsSourcesOptions {
   readonly organizations?: Partial<
     Pick<OrganizationPlannerOptions, 'makeOrganizationsClient' | 'makeEksClient' | 'makeAccountClient' | 'perAccountConcurrency' | 'assumeConcurrency' | 'organizationsTimeoutMs' | 'regionRefreshMs' | 'clock'>
   >;
-}
-
-/** Sources of one cycle: fetchers to run, and sources that already failed while being planned. */
-export interface PlannedSources {
-  readonly fetchers: ClusterFetcher[];
-  readonly failed: SourceResult[];
 }
 
 /** Plans AWS sources; clients, credentials and queues are kept across cycles. */
