@@ -21,6 +21,7 @@ export function displayConfig(config: Config): Record<string, unknown> {
       ...(service.poll_interval === undefined ? {} : {poll_interval: formatDuration(service.poll_interval)}),
       request_timeout: formatDuration(service.request_timeout),
       ...(service.cycle_timeout === undefined ? {} : {cycle_timeout: formatDuration(service.cycle_timeout)}),
+      refresh_interval: service.refresh_interval === 0 ? '0s' : formatDuration(service.refresh_interval),
     },
     kubernetes_service: {
       ...config.kubernetes_service,

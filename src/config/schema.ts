@@ -293,6 +293,8 @@ const discoveryServiceSchema = z
     enabled: z.boolean({error: 'true or false (Teleport spellings yes/no, on/off too)'}).default(true),
     discovery_group: patterned(discoveryGroupExpectation, /^(?=.{1,63}$)[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?$/),
     poll_interval: duration({min: 10_000}).optional(),
+    // Incremental discovery: each cluster's full re-description period; `0s` describes every cluster every cycle.
+    refresh_interval: z.union([z.literal('0s').transform(() => 0), duration({min: 60_000})]).default(3_600_000),
     schedule: z
       .string({error: cronExpectation})
       .superRefine((text, ctx) => {
@@ -489,6 +491,14 @@ const httpSchema = z.strictObject({
         .optional(),
     })
     .optional(),
+  // Bounds of /v1/watch; see the README's "Watch limits and resumption".
+  watch: z
+    .strictObject({
+      max_watchers: int('an integer from 1 to 100000', 1, 100_000).default(256),
+      max_buffered_bytes: int('an integer of bytes from 65536 to 1073741824', 65_536, 1_073_741_824).default(4 * 1024 * 1024),
+      history: int('an integer from 1 to 1000000', 1, 1_000_000).default(4096),
+    })
+    .prefault({}),
 });
 
 const metricsSchema = z.strictObject({listen_addr: listenAddr.optional()});

@@ -9,6 +9,9 @@ import {evaluate, registeredIdentity, type EvaluateContext} from './evaluate.ts'
 import {reconcile, type Action, type PlanItem} from './reconcile.ts';
 import {errorMessage} from '../core/errors.ts';
 
+/** Registry writes of a cycle in flight at once. */
+const APPLY_CONCURRENCY = 64;
+
 /** Where sources come from (one planner per cloud). */
 export interface SourcePlanner {
   plan(): Promise<{fetchers: ClusterFetcher[]; failed: SourceResult[]}>;
@@ -128,17 +131,23 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
   };
 
   const applyErrors: {name: string; action: Action; message: string}[] = [];
-  const apply = (items: readonly PlanItem[]): Promise<unknown> =>
-    Promise.all(
-      items.map(async (item) => {
+  // A bounded number of writes in flight: starting all of a first cycle's 50,000 announces at once
+  // held 50,000 pending writes (documents, promises, retries) in memory together.
+  const apply = async (items: readonly PlanItem[]): Promise<void> => {
+    const writes = new PQueue({concurrency: APPLY_CONCURRENCY});
+    for (const item of items) {
+      if (item.action !== 'delete' && !item.server) continue;
+      void writes.add(async () => {
         try {
           if (item.action === 'delete') await options.registrar.remove(item.name);
           else if (item.server) await options.registrar.announce(item.server);
         } catch (error) {
           applyErrors.push({name: item.name, action: item.action, message: errorMessage(error)});
         }
-      }),
-    );
+      });
+    }
+    await writes.onIdle();
+  };
   // A renamed entry goes only after its new name is announced: readers never see the cluster missing.
   await apply(plan.items.filter((item) => item.renamedTo === undefined));
   const failedNames = new Set(applyErrors.map((e) => e.name));

@@ -40,10 +40,16 @@ export class Discovery {
       aws: ds.aws.map((m) => compileTagMatcher(m.tags)),
       azure: ds.azure.map((m) => compileTagMatcher(m.tags)),
     };
-    const aws = new AwsSources({perRegionConcurrency: ds.concurrency.per_region, requestTimeoutMs: ds.request_timeout, ...options.aws});
+    const aws = new AwsSources({perRegionConcurrency: ds.concurrency.per_region, requestTimeoutMs: ds.request_timeout, refreshMs: ds.refresh_interval, clock: options.clock, ...options.aws});
     this.azure =
       ds.azure.length > 0
-        ? lazyAzurePlanner(ds.azure, {clock: options.clock, perSubscriptionConcurrency: ds.concurrency.per_region, policyOptions: {requestTimeoutMs: ds.request_timeout}, ...options.azure})
+        ? lazyAzurePlanner(ds.azure, {
+            clock: options.clock,
+            perSubscriptionConcurrency: ds.concurrency.per_region,
+            policyOptions: {requestTimeoutMs: ds.request_timeout},
+            credentialMaxAgeMs: ds.refresh_interval,
+            ...options.azure,
+          })
         : undefined;
     // Region '*' and account '' cover every entry of the cloud: a planning failure protects them all.
     const all = (cloud: 'AWS' | 'Azure'): SourceRef => ({id: cloud === 'AWS' ? 'eks:*' : 'aks:*', cloud, type: cloud === 'AWS' ? 'eks' : 'aks', region: '*', account: '', matcherIndex: 0});

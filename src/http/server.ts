@@ -11,6 +11,7 @@ import type {Inventory} from '../inventory/inventory.ts';
 import type {Logger} from '../observability/logger.ts';
 import {redactText} from '../observability/redact.ts';
 import type {Authenticator} from './auth.ts';
+import {DEFAULT_WATCH_LIMITS, WatchStreams, type WatchLimits, type WatchStats} from './watch.ts';
 
 /** Readiness as /readyz reports it. */
 export interface Readiness {
@@ -35,11 +36,15 @@ export interface HttpServerOptions {
   readonly sseKeepaliveMs?: number;
   /** Serve only /metrics, /healthz and /readyz (the separate `metrics.listen_addr` listener). */
   readonly metricsOnly?: boolean;
+  /** Bounds of /v1/watch (defaults: DEFAULT_WATCH_LIMITS). */
+  readonly watch?: Partial<WatchLimits>;
 }
 
 /** A listening API server. */
 export interface HttpServer {
   readonly url: string;
+  /** What /v1/watch clients hold right now. */
+  watchStats(): WatchStats;
   close(): Promise<void>;
 }
 
@@ -67,9 +72,13 @@ export function matchesSelector(server: KubeServer, selector: readonly [string, 
 
 /** Starts the API server on `listenAddr` (`host:port`; port 0 picks a free one). */
 export async function startHttpServer(options: HttpServerOptions): Promise<HttpServer> {
-  const sockets = new Set<ServerResponse>();
+  const watchers = new WatchStreams(
+    options.inventory,
+    {...DEFAULT_WATCH_LIMITS, ...(options.sseKeepaliveMs === undefined ? {} : {keepaliveMs: options.sseKeepaliveMs}), ...options.watch},
+    matchesSelector,
+  );
   const server: Server = createServer((req, res) => {
-    handle(req, res, options, sockets).catch((error: unknown) => sendError(res, error, options.logger));
+    handle(req, res, options, watchers).catch((error: unknown) => sendError(res, error, options.logger));
   });
   const {host, port} = splitHostPort(options.listenAddr);
   await new Promise<void>((resolve, reject) => {
@@ -83,8 +92,9 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
   const shownHost = address.family === 'IPv6' ? `[${address.address}]` : address.address;
   return {
     url: `http://${shownHost}:${address.port}`,
+    watchStats: () => watchers.stats(),
     async close() {
-      for (const res of sockets) res.end();
+      watchers.closeAll();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
@@ -98,7 +108,7 @@ export function splitHostPort(addr: string): {host: string; port: number} {
   return {host: m[1] ?? '', port: Number(m[2])};
 }
 
-async function handle(req: IncomingMessage, res: ServerResponse, options: HttpServerOptions, sockets: Set<ServerResponse>): Promise<void> {
+async function handle(req: IncomingMessage, res: ServerResponse, options: HttpServerOptions, watchers: WatchStreams): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://localhost');
   const path = url.pathname;
   const method = req.method ?? 'GET';
@@ -141,7 +151,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: HttpSe
     return sendJson(res, 200, item);
   }
   if (path === '/v1/status' && method === 'GET') return sendJson(res, 200, options.status());
-  if (path === '/v1/watch' && method === 'GET') return watch(req, res, url, options, sockets);
+  if (path === '/v1/watch' && method === 'GET') return watchers.open(req, res, parseLabelSelector(url.searchParams.get('labels')));
   if (path === '/v1/discover' && method === 'POST') {
     if (!options.trigger) return sendJson(res, 409, {error: 'conflict', message: 'this replica does not run discovery (not the leader)'});
     const r = options.trigger();
@@ -161,34 +171,6 @@ function allowedMethods(path: string): string | undefined {
   if (path === '/v1/kube_servers' || /^\/v1\/kube_servers\/[^/]+$/.test(path) || path === '/v1/status' || path === '/v1/watch') return 'GET';
   if (path === '/v1/discover') return 'POST';
   return undefined;
-}
-
-function watch(req: IncomingMessage, res: ServerResponse, url: URL, options: HttpServerOptions, sockets: Set<ServerResponse>): void {
-  const selector = parseLabelSelector(url.searchParams.get('labels'));
-  res.writeHead(200, {'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive'});
-  const send = (event: string, data: unknown): void => {
-    res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-  };
-  // Subscribe first so nothing between the snapshot and the live stream is lost.
-  const unsubscribe = options.inventory.subscribe((e) => {
-    if (e.type === 'put') {
-      if (matchesSelector(e.server, selector)) send('put', e.server);
-    } else {
-      send('delete', {name: e.name});
-    }
-  });
-  for (const server of options.inventory.list()) if (matchesSelector(server, selector)) send('put', server);
-  send('synced', {});
-  const keepalive = setInterval(() => res.write(': keepalive\n\n'), options.sseKeepaliveMs ?? 15_000);
-  keepalive.unref();
-  sockets.add(res);
-  const done = (): void => {
-    clearInterval(keepalive);
-    unsubscribe();
-    sockets.delete(res);
-  };
-  req.on('close', done);
-  res.on('close', done);
 }
 
 function parseLimit(text: string | null): number {

@@ -9,13 +9,24 @@
  * lease is what readers follow (`leaseKeptAlive`). A stored document that cannot be read keeps
  * the last good copy of its entry instead of dropping it.
  */
+import {randomBytes} from 'node:crypto';
 import {kubeServerFromItem, kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
-import type {RegistryBackend, RegistryItem, WatchEvent, Watcher} from '../registry/backend.ts';
 import {errorMessage} from '../core/errors.ts';
+import type {RegistryBackend, RegistryItem, WatchEvent, Watcher} from '../registry/backend.ts';
+import {ChangeLog} from './change-log.ts';
 
-/** A change of the inventory, as /v1/watch streams it. */
-export type InventoryEvent = {readonly type: 'put'; readonly server: KubeServer} | {readonly type: 'delete'; readonly name: string};
+/**
+ * A change of the inventory, as /v1/watch streams it: `id` numbers it in this inventory's
+ * change log, `previous` is the entry it replaced (so a filtered watcher can tell an entry
+ * leaving its filter from one that never matched).
+ */
+export type InventoryEvent =
+  | {readonly type: 'put'; readonly id: number; readonly server: KubeServer; readonly previous: KubeServer | undefined}
+  | {readonly type: 'delete'; readonly id: number; readonly name: string; readonly previous: KubeServer};
+
+/** Changes remembered for watch resumption unless configured. */
+export const DEFAULT_WATCH_HISTORY = 4096;
 
 /** Options of an Inventory. */
 export interface InventoryOptions {
@@ -27,6 +38,8 @@ export interface InventoryOptions {
   readonly onError?: (error: unknown) => void;
   /** Called after a listing succeeded again, so a health tracker sees recovery. */
   readonly onReadOk?: () => void;
+  /** Changes kept for `Last-Event-ID` resumption (default 4096). */
+  readonly historySize?: number;
 }
 
 /** The live inventory of one discovery group. */
@@ -45,10 +58,19 @@ export class Inventory {
   #lastError: string | undefined;
   #synced = false;
   #stopped = false;
+  readonly #changes: ChangeLog;
+  /** Distinguishes this process's change numbering from another's (a restart starts again at 1). */
+  readonly #epoch = randomBytes(4).toString('hex');
 
   constructor(options: InventoryOptions) {
     this.#options = options;
     this.#prefix = kubeServerPrefix(options.group);
+    this.#changes = new ChangeLog(options.historySize ?? DEFAULT_WATCH_HISTORY);
+  }
+
+  /** The change history and its epoch, which /v1/watch event ids are made of. */
+  get changes(): {readonly epoch: string; readonly log: ChangeLog} {
+    return {epoch: this.#epoch, log: this.#changes};
   }
 
   /** Whether the first listing succeeded. */
@@ -97,7 +119,7 @@ export class Inventory {
       for (const item of items) {
         const name = item.key.slice(this.#prefix.length);
         try {
-          const server = readServer(item, name);
+          const server = this.#reuse(item, name) ?? readServer(item, name);
           next.set(name, server);
           this.#noteLease(name, item, leases);
         } catch (error) {
@@ -112,15 +134,17 @@ export class Inventory {
           this.#options.onError?.(error);
         }
       }
-      for (const name of this.#servers.keys()) if (!next.has(name)) this.#emit({type: 'delete', name});
-      for (const [name, server] of next) {
-        if (this.#servers.get(name)?.metadata.revision !== server.metadata.revision) this.#emit({type: 'put', server});
-      }
+      const before = this.#servers;
       this.#servers = next;
       this.#leaseOf = leases;
       this.#unreadable = unreadable;
       const live = new Set(leases.values());
       for (const id of this.#leaseExpiry.keys()) if (!live.has(id)) this.#leaseExpiry.delete(id);
+      for (const [name, previous] of before) if (!next.has(name)) this.#emit({type: 'delete', id: this.#changes.append(name, previous), name, previous});
+      for (const [name, server] of next) {
+        const previous = before.get(name);
+        if (previous?.metadata.revision !== server.metadata.revision) this.#emit({type: 'put', id: this.#changes.append(name, previous), server, previous});
+      }
       this.#synced = true;
       this.#lastError = undefined;
       this.#staleSince = undefined;
@@ -134,6 +158,11 @@ export class Inventory {
   /** Entries sorted by name, with the expiry of their owner's lease as last known. */
   list(): KubeServer[] {
     return [...this.#servers.keys()].sort(byName).map((name) => this.#view(name));
+  }
+
+  /** Entries in no particular order, read lazily: a watcher streams its snapshot from here without a copy. */
+  *values(): Generator<KubeServer> {
+    for (const name of this.#servers.keys()) yield this.#view(name);
   }
 
   /** One entry. */
@@ -155,14 +184,27 @@ export class Inventory {
     this.#listeners.clear();
   }
 
+  /**
+   * The entry already held for an unchanged item (same revision), with its expiry brought up to
+   * date: a re-list then parses only what changed instead of every document again.
+   */
+  #reuse(item: RegistryItem, name: string): KubeServer | undefined {
+    const held = this.#servers.get(name);
+    if (held?.metadata.revision !== item.revision) return undefined;
+    if (item.expires === undefined) return held;
+    const expires = new Date(item.expires).toISOString();
+    return expires === held.metadata.expires ? held : {...held, metadata: {...held.metadata, expires}};
+  }
+
   #apply(event: WatchEvent): void {
     if (event.type === 'put') {
       try {
         const name = event.item.key.slice(this.#prefix.length);
         const server = readServer(event.item, name);
+        const previous = this.#servers.get(name);
         this.#servers.set(name, server);
         this.#noteLease(name, event.item, this.#leaseOf);
-        this.#emit({type: 'put', server});
+        this.#emit({type: 'put', id: this.#changes.append(name, previous), server, previous});
       } catch (error) {
         this.#options.onError?.(error);
       }
@@ -170,7 +212,8 @@ export class Inventory {
     }
     const name = event.key.slice(this.#prefix.length);
     this.#leaseOf.delete(name);
-    if (this.#servers.delete(name)) this.#emit({type: 'delete', name});
+    const previous = this.#servers.get(name);
+    if (previous && this.#servers.delete(name)) this.#emit({type: 'delete', id: this.#changes.append(name, previous), name, previous});
   }
 
   #noteLease(name: string, item: RegistryItem, into: Map<string, string>): void {

@@ -120,6 +120,7 @@ export class Metrics {
   readonly #lastSuccess: Gauge<never>;
   readonly #lastCompleted: Gauge<never>;
   readonly #overruns: Counter<never>;
+  readonly #tagReadFallbacks: Counter<'region' | 'reason'>;
   readonly #sourceErrors: Counter<'cloud' | 'region' | 'reason'>;
   readonly #sources: Gauge<'cloud' | 'region' | 'state'>;
   readonly #sourceDuration: Histogram<'cloud'>;
@@ -179,6 +180,12 @@ export class Metrics {
     this.#overruns = new Counter({
       name: name('cycle_overruns_total'),
       help: 'Scheduled cycles that started late because the previous cycle was still running.',
+      registers,
+    });
+    this.#tagReadFallbacks = new Counter({
+      name: name('tag_read_fallbacks_total'),
+      help: 'EKS sources whose tag read (Resource Groups Tagging API GetResources) failed, so the cycle described every cluster, by region and bounded reason.',
+      labelNames: ['region', 'reason'],
       registers,
     });
     this.#sourceErrors = new Counter({
@@ -348,6 +355,11 @@ export class Metrics {
   /** A scheduled cycle started late because the previous one overran. */
   cycleOverrun(): void {
     this.#overruns.inc();
+  }
+
+  /** A source described every cluster because its tag read failed. */
+  tagReadFallback(region: string, reason: string): void {
+    this.#tagReadFallbacks.inc({region, reason});
   }
 
   /** A source finished fetching: its duration. (Its failure is counted by observeCycle, which sees every source once.) */

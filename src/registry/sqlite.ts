@@ -206,9 +206,11 @@ export class SqliteBackend implements RegistryBackend {
   async put(key: string, value: string, options?: PutOptions): Promise<RegistryItem> {
     this.#open();
     this.#writable();
-    this.#reopenIfDeleted();
+    const reopened = this.#reopenIfDeleted();
     const now = this.#clock.now();
     const leaseId = options?.lease?.id;
+    // The lease went with the deleted file: say so (the same fault, not a new one), so the heartbeat re-grants and re-announces.
+    if (reopened && leaseId !== undefined) throw new LeaseNotFoundError(`lease ${leaseId} was in the deleted registry database ${this.path}; grant a new one and re-announce`);
     const [events, item] = this.#transaction((): [WatchEvent[], RegistryItem] => {
       const purged = this.#purgeIn(now);
       let expires: number | undefined;

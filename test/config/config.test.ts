@@ -52,7 +52,7 @@ describe('config: the example file', () => {
     expect(config.heartbeat).toEqual({ttl: 600_000, keepalive_interval: 200_000});
     expect(config.probe).toEqual({enabled: true, timeout: 5000, concurrency: 10});
     expect(config.storage).toEqual({type: 'sqlite', path: './data/registry.db'});
-    expect(config.http).toEqual({listen_addr: '127.0.0.1:3000'});
+    expect(config.http).toEqual({listen_addr: '127.0.0.1:3000', watch: {max_watchers: 256, max_buffered_bytes: 4194304, history: 4096}});
     expect(config.metrics).toEqual({});
     expect(config.log).toEqual({level: 'info', format: 'json'});
   });

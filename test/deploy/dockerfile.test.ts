@@ -74,11 +74,17 @@ describe('Dockerfile, statically', () => {
   });
 
   it('starts node directly on src/cli/main.ts in exec form (node is PID 1 and gets SIGTERM), no shell wrapper', () => {
-    expect(entrypoint).toHaveLength(2);
     expect(path.posix.basename(entrypoint[0] ?? '')).toBe('node');
-    expect(entrypoint[1]).toBe(path.posix.join(workdir, 'src/cli/main.ts'));
+    expect(entrypoint.at(-1)).toBe(path.posix.join(workdir, 'src/cli/main.ts'));
     expect(entrypoint.concat(cmd).some((a) => /^(\/bin\/)?(ba)?sh$/.test(a))).toBe(false);
     expect(cmd).toEqual(['start', '-c', '/etc/kube-discovery/discovery.yaml']);
+  });
+
+  it('runs node with exactly the Node flags of `npm start` (the memory sizing was measured with them)', () => {
+    const start = (JSON.parse(read('package.json')) as {scripts: {start: string}}).scripts.start.split(/\s+/);
+    const startFlags = start.slice(1, start.indexOf('src/cli/main.ts'));
+    expect(startFlags.length).toBeGreaterThan(0);
+    expect(entrypoint.slice(1, -1)).toEqual(startFlags);
   });
 
   it('the Kubernetes container runs the image CMD and exposes the EXPOSEd port, which the config listens on', () => {
@@ -149,7 +155,7 @@ describe('the image contents, built in a temporary directory (SLOW: npm ci)', ()
 
   it('runs the entry point with production dependencies only: --version and config check of every shipped config', async () => {
     expect(existsSync(path.join(app, 'src/cli/main.ts')), 'the install step above must have run').toBe(true);
-    const main = path.join(app, path.posix.relative(workdir, entrypoint[1] ?? ''));
+    const main = path.join(app, path.posix.relative(workdir, entrypoint.at(-1) ?? ''));
     const version = await run(node, [main, '--version'], {cwd: app, env});
     expect(version.stdout.trim()).toBe((JSON.parse(read('package.json')) as {version: string}).version);
     for (const config of deployConfigs) {

@@ -23,6 +23,7 @@ const MEMBER_FILES = new Set(['src/clouds/aws/account-regions.ts']);
 const AWS_ACTIONS: Readonly<Record<string, string | null>> = {
   'eks:ListClusters': 'eks:ListClusters',
   'eks:DescribeCluster': 'eks:DescribeCluster',
+  'resource-groups-tagging-api:GetResources': 'tag:GetResources',
   'eks:DescribeAccessEntry': 'eks:DescribeAccessEntry',
   'eks:CreateAccessEntry': 'eks:CreateAccessEntry',
   'eks:DeleteAccessEntry': 'eks:DeleteAccessEntry',
@@ -90,7 +91,7 @@ function scanAws(): Use[] {
     for (const {module, names} of valueImports(text, /^@aws-sdk\/client-/)) {
       const service = module.replace('@aws-sdk/client-', '');
       for (const name of names) {
-        if (/^[A-Z][A-Za-z0-9]*Client$/.test(name)) continue; // the client itself calls nothing
+        if (/^[A-Za-z0-9]+Client$/.test(name)) continue; // the client itself calls nothing
         const op = /^(\w+)Command$/.exec(name)?.[1] ?? /^paginate(\w+)$/.exec(name)?.[1];
         if (!op) throw new Error(`${file}: import ${name} from ${module}: expected a *Command, paginate* or *Client, classify it in iam.test.ts`);
         // Imported but unused would still be flagged: only `new XCommand(` / `paginateX(` count.
@@ -197,8 +198,8 @@ describe('AWS', () => {
     }
   });
 
-  it('the target-account role grants the discovery EKS actions, which the assumed role performs', () => {
-    const eksActions = sorted([...iamActionsOf(discoveryUses)].filter((a) => a.startsWith('eks:')));
+  it('the target-account role grants the discovery EKS and tag-read actions, which the assumed role performs', () => {
+    const eksActions = sorted([...iamActionsOf(discoveryUses)].filter((a) => a.startsWith('eks:') || a.startsWith('tag:')));
     expect(sorted(policyActions('deploy/aws/target-account-role.json'))).toEqual(eksActions);
   });
 

@@ -1,6 +1,7 @@
 /**
- * Wire-level AWS fake: one HTTP server on 127.0.0.1 serving EKS (REST-JSON) and STS (query
- * XML) over a FakeAwsWorld, for the real SDK clients.
+ * Wire-level AWS fake: one HTTP server on 127.0.0.1 serving EKS (REST-JSON), STS (query
+ * XML) and the Resource Groups Tagging API (JSON 1.1, GetResources) over a FakeAwsWorld, for
+ * the real SDK clients.
  *
  *   const world = new FakeAwsWorld();
  *   world.addAccount('111111111111', {accessKeys: [{accessKeyId: 'AKIDTEST', secretAccessKey: 's3cret'}]});
@@ -29,6 +30,7 @@ import {eksApi} from './eks-api.ts';
 import {accountApi} from './account-api.ts';
 import {organizationsApi} from './organizations-api.ts';
 import {stsApi} from './sts-api.ts';
+import {taggingApi} from './tagging-api.ts';
 
 /** Options of `startFakeAws`. */
 export interface FakeAwsOptions {
@@ -45,7 +47,7 @@ export interface FakeAws {
   /** Base URL for both EKS and STS (`endpoint` of the SDK clients). */
   readonly url: string;
   /** Environment that points the SDK's default endpoint resolution at the fake. */
-  readonly env: Readonly<{AWS_ENDPOINT_URL_EKS: string; AWS_ENDPOINT_URL_STS: string; AWS_ENDPOINT_URL_ORGANIZATIONS: string; AWS_ENDPOINT_URL_ACCOUNT: string}>;
+  readonly env: Readonly<{AWS_ENDPOINT_URL_EKS: string; AWS_ENDPOINT_URL_STS: string; AWS_ENDPOINT_URL_ORGANIZATIONS: string; AWS_ENDPOINT_URL_ACCOUNT: string; AWS_ENDPOINT_URL_RESOURCE_GROUPS_TAGGING_API: string}>;
   readonly world: FakeAwsWorld;
   readonly stats: FakeAwsStats;
   fault: FaultHook | undefined;
@@ -55,7 +57,7 @@ export interface FakeAws {
   close(): Promise<void>;
 }
 
-const APIS: Readonly<Record<string, AwsApi>> = {eks: eksApi, sts: stsApi, organizations: organizationsApi, account: accountApi};
+const APIS: Readonly<Record<string, AwsApi>> = {eks: eksApi, sts: stsApi, organizations: organizationsApi, account: accountApi, tagging: taggingApi};
 
 function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
@@ -167,7 +169,7 @@ export async function startFakeAws(options: FakeAwsOptions): Promise<FakeAws> {
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const fake: FakeAws = {
     url,
-    env: {AWS_ENDPOINT_URL_EKS: url, AWS_ENDPOINT_URL_STS: url, AWS_ENDPOINT_URL_ORGANIZATIONS: url, AWS_ENDPOINT_URL_ACCOUNT: url},
+    env: {AWS_ENDPOINT_URL_EKS: url, AWS_ENDPOINT_URL_STS: url, AWS_ENDPOINT_URL_ORGANIZATIONS: url, AWS_ENDPOINT_URL_ACCOUNT: url, AWS_ENDPOINT_URL_RESOURCE_GROUPS_TAGGING_API: url},
     world,
     stats,
     fault: options.fault,

@@ -6,7 +6,7 @@
  */
 
 /** The API a request went to. */
-export type FakeAwsService = 'eks' | 'sts' | 'organizations' | 'account';
+export type FakeAwsService = 'eks' | 'sts' | 'organizations' | 'account' | 'tagging';
 
 /** One request the fake received. */
 export interface FakeAwsCall {

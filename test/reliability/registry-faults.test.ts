@@ -49,10 +49,13 @@ function expectServedThroughout(
   expect(seen.nonJsonLines).toEqual([]);
   expect(seen.processWarnings).toBe(0);
   if (expected.selfHealing) {
-    // Healed by the next keepalive: visible in the metrics and one log line each way.
+    // Healed by the next write: visible in the metrics and one log line per state change. The
+    // re-created file and the lease that went with it may be two short faults (a write between
+    // them succeeded), never one line per failed call.
     expect(seen.errorsMetric).toBeGreaterThan(0);
-    expect(seen.degradedLines).toBe(1);
-    expect(seen.recoveredLines).toBe(1);
+    expect(seen.degradedLines).toBeGreaterThanOrEqual(1);
+    expect(seen.degradedLines).toBeLessThanOrEqual(2);
+    expect(seen.recoveredLines).toBe(seen.degradedLines);
   } else if (expected.reason) {
     expect(seen.readyDuringFault).toMatchObject({httpStatus: 200, body: {status: 'degraded'}});
     expect(seen.readyDuringFault.body.reason).toContain(`(${expected.reason})`);

@@ -6,6 +6,7 @@ import type {DiscoveredCluster, MalformedCluster, SourceRef, SourceResult} from 
 import {awsErrorCode, awsFailure, classifyAwsError, invalidResponse, REGION_NOT_ENABLED_CODES} from './errors.ts';
 import {OPT_IN_REGIONS} from './regions.ts';
 import {isBase64Pem, isHttpsUrl} from '../../core/validate.ts';
+import type {TagReader} from './tag-reader.ts';
 
 /** EKS statuses whose clusters are kept; a cluster being created, deleted or failed has no API to announce. */
 export const EKS_KEPT_STATUSES: ReadonlySet<string> = new Set(['ACTIVE', 'UPDATING']);
@@ -31,6 +32,8 @@ export interface EksFetcherOptions {
   /** Treat a "credentials not recognised" answer as a region the account has not enabled (regions: ["*"]). */
   readonly skipNotEnabledRegion?: boolean;
   readonly pageSize?: number;
+  /** Incremental discovery: describe only new / changed / due clusters (tag-reader.ts); absent describes all. */
+  readonly tagReader?: TagReader;
 }
 
 const EKS_NAME = /^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$/;
@@ -53,8 +56,19 @@ export function createEksFetcher(options: EksFetcherOptions): ClusterFetcher {
       const clusters: DiscoveredCluster[] = [];
       const malformed: MalformedCluster[] = [];
       let failure: SourceResult['error'];
+      const {tagReader} = options;
+      let toDescribe: readonly string[] = names;
+      if (tagReader) {
+        try {
+          const plan = await tagReader.plan(source.region, names, signal);
+          toDescribe = plan.describe;
+          clusters.push(...plan.reuse);
+        } catch (error) {
+          return {source, ok: false, clusters: [], malformed: [], error: awsFailure(error, 'GetResources')};
+        }
+      }
       await Promise.all(
-        names.map((name) =>
+        toDescribe.map((name) =>
           // No per-task abort listener: thousands of them on one signal make every add/remove linear.
           options.describeQueue.add(async () => {
             if (failure || signal.aborted) return;
@@ -63,7 +77,9 @@ export function createEksFetcher(options: EksFetcherOptions): ClusterFetcher {
               const converted = toDiscovered(out.cluster, name, options);
               if ('reason' in converted) malformed.push(converted);
               else clusters.push(converted);
+              tagReader?.described(name, 'reason' in converted ? undefined : converted);
             } catch (error) {
+              tagReader?.forget(name);
               // Deleted between ListClusters and DescribeCluster: it is simply gone.
               if (awsErrorCode(error) === 'ResourceNotFoundException') return;
               // One record the SDK could not read costs that cluster this cycle (entry kept), not the source.

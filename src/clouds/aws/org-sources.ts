@@ -17,6 +17,8 @@ import type {AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
 import {listEnabledRegions, type AccountApi} from './account-regions.ts';
 import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
 import {awsFailure} from './errors.ts';
+// A function declaration: safe across the import cycle with sources.ts (nothing runs at load).
+import {awsRequestHandler} from './sources.ts';
 import {OrganizationWalkError, walkOrganization, type OrganizationsApi, type OrganizationWalk} from './organization.ts';
 import {expandRegions, type AwsPartition} from './regions.ts';
 
@@ -56,6 +58,8 @@ export interface OrganizationPlannerOptions {
   readonly assumeConcurrency?: number;
   /** Bound on one Organizations call (a hung walk fails rather than stalling the cycle). */
   readonly organizationsTimeoutMs?: number;
+  /** Deadline of one HTTP attempt of the member-account EKS and Account clients (`request_timeout`); default 20 s. */
+  readonly requestTimeoutMs?: number;
 }
 
 /** Sources of one organization matcher for one cycle. */
@@ -186,7 +190,7 @@ export class OrganizationPlanner {
           credentials: perCallCredentials,
           maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
           retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
-          requestHandler: {connectionTimeout: 5_000, requestTimeout: 20_000, throwOnRequestTimeout: true},
+          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
         });
         this.#options.onClient?.(client);
         this.#accountApi = client;
@@ -201,7 +205,7 @@ export class OrganizationPlanner {
       if (this.#options.makeOrganizationsClient) {
         this.#organizations = this.#options.makeOrganizationsClient(credentials);
       } else {
-        const timeout = this.#options.organizationsTimeoutMs ?? 20_000;
+        const timeout = this.#options.organizationsTimeoutMs ?? this.#options.requestTimeoutMs ?? 20_000;
         const client = new OrganizationsClient({
           // Organizations is a global service answered in us-east-1 (the partition's endpoint resolver maps it).
           region: 'us-east-1',
@@ -239,7 +243,7 @@ export class OrganizationPlanner {
           credentials: perCallCredentials,
           maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
           retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
-          requestHandler: {connectionTimeout: 5_000, requestTimeout: 20_000, throwOnRequestTimeout: true},
+          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
         });
         this.#options.onClient?.(eks);
         client = eks;

@@ -1,5 +1,6 @@
 /** Turns the `aws:` matchers of the config into one EKS fetcher per (matcher, region, account). */
 import {EKSClient} from '@aws-sdk/client-eks';
+import {ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import {GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
 import PQueue from 'p-queue';
 import type {ClusterFetcher, PlannedSources} from '../fetcher.ts';
@@ -8,6 +9,8 @@ import {awsCredentialProvider, type AwsCredentialProvider} from '../../credentia
 import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
 import {awsFailure} from './errors.ts';
 import {OrganizationPlanner, type OrganizationPlannerOptions, type OrganizationSourceMatcher} from './org-sources.ts';
+import {TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
+import {systemClock, type Clock} from '../../core/clock.ts';
 import {expandRegions, partitionOfArn, partitionOfRegion, type AwsPartition} from './regions.ts';
 
 /** The part of an `aws:` matcher that decides where to look. */
@@ -34,12 +37,27 @@ export interface AwsSourcesOptions {
   /** Deadline of one HTTP attempt (connect + answer); a peer that never answers fails as `timeout`. Default 20 s. */
   readonly requestTimeoutMs?: number;
   /** Called with every SDK client built, so observability can add its middleware once. */
-  readonly onClient?: (client: EKSClient | STSClient | Parameters<NonNullable<OrganizationPlannerOptions['onClient']>>[0]) => void;
+  readonly onClient?: (client: EKSClient | STSClient | ResourceGroupsTaggingAPIClient | Parameters<NonNullable<OrganizationPlannerOptions['onClient']>>[0]) => void;
   /** Options of organization matchers (Organizations client, per-account caps); see org-sources.ts. */
   readonly organizations?: Partial<
     Pick<OrganizationPlannerOptions, 'makeOrganizationsClient' | 'makeEksClient' | 'makeAccountClient' | 'perAccountConcurrency' | 'assumeConcurrency' | 'organizationsTimeoutMs' | 'regionRefreshMs' | 'clock'>
   >;
+  /**
+   * Period of each cluster's full DescribeCluster refresh between tag reads (default 1 h);
+   * 0 turns incremental discovery off (every cluster described every cycle).
+   */
+  readonly refreshMs?: number;
+  readonly clock?: Clock;
+  /** Builds a tagging client; without it, and with `makeEksClient` given, tag reads are off (tests of the EKS path alone). */
+  readonly makeTaggingClient?: (region: string, credentials: AwsCredentialProvider) => TaggingApi;
+  /** Bound on one source's tag read per cycle (default 30 s). */
+  readonly tagReadTimeoutMs?: number;
+  /** A cycle's tag read failed and the source described every cluster instead. */
+  readonly onTagFallback?: (source: SourceRef, fallback: TagReadFallback) => void;
 }
+
+/** Default period of each cluster's full refresh in incremental discovery. */
+export const DEFAULT_REFRESH_MS = 3_600_000;
 
 /** Plans AWS sources; clients, credentials and queues are kept across cycles. */
 export class AwsSources {
@@ -49,6 +67,9 @@ export class AwsSources {
   readonly #queues = new Map<string, PQueue>();
   readonly #accounts = new Map<string, string>();
   #organizations: OrganizationPlanner | undefined;
+  readonly #taggingClients = new Map<string, TaggingApi>();
+  /** Per source id: what it described, kept across cycles. */
+  readonly #tagReaders = new Map<string, TagReader>();
 
   constructor(options: AwsSourcesOptions = {}) {
     this.#options = options;
@@ -85,13 +106,16 @@ export class AwsSources {
         continue;
       }
       for (const region of regions) {
+        const source = eksSource(matcherIndex, region, account);
+        const tagReader = this.#tagReader(source, role);
         fetchers.push(
           createEksFetcher({
-            source: eksSource(matcherIndex, region, account),
+            source,
             client: this.#client(region, role),
             describeQueue: this.#queue(region),
             skipNotEnabledRegion: wildcard,
             ...role,
+            ...(tagReader ? {tagReader} : {}),
           }),
         );
       }
@@ -101,6 +125,7 @@ export class AwsSources {
 
   #organizationPlanner(): OrganizationPlanner {
     this.#organizations ??= new OrganizationPlanner({
+      ...(this.#options.requestTimeoutMs === undefined ? {} : {requestTimeoutMs: this.#options.requestTimeoutMs}),
       ...this.#options.organizations,
       env: this.#options.env ?? process.env,
       // The default chain is resolved in us-east-1; AssumeRole itself goes to each call's region.
@@ -176,6 +201,47 @@ export class AwsSources {
         client = eks;
       }
       this.#clients.set(key, client);
+    }
+    return client;
+  }
+
+  #tagReader(source: SourceRef, role: {roleArn?: string; externalId?: string}): TagReader | undefined {
+    const refreshMs = this.#options.refreshMs ?? DEFAULT_REFRESH_MS;
+    if (refreshMs <= 0 || (this.#options.makeEksClient && !this.#options.makeTaggingClient)) return undefined;
+    let reader = this.#tagReaders.get(source.id);
+    if (!reader) {
+      const onTagFallback = this.#options.onTagFallback;
+      reader = new TagReader({
+        client: this.#taggingClient(source.region, role),
+        clock: this.#options.clock ?? systemClock,
+        refreshMs,
+        ...(this.#options.tagReadTimeoutMs === undefined ? {} : {timeoutMs: this.#options.tagReadTimeoutMs}),
+        ...(onTagFallback ? {onFallback: (fallback: TagReadFallback) => onTagFallback(source, fallback)} : {}),
+      });
+      this.#tagReaders.set(source.id, reader);
+    }
+    return reader;
+  }
+
+  #taggingClient(region: string, role: {roleArn?: string; externalId?: string}): TaggingApi {
+    const key = `${region}|${role.roleArn ?? ''}|${role.externalId ?? ''}`;
+    let client = this.#taggingClients.get(key);
+    if (!client) {
+      const credentials = this.#provider(role, region);
+      if (this.#options.makeTaggingClient) {
+        client = this.#options.makeTaggingClient(region, credentials);
+      } else {
+        const tagging = new ResourceGroupsTaggingAPIClient({
+          region,
+          credentials,
+          // A failed tag read only costs describes: retry little, fall back soon.
+          maxAttempts: 3,
+          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
+        });
+        this.#options.onClient?.(tagging);
+        client = tagging;
+      }
+      this.#taggingClients.set(key, client);
     }
     return client;
   }

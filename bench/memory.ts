@@ -1,0 +1,87 @@
+/**
+ * `npm run bench:memory`: the service alone (SQLite registry, real cycles against the
+ * simulator) at several sizes, run with exactly the Node flags `npm start` and the image use
+ * (NODE_FLAGS below, read from package.json), reporting peak RSS and the live heap after a
+ * cycle per size — the sizing table of the README.
+ *
+ *   npm run bench:memory [-- --sizes 10000,50000] [--cycles 3] [--node-args "..."]
+ */
+import {readFile, rm, writeFile, mkdtemp} from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import {parseArgs} from 'node:util';
+import {runChild} from './child.ts';
+import type {DriverRequest, DriverResult} from './cycle-driver.ts';
+import {loadScenario} from './scenario.ts';
+import {serviceConfig, startSimulator} from './sim.ts';
+
+const HERE = import.meta.dirname;
+
+/** The Node flags of `npm start` (package.json), which deploy/Dockerfile repeats. */
+export async function shippedNodeFlags(): Promise<string[]> {
+  const pkg = JSON.parse(await readFile(path.join(HERE, '..', 'package.json'), 'utf8')) as {scripts: Record<string, string>};
+  const start = pkg.scripts['start'] ?? '';
+  return start.split(/\s+/).filter((word) => word.startsWith('--') && word.includes('='));
+}
+
+/** One size's figures. */
+export interface MemoryRow {
+  readonly clusters: number;
+  readonly peak_rss_mb: number;
+  readonly heap_after_gc_mb: number | null;
+  readonly cycle_wall_ms: readonly number[];
+  readonly registered: number;
+}
+
+async function measure(clusters: number, cycles: number, nodeArgs: readonly string[]): Promise<MemoryRow> {
+  const regions = 20;
+  const scenario = await loadScenario(
+    await writeScenario({name: `M${clusters}`, seed: 7, aws: {accounts: 1, regions, clusters_per_region: Math.ceil(clusters / regions), page_size: 100, latency_ms: 20}}),
+  );
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'kd-memory-'));
+  const sim = await startSimulator(scenario, {dir});
+  try {
+    const configFile = path.join(dir, 'config.yaml');
+    await writeFile(
+      configFile,
+      serviceConfig(sim.description, {group: 'bench', pollInterval: '1h', storage: {type: 'sqlite', path: path.join(dir, 'registry.db')}, log: {level: 'warn', format: 'json'}, probe: false}),
+    );
+    const request: DriverRequest = {mode: 'service', config: configFile, cycles, controlUrl: sim.description.control_url};
+    const out = await runChild<DriverResult>(path.join(HERE, 'cycle-driver.ts'), request, {env: sim.description.env, nodeArgs, onProgress: (l) => process.stderr.write(`  ${l}\n`)});
+    if (!out.ok) throw new Error(out.reason);
+    const r = out.result;
+    return {
+      clusters: sim.description.clusters.total,
+      peak_rss_mb: Math.round(r.maxRssKb / 102.4) / 10,
+      heap_after_gc_mb: r.memoryAfterGcMb?.['heapUsed'] ?? null,
+      cycle_wall_ms: r.cycles.map((c) => Math.round(c.wallMs)),
+      registered: r.cycles.at(-1)?.verdict.found ?? 0,
+    };
+  } finally {
+    await sim.close();
+    await rm(dir, {recursive: true, force: true});
+  }
+}
+
+async function writeScenario(scenario: unknown): Promise<string> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'kd-memory-scenario-'));
+  const file = path.join(dir, 'scenario.json');
+  await writeFile(file, JSON.stringify(scenario));
+  return file;
+}
+
+if (import.meta.main) {
+  const {values} = parseArgs({
+    args: process.argv.slice(2).filter((a) => a !== '--'),
+    options: {sizes: {type: 'string', default: '10000'}, cycles: {type: 'string', default: '3'}, 'node-args': {type: 'string'}},
+  });
+  const nodeArgs = values['node-args'] !== undefined ? values['node-args'].split(/\s+/).filter(Boolean) : await shippedNodeFlags();
+  const rows: MemoryRow[] = [];
+  for (const size of values.sizes.split(',').map(Number)) {
+    process.stderr.write(`memory: ${size} clusters, node ${nodeArgs.join(' ') || '(no flags)'}\n`);
+    const row = await measure(size, Number(values.cycles), nodeArgs);
+    process.stderr.write(`  peak RSS ${row.peak_rss_mb} MB, heap after GC ${row.heap_after_gc_mb} MB, cycles ${row.cycle_wall_ms.join(' / ')} ms, ${row.registered} registered\n`);
+    rows.push(row);
+  }
+  process.stdout.write(`${JSON.stringify({node_args: nodeArgs, rows}, null, 2)}\n`);
+}

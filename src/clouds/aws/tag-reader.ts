@@ -1,0 +1,195 @@
+/**
+ * Incremental EKS discovery: instead of one DescribeCluster per
+ * cluster per cycle, read the tags of a whole region in pages of 100 with the Resource
+ * Groups Tagging API and describe only the clusters that need it:
+ *
+ * - new (not described before by this source), or whose last description was unusable;
+ * - whose tags changed, or that had tags and the tag read does not mention (eventual
+ *   consistency, emulators without the API — described, never dropped; a cluster described
+ *   with no tags is absent from the read by design and is reused);
+ * - not ACTIVE last time (status changes do not show in tags: CREATING, UPDATING ... are
+ *   described every cycle until they settle);
+ * - due for the periodic full refresh (`refreshMs`), spread across cycles by a per-cluster
+ *   offset so no cycle describes everything at once.
+ *
+ * The tag read can only save calls, never decide membership: ListClusters stays the
+ * authority on what exists. When it fails — denied, throttled, 5xx, malformed, hung — the
+ * cycle describes every cluster, as without it.
+ */
+import {GetResourcesCommand, type ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
+import type {Clock} from '../../core/clock.ts';
+import type {DiscoveredCluster, FailureReason} from '../../core/types.ts';
+import {awsFailure} from './errors.ts';
+
+/** The narrow tagging client surface the reader needs. */
+export type TaggingApi = Pick<ResourceGroupsTaggingAPIClient, 'send'>;
+
+/** Why a cycle described every cluster instead of reading tags. */
+export interface TagReadFallback {
+  readonly reason: FailureReason;
+  readonly code: string;
+  readonly message: string;
+  /** True the first time this source is denied: warn once, count always. */
+  readonly firstDenial: boolean;
+}
+
+/** Options of one source's describe planner. */
+export interface TagReaderOptions {
+  readonly client: TaggingApi;
+  readonly clock: Clock;
+  /** Full refresh period of each cluster's description; 0 describes every cluster every cycle. */
+  readonly refreshMs: number;
+  /** Bound on the whole tag read of a cycle (all pages); past it the cycle describes everything. */
+  readonly timeoutMs?: number;
+  readonly onFallback?: (fallback: TagReadFallback) => void;
+}
+
+/** What a cycle should do with the listed names. */
+export interface DescribePlan {
+  /** Names to describe. */
+  readonly describe: readonly string[];
+  /** Clusters whose last description still holds. */
+  readonly reuse: readonly DiscoveredCluster[];
+}
+
+interface Remembered {
+  readonly cluster: DiscoveredCluster;
+  readonly refreshAt: number;
+}
+
+const PAGE_SIZE = 100;
+
+/** Remembers one source's descriptions across cycles and decides which to refresh. */
+export class TagReader {
+  readonly #options: TagReaderOptions;
+  readonly #known = new Map<string, Remembered>();
+  #denied = false;
+
+  constructor(options: TagReaderOptions) {
+    this.#options = options;
+  }
+
+  /** Splits the listed names into those to describe and those whose description is reused. */
+  async plan(region: string, names: readonly string[], signal: AbortSignal): Promise<DescribePlan> {
+    // Forget what the listing no longer has: a deleted cluster that comes back is new.
+    const listed = new Set(names);
+    for (const name of this.#known.keys()) if (!listed.has(name)) this.#known.delete(name);
+    if (this.#options.refreshMs <= 0 || this.#known.size === 0) return {describe: names, reuse: []};
+
+    let tags: Map<string, Record<string, string>>;
+    try {
+      tags = await this.#readTags(region, signal);
+      this.#denied = false;
+    } catch (error) {
+      if (signal.aborted) throw error;
+      const failure = awsFailure(error, 'GetResources');
+      const firstDenial = failure.reason === 'access_denied' && !this.#denied;
+      if (failure.reason === 'access_denied') this.#denied = true;
+      this.#options.onFallback?.({reason: failure.reason, code: failure.code, message: failure.message, firstDenial});
+      return {describe: names, reuse: []};
+    }
+    const now = this.#options.clock.now();
+    const describe: string[] = [];
+    const reuse: DiscoveredCluster[] = [];
+    for (const name of names) {
+      const known = this.#known.get(name);
+      const current = tags.get(name);
+      // A cluster described with no tags is consistently absent from the tag read (AWS returns only
+      // tagged resources): reused. One with tags that the read does not mention is described.
+      const unchanged = current ? sameTags(known?.cluster.tags ?? {}, current) : known !== undefined && Object.keys(known.cluster.tags).length === 0;
+      if (known && known.refreshAt > now && unchanged) reuse.push(known.cluster);
+      else describe.push(name);
+    }
+    return {describe, reuse};
+  }
+
+  /** Records a description: usable ACTIVE ones are reused until their tags change or they are due. */
+  described(name: string, cluster: DiscoveredCluster | undefined): void {
+    if (!cluster || cluster.status !== 'ACTIVE' || this.#options.refreshMs <= 0) {
+      this.#known.delete(name);
+      return;
+    }
+    const now = this.#options.clock.now();
+    const previous = this.#known.get(name);
+    // The first refresh lands in the period's own slot of this name (never in its first 5 %, so the
+    // cycles right after a first full describe stay cheap), later ones a period apart: refreshes stay spread.
+    const refreshAt = previous ? now + this.#options.refreshMs : now + Math.floor(this.#options.refreshMs * (0.05 + 0.95 * spread(name)));
+    this.#known.set(name, {cluster, refreshAt});
+  }
+
+  /** Forgets a cluster (its describe failed: describe it next cycle). */
+  forget(name: string): void {
+    this.#known.delete(name);
+  }
+
+  /** Reads every page of `eks:cluster` tags in the region; throws on anything but a well-formed answer. */
+  async #readTags(region: string, signal: AbortSignal): Promise<Map<string, Record<string, string>>> {
+    const timeout = AbortSignal.timeout(this.#options.timeoutMs ?? 30_000);
+    const abortSignal = AbortSignal.any([signal, timeout]);
+    const out = new Map<string, Record<string, string>>();
+    const seen = new Set<string>();
+    let token: string | undefined;
+    do {
+      const page = await this.#options.client.send(
+        new GetResourcesCommand({ResourceTypeFilters: ['eks:cluster'], ResourcesPerPage: PAGE_SIZE, ...(token ? {PaginationToken: token} : {})}),
+        {abortSignal},
+      );
+      const list: unknown = page.ResourceTagMappingList;
+      if (!Array.isArray(list)) throw invalid('GetResources returned no ResourceTagMappingList');
+      for (const mapping of list as unknown[]) {
+        const {arn, tags} = readMapping(mapping);
+        const name = clusterNameOfArn(arn, region);
+        if (name !== undefined) out.set(name, tags);
+      }
+      token = page.PaginationToken || undefined;
+      if (token !== undefined) {
+        if (seen.has(token)) throw invalid('GetResources returned a repeated PaginationToken');
+        seen.add(token);
+      }
+    } while (token);
+    return out;
+  }
+}
+
+function invalid(message: string): Error {
+  return Object.assign(new Error(message), {name: 'InvalidResponse', code: 'InvalidResponse'});
+}
+
+function readMapping(mapping: unknown): {arn: string; tags: Record<string, string>} {
+  const m = mapping as {ResourceARN?: unknown; Tags?: unknown} | null;
+  if (typeof m?.ResourceARN !== 'string') throw invalid('GetResources returned a mapping without ResourceARN');
+  const tags: Record<string, string> = {};
+  if (m.Tags !== undefined) {
+    if (!Array.isArray(m.Tags)) throw invalid('GetResources returned Tags that are not a list');
+    for (const tag of m.Tags as unknown[]) {
+      const t = tag as {Key?: unknown; Value?: unknown} | null;
+      if (typeof t?.Key !== 'string' || typeof t.Value !== 'string') throw invalid('GetResources returned a tag without Key or Value');
+      tags[t.Key] = t.Value;
+    }
+  }
+  return {arn: m.ResourceARN, tags};
+}
+
+/** `arn:aws:eks:<region>:<account>:cluster/<name>` → name (undefined for other regions or resources). */
+function clusterNameOfArn(arn: string, region: string): string | undefined {
+  const parts = arn.split(':');
+  if (parts[2] !== 'eks' || parts[3] !== region) return undefined;
+  const resource = parts.slice(5).join(':');
+  return resource.startsWith('cluster/') ? resource.slice('cluster/'.length) : undefined;
+}
+
+function sameTags(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  const keys = Object.keys(a);
+  if (keys.length !== Object.keys(b).length) return false;
+  return keys.every((k) => b[k] === a[k]);
+}
+
+/** A stable fraction in (0, 1] per name (FNV-1a), so each cluster's first refresh has its own slot. */
+function spread(name: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < name.length; i++) {
+    h ^= name.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return ((h >>> 0) % 10_000 + 1) / 10_000;
+}
