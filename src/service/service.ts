@@ -31,9 +31,8 @@ import {noSourceSucceeded, summaryLine} from '../status/summary.ts';
 import {createProbeStage} from './probes.ts';
 import {createAccessSetupStep} from '../access/setup-step.ts';
 import {accessSetupCounter} from '../access/setup-metrics.ts';
-import {claimWriter, releaseWriter} from './writer-claim.ts';
 import {openRuntime, type Runtime, type Writer} from './runtime.ts';
-import {reannounce} from './reannounce.ts';
+import {LeadershipTerms} from './terms.ts';
 
 /** Options of startService. */
 export interface ServiceOptions {
@@ -65,17 +64,6 @@ export interface RunningService {
   nextCycle(): Promise<CycleReport>;
   /** Stops scheduling, lets a running cycle finish (bounded), stops heartbeats and closes everything. */
   stop(options: {deregister: boolean; graceMs?: number}): Promise<void>;
-}
-
-// Pause before a leader that failed to take over tries again.
-const TERM_RETRY_MS = 5_000;
-
-/** One leadership term: the heartbeat and the scheduler that only a leader runs. */
-interface Term {
-  readonly writer: Writer;
-  readonly scheduler: Scheduler;
-  /** storage kubernetes: DiscoveryConfig resources, reconciled while leading. */
-  dynamic?: {start(): void; stop(): void};
 }
 
 /** Starts the service. */
@@ -242,72 +230,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       },
     });
 
-  // Role changes are applied one at a time, in order.
-  let term: Term | undefined;
-  let transitions: Promise<void> = Promise.resolve();
-  let role: Role = {role: 'follower'};
-  let stopping = false;
-
-  let termFailures = 0;
-  const beginTerm = async (backend: RegistryBackend): Promise<void> => {
-    let writer: Writer | undefined;
-    try {
-      writer = await runtime.openWriter(backend);
-      // Move every entry onto our own lease before the previous leader's lease can lapse.
-      const moved = await reannounce(writer);
-      if (moved > 0) log.info({entries: moved}, 'took over the registry entries of the previous leader');
-    } catch (error) {
-      // A leader that cannot write must not sit idle while the old lease lapses: clean up and try again.
-      await writer?.heartbeat.stop({deregister: false}).catch(() => undefined);
-      // Once per streak: the registry health already logs the backend's state changes.
-      log[termFailures++ === 0 ? 'error' : 'debug']({err: error, retry_in_ms: TERM_RETRY_MS, attempts: termFailures}, 'could not take over as leader; retrying');
-      clock.setTimeout(() => {
-        if (!stopping && !term && role.role === 'leader') onRole(role);
-      }, TERM_RETRY_MS);
-      return;
-    }
-    // On an embedded registry, say who writes: `once` refuses to take over a running service's lease.
-    if ((config.storage.type === 'sqlite' || config.storage.type === 'memory') && writer.heartbeat.lease) {
-      await claimWriter(backend, group, writer.heartbeat.lease, runtime.replica, clock.now()).catch((error: unknown) => log.warn({err: error}, 'could not record this process as the registry writer'));
-    }
-    if (termFailures > 0) log.info({attempts: termFailures}, 'took over as leader after failed attempts');
-    termFailures = 0;
-    const scheduler = makeScheduler(writer);
-    const begun: Term = {writer, scheduler};
-    if (config.storage.type === 'kubernetes') {
-      // DiscoveryConfig matchers are applied before the first cycle, which must not deregister their clusters.
-      const {startDiscoveryConfigs} = await import('./kube-dynamic.ts');
-      begun.dynamic = await startDiscoveryConfigs({runtime, clock, log, runCycle: () => new Promise<CycleReport>((resolve) => {
-        waiters.push(resolve);
-        scheduler.trigger();
-      })});
-    }
-    term = begun;
-    scheduler.start();
-    begun.dynamic?.start();
-  };
-  const endTerm = async (graceMs: number, deregister: boolean): Promise<void> => {
-    const ending = term;
-    term = undefined;
-    if (!ending) return;
-    ending.dynamic?.stop();
-    await ending.scheduler.stop(graceMs);
-    if (config.storage.type === 'sqlite' || config.storage.type === 'memory') await releaseWriter(runtime.backend, group).catch(() => undefined);
-    await ending.writer.heartbeat.stop({deregister}).catch((error: unknown) => log.warn({err: error}, 'heartbeat did not stop cleanly'));
-  };
-  const onRole = (next: Role): void => {
-    role = next;
-    metrics.setLeader(next.role === 'leader');
-    log.info({role: next.role, ...(next.role === 'follower' && next.leader ? {leader: next.leader} : {})}, next.role === 'leader' ? 'leading discovery group' : 'following');
-    transitions = transitions
-      .then(async () => {
-        if (stopping) return;
-        // A deposed leader stops at once: its writes would be fenced anyway.
-        if (next.role === 'leader') await beginTerm(next.backend);
-        else await endTerm(0, false);
-      })
-      .catch((error: unknown) => log.error({err: error}, 'could not change role'));
-  };
+  const terms = new LeadershipTerms({config, runtime, clock, log, metrics, makeScheduler, nextCycle: () => new Promise((resolve) => waiters.push(resolve))});
 
   const readiness = async (): Promise<Readiness> => {
     let pingFailed = false;
@@ -329,7 +252,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         ? {ready: true, status: 'degraded', reason: `${what}; serving the last known inventory`}
         : {ready: false, status: 'not_ready', reason: what};
     }
-    if (role.role === 'follower') return inventory.synced ? {ready: true, status: 'ready'} : {ready: false, status: 'not_ready', reason: 'the registry has not been read yet'};
+    if (terms.role.role === 'follower') return inventory.synced ? {ready: true, status: 'ready'} : {ready: false, status: 'not_ready', reason: 'the registry has not been read yet'};
     if (!firstCycleDone) return {ready: false, status: 'not_ready', reason: 'the first discovery cycle has not completed yet'};
     // Up and serving, but not discovering anything (e.g. no cloud credentials): say so, stay in rotation.
     const idle = noSourceSucceeded(status.sources());
@@ -357,13 +280,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // Error texts in the status come from clouds and backends: redacted like the log.
   const statusBody = (): unknown => redact(statusFields());
   const statusFields = (): unknown => ({
-    summary: summaryLine({role: role.role, ...(role.role === 'follower' && role.leader ? {leader: role.leader} : {}), clusters: inventory.list().length, sources: status.sources(), ...(status.lastCycle ? {lastCycle: status.lastCycle} : {})}),
+    summary: summaryLine({role: terms.role.role, ...(terms.role.role === 'follower' && terms.role.leader ? {leader: terms.role.leader} : {}), clusters: inventory.list().length, sources: status.sources(), ...(status.lastCycle ? {lastCycle: status.lastCycle} : {})}),
     discovery_group: group,
     version: VERSION,
     replica: runtime.replica,
     host_id: runtime.hostId,
-    role: role.role,
-    ...(role.role === 'follower' && role.leader ? {leader: role.leader} : {}),
+    role: terms.role.role,
+    ...(terms.role.role === 'follower' && terms.role.leader ? {leader: terms.role.leader} : {}),
     backend: {
       type: runtime.backend.name,
       synced: cache.synced,
@@ -379,14 +302,15 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     },
     last_cycle: status.lastCycle ?? null,
     last_success: status.lastSuccess ?? null,
-    next_cycle: term?.scheduler.nextDue ? new Date(term.scheduler.nextDue).toISOString() : null,
-    cycle_running: term?.scheduler.busy ?? false,
+    next_cycle: terms.scheduler?.nextDue ? new Date(terms.scheduler.nextDue).toISOString() : null,
+    cycle_running: terms.scheduler?.busy ?? false,
     sources: status.sources(),
   });
 
   const trigger = (): boolean => {
-    if (!term) return false;
-    term.scheduler.trigger();
+    const scheduler = terms.scheduler;
+    if (!scheduler) return false;
+    scheduler.trigger();
     return true;
   };
 
@@ -426,7 +350,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const api = http;
   log.info({url: api.url, discovery_group: group, backend: runtime.backend.name, entries: inventory.list().length}, `kube-discovery ${VERSION} serving on ${api.url}`);
   // `enabled: false` makes a read-only replica: it serves the registry and never writes.
-  if (config.discovery_service.enabled) await leadership.start(onRole);
+  if (config.discovery_service.enabled) await leadership.start(terms.onRole);
   else log.info({discovery_group: group}, 'discovery_service.enabled is false: serving the registry only, running no cycles');
 
   return {
@@ -434,14 +358,12 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     runtime,
     metrics,
     inventory,
-    role: () => role.role,
+    role: () => terms.role.role,
     trigger,
     nextCycle: () => new Promise((resolve) => waiters.push(resolve)),
     async stop({deregister, graceMs}) {
       log.info({deregister}, 'stopping');
-      stopping = true;
-      await transitions;
-      await endTerm(graceMs ?? 10_000, deregister);
+      await terms.stop(graceMs ?? 10_000, deregister);
       await leadership.stop().catch((error: unknown) => log.warn({err: error}, 'could not resign leadership'));
       dynamic.stop();
       accessSetup.close();
