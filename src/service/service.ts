@@ -20,14 +20,13 @@ import {azureMetricsPolicies} from '../observability/azure-policy.ts';
 import {logCycleSummary, logSourceResult, warnIfNoCredentials} from '../observability/log-events.ts';
 import type {Logger} from '../observability/logger.ts';
 import {Metrics} from '../observability/metrics.ts';
-import {redact} from '../observability/redact.ts';
 import type {RegistryBackend} from '../registry/backend.ts';
 import {cronSchedule, intervalSchedule} from '../scheduler/schedule.ts';
 import {Scheduler} from '../scheduler/scheduler.ts';
+import {readinessOf, statusBodyOf, type ServiceState} from '../status/service-status.ts';
 import {StatusTracker} from '../status/status.ts';
 import {VERSION} from '../version.ts';
 import {createLeadership, type Role} from './leadership.ts';
-import {noSourceSucceeded, summaryLine} from '../status/summary.ts';
 import {createProbeStage} from './probes.ts';
 import {createAccessSetupStep} from '../access/setup-step.ts';
 import {accessSetupCounter} from '../access/setup-metrics.ts';
@@ -232,33 +231,19 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
 
   const terms = new LeadershipTerms({config, runtime, clock, log, metrics, makeScheduler, nextCycle: () => new Promise((resolve) => waiters.push(resolve))});
 
-  const readiness = async (): Promise<Readiness> => {
-    let pingFailed = false;
-    try {
-      await runtime.backend.ping();
-      // Reachable again after failed reads: re-list now rather than stay degraded until the next resync.
-      if (registryHealth.faults().some((f) => f.operation === 'read')) await cache.resync();
-    } catch (error) {
-      pingFailed = true;
-      registryHealth.failed('read', error);
-    }
-    const fault = registryHealth.faults()[0];
-    if (pingFailed || fault) {
-      // Only the reason class here: /readyz is unauthenticated; the error text is in /v1/status and the log.
-      const what = fault ? `registry ${fault.operation}s failing (${fault.reason})` : `registry backend ${runtime.backend.name} unreachable`;
-      // After a good start, serve the cached inventory and say so rather than drop out of the load balancer.
-      // A first listing that succeeded is enough: the backend worked, and what it gave is served.
-      return cache.synced
-        ? {ready: true, status: 'degraded', reason: `${what}; serving the last known inventory`}
-        : {ready: false, status: 'not_ready', reason: what};
-    }
-    if (terms.role.role === 'follower') return inventory.synced ? {ready: true, status: 'ready'} : {ready: false, status: 'not_ready', reason: 'the registry has not been read yet'};
-    if (!firstCycleDone) return {ready: false, status: 'not_ready', reason: 'the first discovery cycle has not completed yet'};
-    // Up and serving, but not discovering anything (e.g. no cloud credentials): say so, stay in rotation.
-    const idle = noSourceSucceeded(status.sources());
-    if (idle) return {ready: true, status: 'degraded', reason: idle};
-    return {ready: true, status: 'ready'};
+  const state: ServiceState = {
+    group,
+    replica: runtime.replica,
+    hostId: runtime.hostId,
+    backend: runtime.backend,
+    inventory,
+    registryHealth,
+    status,
+    role: () => terms.role,
+    firstCycleDone: () => firstCycleDone,
+    scheduler: () => terms.scheduler,
   };
+  const readiness = (): Promise<Readiness> => readinessOf(state);
 
   // Read now: tokens are registered for redaction before any message could echo one, and a missing file fails start.
   if (config.http.auth?.token_file) await readTokenFile(config.http.auth.token_file);
@@ -277,35 +262,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     }}} : {}), ...(options.clusterCredential ? {credential: options.clusterCredential} : {})}),
   });
 
-  // Error texts in the status come from clouds and backends: redacted like the log.
-  const statusBody = (): unknown => redact(statusFields());
-  const statusFields = (): unknown => ({
-    summary: summaryLine({role: terms.role.role, ...(terms.role.role === 'follower' && terms.role.leader ? {leader: terms.role.leader} : {}), clusters: inventory.list().length, sources: status.sources(), ...(status.lastCycle ? {lastCycle: status.lastCycle} : {})}),
-    discovery_group: group,
-    version: VERSION,
-    replica: runtime.replica,
-    host_id: runtime.hostId,
-    role: terms.role.role,
-    ...(terms.role.role === 'follower' && terms.role.leader ? {leader: terms.role.leader} : {}),
-    backend: {
-      type: runtime.backend.name,
-      synced: cache.synced,
-      ...(cache.lastError ? {error: cache.lastError} : {}),
-      faults: registryHealth.faults(),
-    },
-    inventory: {
-      count: cache.list().length,
-      // Stale: reads are failing and this is the last inventory read, served as it was.
-      stale: cache.staleSince !== undefined,
-      ...(cache.staleSince !== undefined ? {stale_since: new Date(cache.staleSince).toISOString()} : {}),
-      ...(cache.unreadable > 0 ? {unreadable_entries: cache.unreadable} : {}),
-    },
-    last_cycle: status.lastCycle ?? null,
-    last_success: status.lastSuccess ?? null,
-    next_cycle: terms.scheduler?.nextDue ? new Date(terms.scheduler.nextDue).toISOString() : null,
-    cycle_running: terms.scheduler?.busy ?? false,
-    sources: status.sources(),
-  });
+  const statusBody = (): unknown => statusBodyOf(state);
 
   const trigger = (): boolean => {
     const scheduler = terms.scheduler;
