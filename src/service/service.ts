@@ -17,7 +17,6 @@ import {Inventory} from '../inventory/inventory.ts';
 import {RegistryHealth} from '../registry/health.ts';
 import {instrumentAwsClient} from '../observability/aws-middleware.ts';
 import {azureMetricsPolicies} from '../observability/azure-policy.ts';
-import {logCycleSummary, logSourceResult, warnIfNoCredentials} from '../observability/log-events.ts';
 import type {Logger} from '../observability/logger.ts';
 import {Metrics} from '../observability/metrics.ts';
 import type {RegistryBackend} from '../registry/backend.ts';
@@ -31,6 +30,7 @@ import {createProbeStage} from './probes.ts';
 import {createAccessSetupStep} from '../access/setup-step.ts';
 import {accessSetupCounter} from '../access/setup-metrics.ts';
 import {openRuntime, type Runtime, type Writer} from './runtime.ts';
+import {CycleObserver} from './cycle-observer.ts';
 import {LeadershipTerms} from './terms.ts';
 
 /** Options of startService. */
@@ -123,16 +123,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         onTokenError: () => metrics.tokenError('Azure'),
       },
       dynamicLabels: () => dynamic.current(),
-      onSource: (result, durationMs) => {
-        status.recordSource(result, clock.now());
-        metrics.observeSource(result, durationMs);
-        logSourceResult(runtime.logger, result, durationMs);
-      },
+      onSource: (result, durationMs) => cycles.source(result, durationMs),
       ...options.discovery,
     },
   });
   logger = runtime.logger;
   const log = runtime.logger;
+  const cycles = new CycleObserver({clock, status, metrics, log});
   await dynamic.start();
 
   // Serve what the registry already holds (a restart shows the last inventory at once).
@@ -186,8 +183,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         }
       : {}),
   });
-  let firstCycleDone = false;
-  const waiters: ((report: CycleReport) => void)[] = [];
 
   // Memory and SQLite deliver their own writes to the inventory synchronously, so a cycle reads the
   // group's entries from the inventory's parsed copy instead of listing and parsing every document
@@ -202,34 +197,18 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     new Scheduler({
       clock,
       next: config.discovery_service.schedule ? cronSchedule(config.discovery_service.schedule) : intervalSchedule(config.discovery_service.poll_interval ?? 300_000),
-      onOverrun: (lateByMs) => {
-        metrics.cycleOverrun();
-        log.warn({late_ms: lateByMs}, 'discovery cycle overran its schedule; the next cycle starts now');
-      },
-      onError: (error) => {
-        metrics.cycleError();
-        log.error({err: error}, 'discovery cycle failed; the registry was left as it was');
-      },
+      onOverrun: cycles.overrun,
+      onError: cycles.failed,
       run: async (signal) => {
         const report = await runtime.discovery.runCycle(cycleRegistrar(writer), signal);
-        if (report.deadlineExceeded) {
-          metrics.cycleOverrun();
-          log.warn({event: 'cycle_deadline', failed_sources: report.sources.filter((r) => r.error?.code === 'CycleDeadline').map((r) => r.id)}, 'discovery cycle reached its deadline; sources still running were cut off and keep their entries');
-        }
-        status.recordCycle(report);
-        metrics.observeCycle(report);
-        logCycleSummary(log, report);
-        warnIfNoCredentials(log, report);
-        firstCycleDone = true;
+        cycles.applied(report);
         // Access set-up, then probes, run after registration, inside the cycle's slot so their writes never race the next cycle.
         await accessSetup.run(report, signal);
-        const changed = await probe(report, writer.registrar, signal);
-        if (changed > 0) log.info({event: 'probe', changed}, `probes changed the health of ${changed} clusters`);
-        for (const waiter of waiters.splice(0)) waiter(report);
+        cycles.completed(report, await probe(report, writer.registrar, signal));
       },
     });
 
-  const terms = new LeadershipTerms({config, runtime, clock, log, metrics, makeScheduler, nextCycle: () => new Promise((resolve) => waiters.push(resolve))});
+  const terms = new LeadershipTerms({config, runtime, clock, log, metrics, makeScheduler, nextCycle: () => cycles.nextCycle()});
 
   const state: ServiceState = {
     group,
@@ -240,7 +219,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     registryHealth,
     status,
     role: () => terms.role,
-    firstCycleDone: () => firstCycleDone,
+    firstCycleDone: () => cycles.firstCycleDone,
     scheduler: () => terms.scheduler,
   };
   const readiness = (): Promise<Readiness> => readinessOf(state);
@@ -317,7 +296,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     inventory,
     role: () => terms.role.role,
     trigger,
-    nextCycle: () => new Promise((resolve) => waiters.push(resolve)),
+    nextCycle: () => cycles.nextCycle(),
     async stop({deregister, graceMs}) {
       log.info({deregister}, 'stopping');
       await terms.stop(graceMs ?? 10_000, deregister);
