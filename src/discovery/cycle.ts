@@ -2,7 +2,7 @@
 import PQueue from 'p-queue';
 import type {KubeServer, KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import type {TagMatcher} from '../../matchers/index.ts';
-import type {ClusterFetcher} from '../clouds/fetcher.ts';
+import type {ClusterFetcher, PlannedSources} from '../clouds/fetcher.ts';
 import type {Clock} from '../core/clock.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import {evaluate, registeredIdentity, type EvaluateContext} from './evaluate.ts';
@@ -14,7 +14,7 @@ const APPLY_CONCURRENCY = 64;
 
 /** Where sources come from (one planner per cloud). */
 export interface SourcePlanner {
-  plan(): Promise<{fetchers: ClusterFetcher[]; failed: SourceResult[]}>;
+  plan(): Promise<PlannedSources>;
   /**
    * The source reported as failed when planning itself fails or outlives the cycle deadline
    * (an STS or subscription call that drips): it must cover every entry the planner's
