@@ -71,7 +71,7 @@ export interface DiscoveryConfigControllerOptions {
 interface DcObject {
   metadata: {name: string; uid?: string; resourceVersion: string; generation?: number; deletionTimestamp?: string; finalizers?: string[]};
   spec?: unknown;
-  status?: {conditions?: Array<Record<string, unknown>>};
+  status?: {conditions?: Array<Record<string, unknown>>; appliedSpec?: unknown};
 }
 
 /** Runs while this replica leads; `stop` ends the watch and the resync. */
@@ -94,9 +94,30 @@ export class DiscoveryConfigController {
     return `/apis/kube-discovery.io/v1/namespaces/${encodeURIComponent(this.#o.namespace)}/discoveryconfigs`;
   }
 
-  /** The first reconcile: applies the valid DiscoveryConfigs before the first cycle runs, so that cycle does not deregister their clusters. */
-  async prime(): Promise<void> {
-    await this.reconcile();
+  /**
+   * The first reconcile: applies the valid DiscoveryConfigs before the first cycle runs, so that
+   * cycle does not deregister their clusters. It retries (backing off to 30 s) until a list
+   * succeeds: going on with the config file's matchers alone would deregister every cluster only
+   * DiscoveryConfigs find. A 404 (the CRD is not installed) means there are none. Rejects when
+   * `signal` aborts or the controller is stopped first.
+   */
+  async prime(signal?: AbortSignal): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      if (this.#stopped) throw new Error('DiscoveryConfig controller stopped before its first list');
+      signal?.throwIfAborted();
+      try {
+        await this.#reconcile();
+        return;
+      } catch (err) {
+        if (err instanceof KubeApiError && err.status === 404) {
+          this.#o.logger.info('no DiscoveryConfig resource type on the API server; running the config file matchers only');
+          return;
+        }
+        const retryMs = Math.min(30_000, 1_000 * 2 ** Math.min(attempt, 5));
+        this.#o.logger.warn({err, retry_in_ms: retryMs}, 'could not list DiscoveryConfigs before the first cycle; no cycle runs until they are known');
+        await this.#o.clock.sleep(retryMs, signal);
+      }
+    }
   }
 
   /** Watches and resyncs (after the scheduler started: deletions wait for a cycle). */
@@ -169,11 +190,16 @@ export class DiscoveryConfigController {
       const verdict = validateDiscoveryConfig(`DiscoveryConfig ${this.#o.namespace}/${name}`, raw.spec);
       if (verdict.valid && verdict.discovery.discovery_group !== group) continue;
       if (verdict.valid) this.#lastValid.set(name, verdict.discovery);
+      else if (!this.#lastValid.has(name) && raw.status?.appliedSpec !== undefined) {
+        // A leader that never saw the valid spec (take-over, restart) finds it where the last one recorded it.
+        const recorded = validateDiscoveryConfig(`DiscoveryConfig ${this.#o.namespace}/${name} (status.appliedSpec)`, raw.status.appliedSpec);
+        if (recorded.valid && recorded.discovery.discovery_group === group) this.#lastValid.set(name, recorded.discovery);
+      }
       const kept = this.#lastValid.get(name);
       if (kept) active.push([name, kept]);
       await this.#report(raw, verdict.valid
         ? {status: 'True', reason: 'Applied', message: `${verdict.discovery.aws.length} aws and ${verdict.discovery.azure.length} azure matchers applied to discovery group ${group}`}
-        : {status: 'False', reason: 'Invalid', message: kept ? `${verdict.message} (the last valid spec stays applied)` : verdict.message});
+        : {status: 'False', reason: 'Invalid', message: kept ? `${verdict.message} (the last valid spec stays applied)` : verdict.message}, verdict.valid ? raw.spec : undefined);
       if (verdict.valid && !raw.metadata.finalizers?.includes(DISCOVERY_CONFIG_FINALIZER)) {
         await this.#patchFinalizers(raw, [...(raw.metadata.finalizers ?? []), DISCOVERY_CONFIG_FINALIZER]);
       }
@@ -196,10 +222,12 @@ export class DiscoveryConfigController {
     }
   }
 
-  async #report(obj: DcObject, condition: {status: string; reason: string; message: string}): Promise<void> {
+  /** Writes the Ready condition and, for a valid spec, `status.appliedSpec` (what the next leader falls back to). */
+  async #report(obj: DcObject, condition: {status: string; reason: string; message: string}, appliedSpec?: unknown): Promise<void> {
     const current = obj.status?.conditions?.find((c) => c['type'] === 'Ready');
     const generation = obj.metadata.generation ?? 0;
-    if (current?.['status'] === condition.status && current['message'] === condition.message && current['observedGeneration'] === generation) return;
+    const recorded = appliedSpec === undefined || JSON.stringify(obj.status?.appliedSpec) === JSON.stringify(appliedSpec);
+    if (recorded && current?.['status'] === condition.status && current['message'] === condition.message && current['observedGeneration'] === generation) return;
     const changed = current?.['status'] !== condition.status;
     const ready = {
       type: 'Ready',
@@ -211,7 +239,7 @@ export class DiscoveryConfigController {
       await this.#o.client.request({
         method: 'PUT',
         path: `${this.#path}/${obj.metadata.name}/status`,
-        body: {...obj, status: {...obj.status, conditions: [...(obj.status?.conditions ?? []).filter((c) => c['type'] !== 'Ready'), ready]}},
+        body: {...obj, status: {...obj.status, ...(appliedSpec === undefined ? {} : {appliedSpec}), conditions: [...(obj.status?.conditions ?? []).filter((c) => c['type'] !== 'Ready'), ready]}},
       });
     } catch (err) {
       // A conflict means the object changed: its watch event brings another reconcile.

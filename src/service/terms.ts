@@ -47,6 +47,8 @@ export class LeadershipTerms {
   #role: Role = {role: 'follower'};
   #stopping = false;
   #failures = 0;
+  // Stops a leader waiting for its first DiscoveryConfig list when the service stops.
+  readonly #priming = new AbortController();
 
   constructor(options: LeadershipTermsOptions) {
     this.#options = options;
@@ -81,6 +83,7 @@ export class LeadershipTerms {
   /** Applies no further role changes and ends the running term (cycles get `graceMs` to finish). */
   async stop(graceMs: number, deregister: boolean): Promise<void> {
     this.#stopping = true;
+    this.#priming.abort();
     await this.#transitions;
     await this.#end(graceMs, deregister);
   }
@@ -105,6 +108,7 @@ export class LeadershipTerms {
       return;
     }
     // On an embedded registry, say who writes: `once` refuses to take over a running service's lease.
+    // Etcd and Kubernetes elect a leader; only the embedded registries need a writer record (on Kubernetes it would show up as a KubeServer).
     if ((config.storage.type === 'sqlite' || config.storage.type === 'memory') && writer.heartbeat.lease) {
       await claimWriter(backend, group, writer.heartbeat.lease, runtime.replica, clock.now()).catch((error: unknown) => log.warn({err: error}, 'could not record this process as the registry writer'));
     }
@@ -119,6 +123,7 @@ export class LeadershipTerms {
         runtime,
         clock,
         log,
+        signal: this.#priming.signal,
         runCycle: () => {
           const next = this.#options.nextCycle();
           scheduler.trigger();
