@@ -16,7 +16,7 @@ import {RoleAssignmentCallError, roleAssignmentName} from '../clouds/azure/role-
 import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
-import type {KubeServerDraft} from '../discovery/evaluate.ts';
+import type {KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import type {RegistryBackend} from '../registry/backend.ts';
 import {aksClusterScope} from './aks-access.ts';
 import {FULL_REFRESH_MS, type SetupLogger, type SetupOutcome} from './setup-step.ts';

@@ -1,5 +1,5 @@
 /**
- * The config schema (design §4): Teleport-compatible snake_case keys, strict objects so a
+ * The config schema: Teleport-compatible snake_case keys, strict objects so a
  * typo is an error rather than a silently disabled matcher, defaults filled in, durations
  * turned into milliseconds. Every issue message is the "expected ..." phrase; the loader
  * adds the path, the line and what was found.
@@ -561,9 +561,6 @@ export type MetricsConfig = Config['metrics'];
 export type LogConfig = Config['log'];
 /** Log levels accepted in `log.level`. */
 export type LogLevel = LogConfig['level'];
-
-/** The storage types, in the order error messages list them. */
-export const knownStorageTypes: readonly string[] = storageTypes;
 
 /** A human reason a cron expression is invalid (node-cron's field errors), for messages. */
 function explainCron(expression: string): string {

@@ -7,7 +7,7 @@ import type {SourceRef, SourceResult} from '../core/types.ts';
 import type {Config} from '../config/schema.ts';
 import {cronSchedule} from '../scheduler/schedule.ts';
 import {runCycle, type CycleReport, type Registrar, type SourcePlanner} from './cycle.ts';
-import type {KubeServerDraft} from './evaluate.ts';
+import type {KubeServerDraft} from '../../heartbeats/kube-server.ts';
 
 /** What discovery needs besides the config. */
 export interface DiscoveryOptions {

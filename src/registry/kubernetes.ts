@@ -8,6 +8,7 @@
  */
 import {randomUUID} from 'node:crypto';
 import type {Clock} from '../core/clock.ts';
+import type {KubernetesStorageConfig} from '../config/schema.ts';
 import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watcher} from './backend.ts';
 import {LeaseNotFoundError} from './backend.ts';
 import type {KubeClient} from './kube-client.ts';
@@ -15,6 +16,7 @@ import {KubeApiError} from './kube-client.ts';
 import {objectNameForKey, summarise} from './kube-names.ts';
 import {checkInterval, checkTtl, compareKeys} from './local-common.ts';
 import {WatchHub} from './watch-hub.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** API group of the custom resources (CRDs in deploy/kubernetes/crds). */
 export const KUBE_GROUP = 'kube-discovery.io';
@@ -27,17 +29,6 @@ export const TTL_ANNOTATION = 'kube-discovery.io/ttl-ms';
 const GROUP_LABEL = 'kube-discovery.io/group';
 const PAGE_SIZE = 500;
 const KEEPALIVE_PRIORITY = 10;
-
-/** `storage: {type: kubernetes, ...}`. */
-export interface KubernetesStorageConfig {
-  readonly type: 'kubernetes';
-  /** Default: the kubeconfig context's namespace, in-cluster the pod's own. */
-  readonly namespace?: string | undefined;
-  readonly kubeconfig?: string | undefined;
-  readonly context?: string | undefined;
-  readonly qps?: number | undefined;
-  readonly burst?: number | undefined;
-}
 
 /** Options of the backend. */
 export interface KubernetesBackendOptions {
@@ -591,7 +582,7 @@ export class KubernetesBackend implements RegistryBackend {
       if (this.#reap) await this.reapExpired();
     } catch (err) {
       // A failed tick changes nothing: expiry is decided only from a successful, well-formed Lease list.
-      process.emitWarning(`kubernetes registry: lease check failed: ${(err as Error).message}`);
+      process.emitWarning(`kubernetes registry: lease check failed: ${errorMessage(err)}`);
     }
   }
 
@@ -701,7 +692,7 @@ class KubeWatch {
         }
         this.#chain = this.#chain.then(() => this.#apply(event.type, event.object)).catch((err: unknown) => {
           // A malformed event is dropped, never read as a deletion; the next relist repairs the view.
-          process.emitWarning(`kubernetes registry watch: ${(err as Error).message}`);
+          process.emitWarning(`kubernetes registry watch: ${errorMessage(err)}`);
         });
       },
       (err) => {

@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import {afterAll, afterEach, beforeAll, describe, expect, it} from 'vitest';
 import {AwsSources} from '../../src/clouds/aws/sources.ts';
 import type {TagReadFallback} from '../../src/clouds/aws/tag-reader.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import type {DiscoveredCluster, SourceResult} from '../../src/core/types.ts';
 import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
 import {setEnv} from '../helpers/env.ts';

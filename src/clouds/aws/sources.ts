@@ -3,7 +3,7 @@ import {EKSClient} from '@aws-sdk/client-eks';
 import {ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import {GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
 import PQueue from 'p-queue';
-import type {ClusterFetcher} from '../fetcher.ts';
+import type {ClusterFetcher, PlannedSources} from '../fetcher.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
 import {awsCredentialProvider, type AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
 import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
@@ -58,12 +58,6 @@ export interface AwsSourcesOptions {
 
 /** Default period of each cluster's full refresh in incremental discovery. */
 export const DEFAULT_REFRESH_MS = 3_600_000;
-
-/** Sources of one cycle: fetchers to run, and sources that already failed while being planned. */
-export interface PlannedSources {
-  readonly fetchers: ClusterFetcher[];
-  readonly failed: SourceResult[];
-}
 
 /** Plans AWS sources; clients, credentials and queues are kept across cycles. */
 export class AwsSources {

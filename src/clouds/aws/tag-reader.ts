@@ -1,5 +1,5 @@
 /**
- * Incremental EKS discovery (design §5 "Incremental"): instead of one DescribeCluster per
+ * Incremental EKS discovery: instead of one DescribeCluster per
  * cluster per cycle, read the tags of a whole region in pages of 100 with the Resource
  * Groups Tagging API and describe only the clusters that need it:
  *
