@@ -47,6 +47,8 @@ export interface AwsSourcesOptions {
    * 0 turns incremental discovery off (every cluster described every cycle).
    */
   readonly refreshMs?: number;
+  /** Refresh period of UPDATING clusters in incremental discovery (default 10 min, capped by `refreshMs`). */
+  readonly settleMs?: number;
   readonly clock?: Clock;
   /** Builds a tagging client; without it, and with `makeEksClient` given, tag reads are off (tests of the EKS path alone). */
   readonly makeTaggingClient?: (region: string, credentials: AwsCredentialProvider) => TaggingApi;
@@ -221,6 +223,7 @@ export class AwsSources {
         client: this.#taggingClient(source.region, role),
         clock: this.#options.clock ?? systemClock,
         refreshMs,
+        ...(this.#options.settleMs === undefined ? {} : {settleMs: this.#options.settleMs}),
         ...(this.#options.tagReadTimeoutMs === undefined ? {} : {timeoutMs: this.#options.tagReadTimeoutMs}),
         ...(onTagFallback ? {onFallback: (fallback: TagReadFallback) => onTagFallback(source, fallback)} : {}),
       });
