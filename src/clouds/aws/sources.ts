@@ -10,6 +10,7 @@ import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
 import {awsFailure} from './errors.ts';
 import {OrganizationPlanner, type OrganizationPlannerOptions, type OrganizationSourceMatcher} from './org-sources.ts';
 import {TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
+import {RateShaper, shapeClient, type ShapeableClient} from './rate-shaper.ts';
 import {systemClock, type Clock} from '../../core/clock.ts';
 import {expandRegions, partitionOfArn, partitionOfRegion, type AwsPartition} from './regions.ts';
 
@@ -47,6 +48,11 @@ export interface AwsSourcesOptions {
    * 0 turns incremental discovery off (every cluster described every cycle).
    */
   readonly refreshMs?: number;
+  /**
+   * Client-side rate shaping of EKS and tagging calls per (account, region, operation);
+   * default: a shaper with `DEFAULT_AWS_RATE_LIMITS` on the system clock; `false` turns it off.
+   */
+  readonly rateShaper?: RateShaper | false;
   /** Refresh period of UPDATING clusters in incremental discovery (default 10 min, capped by `refreshMs`). */
   readonly settleMs?: number;
   readonly clock?: Clock;
@@ -71,6 +77,7 @@ export interface PlannedSources {
 export class AwsSources {
   readonly #options: AwsSourcesOptions;
   readonly #clients = new Map<string, EksApi>();
+  #shaper: RateShaper | undefined;
   readonly #credentials = new Map<string, AwsCredentialProvider>();
   readonly #queues = new Map<string, PQueue>();
   readonly #accounts = new Map<string, string>();
@@ -205,6 +212,7 @@ export class AwsSources {
           retryMode: env['AWS_RETRY_MODE'] ?? 'adaptive',
           requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
         });
+        this.#shape(eks, region, role);
         this.#options.onClient?.(eks);
         client = eks;
       }
@@ -247,12 +255,21 @@ export class AwsSources {
           maxAttempts: 3,
           requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
         });
+        this.#shape(tagging, region, role);
         this.#options.onClient?.(tagging);
         client = tagging;
       }
       this.#taggingClients.set(key, client);
     }
     return client;
+  }
+
+  #shape(client: ShapeableClient, region: string, role: {roleArn?: string}): void {
+    if (this.#options.rateShaper === false) return;
+    // Pacing real requests needs real time, whatever clock decides refreshes.
+    this.#shaper ??= this.#options.rateShaper ?? new RateShaper({clock: systemClock});
+    // AWS throttles per account and region: a role's account from its ARN, the caller's own otherwise.
+    shapeClient(client, this.#shaper, role.roleArn?.split(':')[4] || 'caller', region);
   }
 
   #queue(region: string): PQueue {
