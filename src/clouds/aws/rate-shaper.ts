@@ -182,3 +182,10 @@ export function shapeClient(client: ShapeableClient, shaper: RateShaper, account
   };
   client.middlewareStack.addRelativeTo(middleware, {name: 'kubeDiscoveryRateShaper', relation: 'after', toMiddleware: 'retryMiddleware', override: true});
 }
+
+/** The shaper's limits from `discovery_service.aws_rate_limits`: the configured operations over the defaults. */
+export function awsRateLimits(configured: Readonly<Record<string, {readonly rate_per_second: number; readonly burst: number}>>): RateLimits {
+  const out: Record<string, RateLimit> = {...DEFAULT_AWS_RATE_LIMITS};
+  for (const [operation, limit] of Object.entries(configured)) out[operation] = {ratePerSecond: limit.rate_per_second, burst: limit.burst};
+  return out;
+}
