@@ -10,7 +10,7 @@ import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
 import {awsFailure} from './errors.ts';
 import {OrganizationPlanner, type OrganizationPlannerOptions, type OrganizationSourceMatcher} from './org-sources.ts';
 import {TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
-import {RateShaper, shapeClient, type ShapeableClient} from './rate-shaper.ts';
+import {shapeClient, type RateShaper, type ShapeableClient} from './rate-shaper.ts';
 import {systemClock, type Clock} from '../../core/clock.ts';
 import {expandRegions, partitionOfArn, partitionOfRegion, type AwsPartition} from './regions.ts';
 
@@ -49,10 +49,11 @@ export interface AwsSourcesOptions {
    */
   readonly refreshMs?: number;
   /**
-   * Client-side rate shaping of EKS and tagging calls per (account, region, operation);
-   * default: a shaper with `DEFAULT_AWS_RATE_LIMITS` on the system clock; `false` turns it off.
+   * Client-side rate shaping of EKS and tagging calls per (account, region, operation); off
+   * unless given (`discovery_service.aws_rate_limits`): with the default ceilings it made the
+   * throttled full-describe bench cycle slower, not faster (README, "Rate shaping").
    */
-  readonly rateShaper?: RateShaper | false;
+  readonly rateShaper?: RateShaper;
   /** Refresh period of UPDATING clusters in incremental discovery (default 10 min, capped by `refreshMs`). */
   readonly settleMs?: number;
   readonly clock?: Clock;
@@ -77,7 +78,6 @@ export interface PlannedSources {
 export class AwsSources {
   readonly #options: AwsSourcesOptions;
   readonly #clients = new Map<string, EksApi>();
-  #shaper: RateShaper | undefined;
   readonly #credentials = new Map<string, AwsCredentialProvider>();
   readonly #queues = new Map<string, PQueue>();
   readonly #accounts = new Map<string, string>();
@@ -265,11 +265,10 @@ export class AwsSources {
   }
 
   #shape(client: ShapeableClient, region: string, role: {roleArn?: string}): void {
-    if (this.#options.rateShaper === false) return;
-    // Pacing real requests needs real time, whatever clock decides refreshes.
-    this.#shaper ??= this.#options.rateShaper ?? new RateShaper({clock: systemClock});
+    const shaper = this.#options.rateShaper;
+    if (!shaper) return;
     // AWS throttles per account and region: a role's account from its ARN, the caller's own otherwise.
-    shapeClient(client, this.#shaper, role.roleArn?.split(':')[4] || 'caller', region);
+    shapeClient(client, shaper, role.roleArn?.split(':')[4] || 'caller', region);
   }
 
   #queue(region: string): PQueue {
