@@ -297,6 +297,10 @@ const discoveryServiceSchema = z
     poll_interval: duration({min: 10_000}).optional(),
     // Incremental discovery: each cluster's full re-description period; `0s` describes every cluster every cycle.
     refresh_interval: z.union([z.literal('0s').transform(() => 0), duration({min: 60_000})]).default(3_600_000),
+    // Client-side rate shaping of AWS calls per (account, region, operation); overrides the defaults per operation.
+    aws_rate_limits: z
+      .record(z.string().regex(/^(\*|[A-Z][A-Za-z]+)$/, {error: 'an AWS operation name such as DescribeCluster, or "*"'}), z.strictObject({rate_per_second: z.number().positive(), burst: z.number().int().min(1)}))
+      .optional(),
     schedule: z
       .string({error: cronExpectation})
       .superRefine((text, ctx) => {

@@ -2,7 +2,8 @@
 import {compileTagMatcher, type TagMatcher} from '../../matchers/index.ts';
 import {AwsSources, type AwsSourcesOptions} from '../clouds/aws/sources.ts';
 import type {AzurePlanner, AzureSourceMatcher, AzureSourcesOptions} from '../clouds/azure/sources.ts';
-import type {Clock} from '../core/clock.ts';
+import {systemClock, type Clock} from '../core/clock.ts';
+import {RateShaper, awsRateLimits} from '../clouds/aws/rate-shaper.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import type {Config} from '../config/schema.ts';
 import {cronSchedule} from '../scheduler/schedule.ts';
@@ -40,7 +41,8 @@ export class Discovery {
       aws: ds.aws.map((m) => compileTagMatcher(m.tags)),
       azure: ds.azure.map((m) => compileTagMatcher(m.tags)),
     };
-    const aws = new AwsSources({perRegionConcurrency: ds.concurrency.per_region, requestTimeoutMs: ds.request_timeout, refreshMs: ds.refresh_interval, clock: options.clock, ...options.aws});
+    const rateShaper = ds.aws_rate_limits ? new RateShaper({clock: systemClock, limits: awsRateLimits(ds.aws_rate_limits)}) : undefined;
+    const aws = new AwsSources({perRegionConcurrency: ds.concurrency.per_region, requestTimeoutMs: ds.request_timeout, refreshMs: ds.refresh_interval, clock: options.clock, ...(rateShaper ? {rateShaper} : {}), ...options.aws});
     this.azure =
       ds.azure.length > 0
         ? lazyAzurePlanner(ds.azure, {
