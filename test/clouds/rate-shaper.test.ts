@@ -6,7 +6,8 @@
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {RateShaper, isThrottle} from '../../src/clouds/aws/rate-shaper.ts';
 import {AwsSources} from '../../src/clouds/aws/sources.ts';
-import {FakeClock, flushMicrotasks, systemClock} from '../../src/core/clock.ts';
+import {systemClock} from '../../src/core/clock.ts';
+import {FakeClock, flushMicrotasks} from '../helpers/fake-clock.ts';
 import {FakeAwsWorld, startFakeAws, throttleFirst, type FakeAws} from '../fakes/aws-fakes.ts';
 import {setEnv} from '../helpers/env.ts';
 
