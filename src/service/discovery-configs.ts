@@ -4,7 +4,8 @@
  * parser (the messages `config check` prints, located by key path under `spec`), reports the
  * verdict in `status.conditions`, and applies the valid ones of its discovery group without a
  * restart. An invalid edit keeps the last valid spec (stale beats partial: a typo must not
- * deregister clusters). A deleted one (finalizer) is dropped from the matchers and, after a
+ * deregister clusters); that spec is kept in `status.lastValidSpec` too, so a new leader that
+ * never saw it valid still applies it. A deleted one (finalizer) is dropped from the matchers and, after a
  * cycle without it has completed, released: that cycle deregisters the clusters only it found.
  */
 import {stringify} from 'yaml';
@@ -71,7 +72,7 @@ export interface DiscoveryConfigControllerOptions {
 interface DcObject {
   metadata: {name: string; uid?: string; resourceVersion: string; generation?: number; deletionTimestamp?: string; finalizers?: string[]};
   spec?: unknown;
-  status?: {conditions?: Array<Record<string, unknown>>};
+  status?: {conditions?: Array<Record<string, unknown>>; lastValidSpec?: unknown};
 }
 
 /** Runs while this replica leads; `stop` ends the watch and the resync. */
@@ -160,8 +161,9 @@ export class DiscoveryConfigController {
     for (const raw of items as DcObject[]) {
       const name = raw.metadata.name;
       const specGroup = (raw.spec as {discovery_group?: unknown} | undefined)?.discovery_group;
+      const storedGroup = (raw.status?.lastValidSpec as {discovery_group?: unknown} | undefined)?.discovery_group;
       // Another deployment's group: not ours to judge or apply.
-      if (typeof specGroup === 'string' && specGroup !== group && this.#lastValid.get(name) === undefined) continue;
+      if (typeof specGroup === 'string' && specGroup !== group && this.#lastValid.get(name) === undefined && storedGroup !== group) continue;
       if (raw.metadata.deletionTimestamp !== undefined) {
         if (raw.metadata.finalizers?.includes(DISCOVERY_CONFIG_FINALIZER)) deleting.push(raw);
         continue;
@@ -169,11 +171,16 @@ export class DiscoveryConfigController {
       const verdict = validateDiscoveryConfig(`DiscoveryConfig ${this.#o.namespace}/${name}`, raw.spec);
       if (verdict.valid && verdict.discovery.discovery_group !== group) continue;
       if (verdict.valid) this.#lastValid.set(name, verdict.discovery);
+      else if (!this.#lastValid.has(name) && raw.status?.lastValidSpec !== undefined) {
+        // A leader before us validated it: its spec in the status is what stays applied.
+        const stored = validateDiscoveryConfig(`DiscoveryConfig ${this.#o.namespace}/${name}`, raw.status.lastValidSpec);
+        if (stored.valid && stored.discovery.discovery_group === group) this.#lastValid.set(name, stored.discovery);
+      }
       const kept = this.#lastValid.get(name);
       if (kept) active.push([name, kept]);
       await this.#report(raw, verdict.valid
         ? {status: 'True', reason: 'Applied', message: `${verdict.discovery.aws.length} aws and ${verdict.discovery.azure.length} azure matchers applied to discovery group ${group}`}
-        : {status: 'False', reason: 'Invalid', message: kept ? `${verdict.message} (the last valid spec stays applied)` : verdict.message});
+        : {status: 'False', reason: 'Invalid', message: kept ? `${verdict.message} (the last valid spec stays applied)` : verdict.message}, verdict.valid ? raw.spec : undefined);
       if (verdict.valid && !raw.metadata.finalizers?.includes(DISCOVERY_CONFIG_FINALIZER)) {
         await this.#patchFinalizers(raw, [...(raw.metadata.finalizers ?? []), DISCOVERY_CONFIG_FINALIZER]);
       }
@@ -196,10 +203,12 @@ export class DiscoveryConfigController {
     }
   }
 
-  async #report(obj: DcObject, condition: {status: string; reason: string; message: string}): Promise<void> {
+  /** Writes the Ready condition and, for a valid spec, `lastValidSpec` (for the next leader). */
+  async #report(obj: DcObject, condition: {status: string; reason: string; message: string}, validSpec?: unknown): Promise<void> {
     const current = obj.status?.conditions?.find((c) => c['type'] === 'Ready');
     const generation = obj.metadata.generation ?? 0;
-    if (current?.['status'] === condition.status && current['message'] === condition.message && current['observedGeneration'] === generation) return;
+    const specKept = validSpec === undefined || JSON.stringify(validSpec) === JSON.stringify(obj.status?.lastValidSpec);
+    if (specKept && current?.['status'] === condition.status && current['message'] === condition.message && current['observedGeneration'] === generation) return;
     const changed = current?.['status'] !== condition.status;
     const ready = {
       type: 'Ready',
@@ -211,7 +220,7 @@ export class DiscoveryConfigController {
       await this.#o.client.request({
         method: 'PUT',
         path: `${this.#path}/${obj.metadata.name}/status`,
-        body: {...obj, status: {...obj.status, conditions: [...(obj.status?.conditions ?? []).filter((c) => c['type'] !== 'Ready'), ready]}},
+        body: {...obj, status: {...obj.status, conditions: [...(obj.status?.conditions ?? []).filter((c) => c['type'] !== 'Ready'), ready], ...(validSpec === undefined ? {} : {lastValidSpec: validSpec})}},
       });
     } catch (err) {
       // A conflict means the object changed: its watch event brings another reconcile.
