@@ -52,6 +52,8 @@ export interface KubernetesBackendOptions {
   readonly identitySecretPrefix?: string;
   /** Delete entries whose Lease expired (and the expired Leases) on each purge tick. The leader sets it. */
   readonly reap?: boolean;
+  /** Background failures (Lease checks, watch events), for the service's registry health. */
+  readonly onError?: (error: Error) => void;
 }
 
 /** An answer of the API server that is not what the protocol says: the read fails, nothing is dropped. */
@@ -90,6 +92,7 @@ export class KubernetesBackend implements RegistryBackend {
   readonly #identity: string;
   readonly #identityPrefix: string;
   readonly #purgeMs: number;
+  readonly #onError: ((error: Error) => void) | undefined;
   readonly #leases = new Map<string, LocalLease>();
   readonly #rv = new Map<string, string>();
   readonly #watchers = new Set<KubeWatch>();
@@ -107,6 +110,7 @@ export class KubernetesBackend implements RegistryBackend {
     this.#identityPrefix = options.identitySecretPrefix ?? 'kube-discovery';
     this.#purgeMs = checkInterval(options.purgeIntervalMs);
     this.#reap = options.reap ?? false;
+    this.#onError = options.onError;
     this.#schedulePurge();
   }
 
@@ -540,6 +544,11 @@ export class KubernetesBackend implements RegistryBackend {
     }, this.#purgeMs);
   }
 
+  /** Hands a failure nobody awaits to `onError` (the registry health), never to stderr. */
+  reportBackground(err: unknown): void {
+    this.#onError?.(err instanceof Error ? err : new Error(String(err)));
+  }
+
   /** One tick: one Lease list shared by every watcher; the leader also deletes what expired. */
   async #purge(): Promise<void> {
     if (this.#closed) return;
@@ -551,7 +560,7 @@ export class KubernetesBackend implements RegistryBackend {
       if (this.#reap) await this.reapExpired();
     } catch (err) {
       // A failed tick changes nothing: expiry is decided only from a successful, well-formed Lease list.
-      process.emitWarning(`kubernetes registry: lease check failed: ${(err as Error).message}`);
+      this.reportBackground(err);
     }
   }
 
@@ -652,7 +661,7 @@ class KubeWatch {
         }
         this.#chain = this.#chain.then(() => this.#apply(event.type, event.object)).catch((err: unknown) => {
           // A malformed event is dropped, never read as a deletion; the next relist repairs the view.
-          process.emitWarning(`kubernetes registry watch: ${(err as Error).message}`);
+          this.#backend.reportBackground(err);
         });
       },
       (err) => {
@@ -712,7 +721,7 @@ class KubeWatch {
 }
 
 /** Builds the backend from its config section (loads @kubernetes/client-node). */
-export async function kubernetesBackendFromConfig(config: KubernetesStorageConfig, deps: {readonly clock: Clock}): Promise<KubernetesBackend> {
+export async function kubernetesBackendFromConfig(config: KubernetesStorageConfig, deps: {readonly clock: Clock; readonly onError?: (error: Error) => void}): Promise<KubernetesBackend> {
   const {createKubeClient} = await import('./kube-client.ts');
   const client = await createKubeClient({
     ...(config.kubeconfig === undefined ? {} : {kubeconfig: config.kubeconfig}),
@@ -724,7 +733,7 @@ export async function kubernetesBackendFromConfig(config: KubernetesStorageConfi
   if (namespace === undefined || namespace === '') {
     throw new Error('storage.namespace: expected a namespace (none in the config, the kubeconfig context or the pod)');
   }
-  return new KubernetesBackend({client, namespace, clock: deps.clock, ...(process.env['POD_NAME'] ? {identity: process.env['POD_NAME']} : {})});
+  return new KubernetesBackend({client, namespace, clock: deps.clock, ...(deps.onError ? {onError: deps.onError} : {}), ...(process.env['POD_NAME'] ? {identity: process.env['POD_NAME']} : {})});
 }
 
 /** Name of a replica's identity Secret: `<prefix>-identity-<replica>`, mapped like any object name when invalid. */
