@@ -99,11 +99,15 @@ export class KubernetesBackend implements RegistryBackend {
   #reap: boolean;
   #purging = false;
   #purgeAgain = false;
+  /** The API server failed (network, timeout, 5xx, 429) and has not answered since. */
+  #down = false;
+  /** Local time the API server answered again after failing: no Lease lapses within a TTL of it. */
+  #graceFrom = 0;
   #closed = false;
   #cancelPurge: (() => void) | undefined;
 
   constructor(options: KubernetesBackendOptions) {
-    this.#client = options.client;
+    this.#client = this.#observed(options.client);
     this.#ns = options.namespace;
     this.#clock = options.clock;
     this.#identity = options.identity ?? `kube-discovery-${randomUUID().slice(0, 8)}`;
@@ -154,9 +158,9 @@ export class KubernetesBackend implements RegistryBackend {
     if (local?.revoked) throw leaseGone(lease.id);
     let current = local;
     let state: LeaseState | undefined;
-    if (!current || current.renewMs + lease.ttlMs <= this.#clock.now()) {
+    if (!current || this.#lapsed(current.renewMs, lease.ttlMs)) {
       state = await this.#readLease(lease.id, KEEPALIVE_PRIORITY);
-      if (!state || state.renewMs + state.ttlMs <= this.#clock.now()) throw leaseGone(lease.id);
+      if (!state || this.#lapsed(state.renewMs, state.ttlMs)) throw leaseGone(lease.id);
       current = {ttlMs: state.ttlMs, renewMs: state.renewMs, resourceVersion: state.resourceVersion, revoked: false};
       this.#leases.set(lease.id, current);
     }
@@ -182,7 +186,7 @@ export class KubernetesBackend implements RegistryBackend {
         if (!(err instanceof KubeApiError && err.status === 409) || attempt >= 2) throw err;
         // Someone else (a restarted replica adopting it) renewed it: re-read and renew on top.
         state = await this.#readLease(lease.id, KEEPALIVE_PRIORITY);
-        if (!state || state.renewMs + state.ttlMs <= this.#clock.now()) throw leaseGone(lease.id);
+        if (!state || this.#lapsed(state.renewMs, state.ttlMs)) throw leaseGone(lease.id);
         current.resourceVersion = state.resourceVersion;
       }
     }
@@ -202,7 +206,7 @@ export class KubernetesBackend implements RegistryBackend {
   async resumeLease(id: string): Promise<Lease | undefined> {
     this.#open();
     const state = await this.#readLease(id, KEEPALIVE_PRIORITY);
-    if (!state || state.renewMs + state.ttlMs <= this.#clock.now()) return undefined;
+    if (!state || this.#lapsed(state.renewMs, state.ttlMs)) return undefined;
     this.#leases.set(id, {ttlMs: state.ttlMs, renewMs: state.renewMs, resourceVersion: state.resourceVersion, revoked: false});
     return {id, ttlMs: state.ttlMs};
   }
@@ -217,7 +221,7 @@ export class KubernetesBackend implements RegistryBackend {
         const read = await this.#readLease(lease.id, 0);
         if (read) leaseState = {ttlMs: read.ttlMs, renewMs: read.renewMs, resourceVersion: read.resourceVersion, revoked: false};
       }
-      if (!leaseState || leaseState.revoked || leaseState.renewMs + lease.ttlMs <= this.#clock.now()) throw leaseGone(lease.id);
+      if (!leaseState || leaseState.revoked || this.#lapsed(leaseState.renewMs, lease.ttlMs)) throw leaseGone(lease.id);
     }
     const name = objectNameForKey(key);
     const summary = summarise(value);
@@ -433,7 +437,39 @@ export class KubernetesBackend implements RegistryBackend {
   }
 
   #expired(lease: LeaseState): boolean {
-    return lease.renewMs + lease.ttlMs <= this.#clock.now();
+    return this.#lapsed(lease.renewMs, lease.ttlMs);
+  }
+
+  /**
+   * Whether a Lease renewed at `renewMs` lapsed. After an API server outage no owner could renew:
+   * every Lease gets one TTL from the first answer after it, so an outage longer than the TTL
+   * never reads as every replica having died (THE PROMISE: a backend down deletes nothing).
+   */
+  #lapsed(renewMs: number, ttlMs: number): boolean {
+    return Math.max(renewMs, this.#graceFrom) + ttlMs <= this.#clock.now();
+  }
+
+  /** The client, noting when the API server fails and when it answers again. */
+  #observed(inner: KubeClient): KubeClient {
+    return {
+      server: inner.server,
+      namespace: inner.namespace,
+      request: async (req) => {
+        try {
+          const answer = await inner.request(req);
+          if (this.#down) {
+            this.#down = false;
+            this.#graceFrom = this.#clock.now();
+          }
+          return answer;
+        } catch (err) {
+          // 4xx are answers (conflict, not found); only a server that does not serve is an outage.
+          if (!(err instanceof KubeApiError) || err.status >= 500 || err.status === 429) this.#down = true;
+          throw err;
+        }
+      },
+      watch: (path, query, onEvent, done) => inner.watch(path, query, onEvent, done),
+    };
   }
 
   #item(entry: Entry, lease: LeaseState | undefined): RegistryItem {

@@ -171,6 +171,28 @@ describe('THE PROMISE: a failing API server never makes entries vanish', () => {
     expect(events.filter((e) => e.type === 'delete')).toEqual([]);
   });
 
+  it('an outage longer than the TTL expires nobody: after it every Lease has one TTL to be renewed', async () => {
+    const lease = await backend.grantLease(30_000);
+    for (const n of ['a', 'b']) await backend.put(`kube_servers/g/${n}`, 'x', {lease});
+    const reader = new KubernetesBackend({client: await env.client(), namespace: 'kd', clock});
+    const events: WatchEvent[] = [];
+    await reader.watch('kube_servers/g/', (e) => events.push(e));
+    env.server.setFault(() => ({status: 503, body: '{"kind":"Status","code":503}'}));
+    // 90 s of clock without an answer: no owner could renew, no reader could look.
+    for (let t = 0; t < 90; t++) await clock.advance(1_000);
+    await expect(backend.keepAlive(lease)).rejects.toThrow(/503/);
+    env.server.setFault(undefined);
+    // The server answers again: the entries are there, and the owner's keepalive renews its Lease.
+    expect((await reader.list('kube_servers/g/')).map((i) => i.key)).toEqual(['kube_servers/g/a', 'kube_servers/g/b']);
+    expect(await reader.reapExpired()).toBe(0);
+    await backend.keepAlive(lease);
+    await clock.advance(5_000);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(events.filter((e) => e.type === 'delete')).toEqual([]);
+    expect((await reader.list('kube_servers/g/')).map((i) => i.key)).toEqual(['kube_servers/g/a', 'kube_servers/g/b']);
+    await reader.close();
+  });
+
   it('a reaper that cannot read the Leases deletes nothing', async () => {
     const lease = await backend.grantLease(60_000);
     await backend.put('kube_servers/g/a', 'x', {lease});

@@ -187,8 +187,7 @@ describe('registry faults on the Kubernetes API (storage: kubernetes, fake API s
 
   /**
    * A driver whose API server answers the calls `only` selects with `fault` until cleared; each row
-   * in its own namespace. (A 503 on every call for three TTLs is not a row yet: after such an
-   * outage the owner Leases look expired by renewTime and the inventory empties; see CHANGELOG.)
+   * in its own namespace.
    */
   const apiFault = (fault: {status: number; body: string}, only?: (call: KubeCall) => boolean): RegistryFaultDriver => {
     const namespace = `faults-${++namespaces}`;
