@@ -18,6 +18,7 @@ import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
 import {AwsCredentialProviders} from '../credentials/aws-credentials.ts';
 import {mintEksToken} from '../credentials/eks-token.ts';
+import {redactText} from '../observability/redact.ts';
 import type {Env} from '../credentials/sts-endpoint.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
 import type {KubeServerDraft} from '../discovery/evaluate.ts';
@@ -406,6 +407,12 @@ function wantedClusters(report: CycleReport, config: Config): Wanted[] {
 }
 
 function failureNote(error: unknown): Note {
+  // The message goes into the cluster's health, stored and served: a server that echoed our token must not publish it.
+  const note = failureNoteOf(error);
+  return note.kind === 'failed' ? {...note, message: redactText(note.message)} : note;
+}
+
+function failureNoteOf(error: unknown): Note {
   if (error instanceof AccessSetupCallError) {
     const denied = /AccessDenied|UnauthorizedOperation|NotAuthorized/i.test(error.code);
     const fix = denied

@@ -55,7 +55,7 @@ export const runOnce: Command = async (argv, io) => {
       return 1;
     }
     // On sqlite every process "leads": a running `start` is found by its writer record instead.
-    const running = config.storage.type === 'etcd' ? undefined : await runningWriter(runtime.backend, config.discovery_service.discovery_group);
+    const running = config.storage.type === 'etcd' || config.storage.type === 'kubernetes' ? undefined : await runningWriter(runtime.backend, config.discovery_service.discovery_group);
     if (running && !values.force) {
       await leadership.stop();
       await runtime.close();

@@ -86,6 +86,12 @@ export interface SourceResult {
   readonly error?: SourceFailure;
   /** Set when the source was skipped on purpose (e.g. a region not enabled for the account). */
   readonly skippedReason?: string;
+  /**
+   * Set with `skippedReason` when the skip rests on an answer that is not a listing (an opt-in
+   * region's "credentials not recognised" is also what a deactivated key gets): entries the
+   * source covers are kept, stale, instead of being read as gone.
+   */
+  readonly notAListing?: boolean;
 }
 
 /** Bounded reasons a source can fail with; used as metric label values and in `/v1/status`. */

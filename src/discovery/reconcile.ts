@@ -147,10 +147,15 @@ function decideVanished(name: string, entry: KubeServer, results: readonly Sourc
     const err = failed.error;
     return keep(`source ${failed.source.id} failed (${err ? `${err.operation}: ${err.code}` : 'unknown error'}); kept until it answers again`, failed.source.id);
   }
+  const unlisted = covering.find((r) => r.ok && r.notAListing === true);
+  if (unlisted) return keep(`source ${unlisted.source.id} was skipped (${unlisted.skippedReason ?? 'no listing'}); kept until it lists again`, unlisted.source.id);
   // The cloud's own name: Teleport records discovered-name only for suffixed names, so read the spec first.
   const cloudName = entry.spec.cluster.spec.aws?.name ?? entry.spec.cluster.spec.azure?.resource_name ?? labels[LABEL.discoveredName];
   const malformed = evaluation.skips.find((s) => s.kind === 'malformed' && s.cloudName === cloudName && covers(s.source, entry));
   if (malformed) return keep(`cluster record unusable this cycle (${malformed.reason}); kept`, malformed.source.id);
+  // Still listed, but the name it would move to is taken or invalid: the entry under this name is all it has.
+  const unnamed = evaluation.skips.find((s) => (s.kind === 'collision' || s.kind === 'invalid_name') && s.name !== name && s.cloudName === cloudName && covers(s.source, entry));
+  if (unnamed) return keep(`still listed, but its new name ${unnamed.name || '(none)'} cannot be used (${unnamed.kind}: ${unnamed.reason}); kept under this name`, unnamed.source.id);
   const ok = covering.find((r) => r.ok);
   if (skip) return {name, action: 'delete', reason: `no longer matches: ${skip.kind}: ${skip.reason}`, source: skip.source.id, labels};
   if (ok) return {name, action: 'delete', reason: `no longer listed by ${ok.source.id}`, source: ok.source.id, labels};

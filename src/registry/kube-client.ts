@@ -8,6 +8,7 @@
 import PQueue from 'p-queue';
 import {fetch} from 'undici';
 import type {KubeConfig} from '@kubernetes/client-node/dist/config.js';
+import {registerSecret} from '../observability/redact.ts';
 
 /** Where the client finds its cluster and credentials. */
 export interface KubeClientOptions {
@@ -105,6 +106,8 @@ export async function createKubeClient(options: KubeClientOptions = {}): Promise
     const ctx = new RequestContext(url.toString(), HttpMethod[req.method]);
     await kc.applySecurityAuthentication(ctx);
     const headers: Record<string, string> = {...ctx.getHeaders(), accept: 'application/json'};
+    // Whatever credential the kubeconfig gave (static token, service-account token, exec plugin) is redacted by value.
+    registerSecret(/^Bearer\s+(.+)$/i.exec(headers['Authorization'] ?? headers['authorization'] ?? '')?.[1]);
     if (req.body !== undefined) headers['content-type'] = req.contentType ?? 'application/json';
     let res;
     let text: string;

@@ -99,15 +99,34 @@ export class KubernetesBackend implements RegistryBackend {
   #reap: boolean;
   #purging = false;
   #purgeAgain = false;
-  /** The API server failed (network, timeout, 5xx, 429) and has not answered since. */
-  #down = false;
-  /** Local time the API server answered again after failing: no Lease lapses within a TTL of it. */
-  #graceFrom = 0;
   #closed = false;
   #cancelPurge: (() => void) | undefined;
+  /** The API server did not answer (unreachable, 5xx, 429) the last time it was asked. */
+  #unavailable = false;
+  /** When it answered again after that (ms, on the clock); no Lease is judged expired before then + its duration. */
+  #recoveredMs = Number.NEGATIVE_INFINITY;
 
   constructor(options: KubernetesBackendOptions) {
-    this.#client = this.#observed(options.client);
+    const client = options.client;
+    // Every call notes whether the API server answered: Leases could not be renewed while it did not.
+    this.#client = {
+      server: client.server,
+      namespace: client.namespace,
+      watch: (...args) => client.watch(...args),
+      request: async (req) => {
+        try {
+          const answer = await client.request(req);
+          if (this.#unavailable) {
+            this.#unavailable = false;
+            this.#recoveredMs = this.#clock.now();
+          }
+          return answer;
+        } catch (err) {
+          if (!(err instanceof KubeApiError) || err.status === 0 || err.status === 429 || err.status >= 500) this.#unavailable = true;
+          throw err;
+        }
+      },
+    };
     this.#ns = options.namespace;
     this.#clock = options.clock;
     this.#identity = options.identity ?? `kube-discovery-${randomUUID().slice(0, 8)}`;
@@ -283,7 +302,7 @@ export class KubernetesBackend implements RegistryBackend {
 
   async list(prefix: string): Promise<RegistryItem[]> {
     this.#open();
-    const [entries, leases] = await Promise.all([this.#listEntries(), this.#listLeases()]);
+    const {entries, leases} = await this.#entriesThenLeases();
     const items: RegistryItem[] = [];
     for (const entry of entries) {
       if (!entry.key.startsWith(prefix)) continue;
@@ -373,7 +392,7 @@ export class KubernetesBackend implements RegistryBackend {
 
   /** Deletes entries whose owner Lease expired or is gone, then the expired registry Leases; returns the number of entries deleted. */
   async reapExpired(): Promise<number> {
-    const [entries, leases] = await Promise.all([this.#listEntries(), this.#listLeases()]);
+    const {entries, leases} = await this.#entriesThenLeases();
     let deleted = 0;
     for (const entry of entries) {
       if (entry.lease === undefined) continue;
@@ -436,40 +455,18 @@ export class KubernetesBackend implements RegistryBackend {
     return lease === undefined || this.#expired(lease);
   }
 
+  /**
+   * A Lease is expired when neither its holder's last renewal nor the end of an API-server outage
+   * (when nobody could renew) is within its duration: like etcd, which extends its leases after an
+   * outage, a backend that was down must not expire every entry before its holder could renew.
+   */
   #expired(lease: LeaseState): boolean {
     return this.#lapsed(lease.renewMs, lease.ttlMs);
   }
 
-  /**
-   * Whether a Lease renewed at `renewMs` lapsed. After an API server outage no owner could renew:
-   * every Lease gets one TTL from the first answer after it, so an outage longer than the TTL
-   * never reads as every replica having died (THE PROMISE: a backend down deletes nothing).
-   */
+  /** The same rule for a renewal time and duration (the holder's own keepalive, put and resume use it too). */
   #lapsed(renewMs: number, ttlMs: number): boolean {
-    return Math.max(renewMs, this.#graceFrom) + ttlMs <= this.#clock.now();
-  }
-
-  /** The client, noting when the API server fails and when it answers again. */
-  #observed(inner: KubeClient): KubeClient {
-    return {
-      server: inner.server,
-      namespace: inner.namespace,
-      request: async (req) => {
-        try {
-          const answer = await inner.request(req);
-          if (this.#down) {
-            this.#down = false;
-            this.#graceFrom = this.#clock.now();
-          }
-          return answer;
-        } catch (err) {
-          // 4xx are answers (conflict, not found); only a server that does not serve is an outage.
-          if (!(err instanceof KubeApiError) || err.status >= 500 || err.status === 429) this.#down = true;
-          throw err;
-        }
-      },
-      watch: (path, query, onEvent, done) => inner.watch(path, query, onEvent, done),
-    };
+    return Math.max(renewMs, this.#recoveredMs) + ttlMs <= this.#clock.now();
   }
 
   #item(entry: Entry, lease: LeaseState | undefined): RegistryItem {
@@ -499,6 +496,16 @@ export class KubernetesBackend implements RegistryBackend {
       if (err instanceof KubeApiError && err.status === 404) return undefined;
       throw err;
     }
+  }
+
+  /**
+   * Entries, then Leases, never both at once: an entry names only a Lease created before it was
+   * written, so a Lease the later list lacks is really gone. Listed the other way round (or
+   * concurrently), a take-over's new Lease could be missing and its entries read as expired.
+   */
+  async #entriesThenLeases(): Promise<{entries: Entry[]; leases: Map<string, LeaseState>}> {
+    const entries = await this.#listEntries();
+    return {entries, leases: await this.#listLeases()};
   }
 
   async #listEntries(labelSelector?: string): Promise<Entry[]> {
@@ -590,8 +597,10 @@ export class KubernetesBackend implements RegistryBackend {
     if (this.#closed) return;
     try {
       if (this.#watchers.size > 0) {
+        // What each watcher knows before the Lease list is asked for: an entry moved onto a newer Lease meanwhile is judged next tick.
+        const known = [...this.#watchers].map((w) => [w, w.leaseSnapshot()] as const);
         const leases = await this.#listLeases();
-        for (const w of this.#watchers) w.checkExpiry(leases);
+        for (const [w, snapshot] of known) w.checkExpiry(leases, snapshot);
       }
       if (this.#reap) await this.reapExpired();
     } catch (err) {
@@ -645,12 +654,19 @@ class KubeWatch {
     this.#hub.clear();
   }
 
+  /** The Lease each known entry names now (taken before a Lease list is asked for). */
+  leaseSnapshot(): Map<string, string | undefined> {
+    return new Map([...this.#known].map(([name, entry]) => [name, entry.lease]));
+  }
+
   /** Emits a delete for every known entry whose Lease is gone or expired in this (successful) Lease list. */
-  checkExpiry(leases: Map<string, LeaseState>): void {
+  checkExpiry(leases: Map<string, LeaseState>, snapshot: ReadonlyMap<string, string | undefined>): void {
     this.#leases = new Map(leases);
     const events: WatchEvent[] = [];
     for (const [name, entry] of this.#known) {
       if (entry.lease === undefined || this.#expired.has(name)) continue;
+      // Bound to a Lease after the list was asked for: the list may predate that Lease.
+      if (snapshot.get(name) !== entry.lease) continue;
       if (!this.#backend.isExpired(leases.get(entry.lease))) continue;
       this.#expired.add(name);
       events.push({type: 'delete', key: entry.key, revision: entry.resourceVersion});
@@ -659,7 +675,9 @@ class KubeWatch {
   }
 
   async #relist(emit: boolean): Promise<void> {
-    const [{entries, resourceVersion}, leases] = await Promise.all([this.#backend.listEntriesForWatch(), this.#backend.listLeases()]);
+    // Entries first, then Leases (see #entriesThenLeases).
+    const {entries, resourceVersion} = await this.#backend.listEntriesForWatch();
+    const leases = await this.#backend.listLeases();
     this.#leases = leases;
     const seen = new Set<string>();
     const events: WatchEvent[] = [];

@@ -4,8 +4,7 @@
  * parser (the messages `config check` prints, located by key path under `spec`), reports the
  * verdict in `status.conditions`, and applies the valid ones of its discovery group without a
  * restart. An invalid edit keeps the last valid spec (stale beats partial: a typo must not
- * deregister clusters); that spec is kept in `status.lastValidSpec` too, so a new leader that
- * never saw it valid still applies it. A deleted one (finalizer) is dropped from the matchers and, after a
+ * deregister clusters). A deleted one (finalizer) is dropped from the matchers and, after a
  * cycle without it has completed, released: that cycle deregisters the clusters only it found.
  */
 import {stringify} from 'yaml';
@@ -72,7 +71,7 @@ export interface DiscoveryConfigControllerOptions {
 interface DcObject {
   metadata: {name: string; uid?: string; resourceVersion: string; generation?: number; deletionTimestamp?: string; finalizers?: string[]};
   spec?: unknown;
-  status?: {conditions?: Array<Record<string, unknown>>; lastValidSpec?: unknown};
+  status?: {conditions?: Array<Record<string, unknown>>; appliedSpec?: unknown};
 }
 
 /** Runs while this replica leads; `stop` ends the watch and the resync. */
@@ -95,9 +94,30 @@ export class DiscoveryConfigController {
     return `/apis/kube-discovery.io/v1/namespaces/${encodeURIComponent(this.#o.namespace)}/discoveryconfigs`;
   }
 
-  /** The first reconcile: applies the valid DiscoveryConfigs before the first cycle runs, so that cycle does not deregister their clusters. */
-  async prime(): Promise<void> {
-    await this.reconcile();
+  /**
+   * The first reconcile: applies the valid DiscoveryConfigs before the first cycle runs, so that
+   * cycle does not deregister their clusters. It retries (backing off to 30 s) until a list
+   * succeeds: going on with the config file's matchers alone would deregister every cluster only
+   * DiscoveryConfigs find. A 404 (the CRD is not installed) means there are none. Rejects when
+   * `signal` aborts or the controller is stopped first.
+   */
+  async prime(signal?: AbortSignal): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      if (this.#stopped) throw new Error('DiscoveryConfig controller stopped before its first list');
+      signal?.throwIfAborted();
+      try {
+        await this.#reconcile();
+        return;
+      } catch (err) {
+        if (err instanceof KubeApiError && err.status === 404) {
+          this.#o.logger.info('no DiscoveryConfig resource type on the API server; running the config file matchers only');
+          return;
+        }
+        const retryMs = Math.min(30_000, 1_000 * 2 ** Math.min(attempt, 5));
+        this.#o.logger.warn({err, retry_in_ms: retryMs}, 'could not list DiscoveryConfigs before the first cycle; no cycle runs until they are known');
+        await this.#o.clock.sleep(retryMs, signal);
+      }
+    }
   }
 
   /** Watches and resyncs (after the scheduler started: deletions wait for a cycle). */
@@ -161,9 +181,8 @@ export class DiscoveryConfigController {
     for (const raw of items as DcObject[]) {
       const name = raw.metadata.name;
       const specGroup = (raw.spec as {discovery_group?: unknown} | undefined)?.discovery_group;
-      const storedGroup = (raw.status?.lastValidSpec as {discovery_group?: unknown} | undefined)?.discovery_group;
       // Another deployment's group: not ours to judge or apply.
-      if (typeof specGroup === 'string' && specGroup !== group && this.#lastValid.get(name) === undefined && storedGroup !== group) continue;
+      if (typeof specGroup === 'string' && specGroup !== group && this.#lastValid.get(name) === undefined) continue;
       if (raw.metadata.deletionTimestamp !== undefined) {
         if (raw.metadata.finalizers?.includes(DISCOVERY_CONFIG_FINALIZER)) deleting.push(raw);
         continue;
@@ -171,10 +190,10 @@ export class DiscoveryConfigController {
       const verdict = validateDiscoveryConfig(`DiscoveryConfig ${this.#o.namespace}/${name}`, raw.spec);
       if (verdict.valid && verdict.discovery.discovery_group !== group) continue;
       if (verdict.valid) this.#lastValid.set(name, verdict.discovery);
-      else if (!this.#lastValid.has(name) && raw.status?.lastValidSpec !== undefined) {
-        // A leader before us validated it: its spec in the status is what stays applied.
-        const stored = validateDiscoveryConfig(`DiscoveryConfig ${this.#o.namespace}/${name}`, raw.status.lastValidSpec);
-        if (stored.valid && stored.discovery.discovery_group === group) this.#lastValid.set(name, stored.discovery);
+      else if (!this.#lastValid.has(name) && raw.status?.appliedSpec !== undefined) {
+        // A leader that never saw the valid spec (take-over, restart) finds it where the last one recorded it.
+        const recorded = validateDiscoveryConfig(`DiscoveryConfig ${this.#o.namespace}/${name} (status.appliedSpec)`, raw.status.appliedSpec);
+        if (recorded.valid && recorded.discovery.discovery_group === group) this.#lastValid.set(name, recorded.discovery);
       }
       const kept = this.#lastValid.get(name);
       if (kept) active.push([name, kept]);
@@ -203,12 +222,12 @@ export class DiscoveryConfigController {
     }
   }
 
-  /** Writes the Ready condition and, for a valid spec, `lastValidSpec` (for the next leader). */
-  async #report(obj: DcObject, condition: {status: string; reason: string; message: string}, validSpec?: unknown): Promise<void> {
+  /** Writes the Ready condition and, for a valid spec, `status.appliedSpec` (what the next leader falls back to). */
+  async #report(obj: DcObject, condition: {status: string; reason: string; message: string}, appliedSpec?: unknown): Promise<void> {
     const current = obj.status?.conditions?.find((c) => c['type'] === 'Ready');
     const generation = obj.metadata.generation ?? 0;
-    const specKept = validSpec === undefined || JSON.stringify(validSpec) === JSON.stringify(obj.status?.lastValidSpec);
-    if (specKept && current?.['status'] === condition.status && current['message'] === condition.message && current['observedGeneration'] === generation) return;
+    const recorded = appliedSpec === undefined || JSON.stringify(obj.status?.appliedSpec) === JSON.stringify(appliedSpec);
+    if (recorded && current?.['status'] === condition.status && current['message'] === condition.message && current['observedGeneration'] === generation) return;
     const changed = current?.['status'] !== condition.status;
     const ready = {
       type: 'Ready',
@@ -220,7 +239,7 @@ export class DiscoveryConfigController {
       await this.#o.client.request({
         method: 'PUT',
         path: `${this.#path}/${obj.metadata.name}/status`,
-        body: {...obj, status: {...obj.status, conditions: [...(obj.status?.conditions ?? []).filter((c) => c['type'] !== 'Ready'), ready], ...(validSpec === undefined ? {} : {lastValidSpec: validSpec})}},
+        body: {...obj, status: {...obj.status, ...(appliedSpec === undefined ? {} : {appliedSpec}), conditions: [...(obj.status?.conditions ?? []).filter((c) => c['type'] !== 'Ready'), ready]}},
       });
     } catch (err) {
       // A conflict means the object changed: its watch event brings another reconcile.

@@ -12,6 +12,8 @@ export interface DynamicOptions {
   readonly clock: Clock;
   readonly log: Logger;
   readonly runCycle: () => Promise<CycleReport>;
+  /** Aborts the first list's retries (the service stops). */
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -29,7 +31,7 @@ export async function startDiscoveryConfigs(options: DynamicOptions): Promise<{s
     apply: (config) => options.runtime.reconfigure(config),
     runCycle: options.runCycle,
   });
-  // A failed first reconcile is logged inside; the config file's matchers run meanwhile.
-  await controller.prime();
+  // Retried until the DiscoveryConfigs are known: a first cycle without their matchers would deregister their clusters.
+  await controller.prime(options.signal);
   return controller;
 }

@@ -252,6 +252,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   let stopping = false;
 
   let termFailures = 0;
+  // Stops a leader waiting for its first DiscoveryConfig list when the service stops.
+  const priming = new AbortController();
   const beginTerm = async (backend: RegistryBackend): Promise<void> => {
     let writer: Writer | undefined;
     try {
@@ -270,6 +272,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       return;
     }
     // On an embedded registry, say who writes: `once` refuses to take over a running service's lease.
+    // Etcd and Kubernetes elect a leader; only the embedded registries need a writer record (on Kubernetes it would show up as a KubeServer).
     if ((config.storage.type === 'sqlite' || config.storage.type === 'memory') && writer.heartbeat.lease) {
       await claimWriter(backend, group, writer.heartbeat.lease, runtime.replica, clock.now()).catch((error: unknown) => log.warn({err: error}, 'could not record this process as the registry writer'));
     }
@@ -280,7 +283,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     if (config.storage.type === 'kubernetes') {
       // DiscoveryConfig matchers are applied before the first cycle, which must not deregister their clusters.
       const {startDiscoveryConfigs} = await import('./kube-dynamic.ts');
-      begun.dynamic = await startDiscoveryConfigs({runtime, clock, log, runCycle: () => new Promise<CycleReport>((resolve) => {
+      begun.dynamic = await startDiscoveryConfigs({runtime, clock, log, signal: priming.signal, runCycle: () => new Promise<CycleReport>((resolve) => {
         waiters.push(resolve);
         scheduler.trigger();
       })});
@@ -444,6 +447,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     async stop({deregister, graceMs}) {
       log.info({deregister}, 'stopping');
       stopping = true;
+      priming.abort();
       await transitions;
       await endTerm(graceMs ?? 10_000, deregister);
       await leadership.stop().catch((error: unknown) => log.warn({err: error}, 'could not resign leadership'));

@@ -1,6 +1,6 @@
 /**
  * A DiscoveryConfig edited into an invalid spec keeps its last valid spec applied, also by a new
- * leader that never saw the valid one: the spec is persisted in the object's status, not only in
+ * leader that never saw the valid one: the spec is persisted in the object's status (`appliedSpec`), not only in
  * the memory of the replica that validated it. Two controllers against the fake API server play
  * the old and the new leader.
  */
@@ -91,7 +91,7 @@ describe('DiscoveryConfig across a leader change', () => {
     await client.request({method: 'POST', path: PATH, body: {apiVersion: 'kube-discovery.io/v1', kind: 'DiscoveryConfig', metadata: {name: 'other'}, spec: {discovery_group: 'other', aws: [{types: ['eks'], regions: ['ap-south-1']}]}}});
     // Status written by the other group's leader.
     const obj = (await client.request({method: 'GET', path: `${PATH}/other`})) as Record<string, unknown>;
-    await client.request({method: 'PUT', path: `${PATH}/other/status`, body: {...obj, status: {lastValidSpec: {discovery_group: 'other', aws: [{types: ['eks'], regions: ['ap-south-1']}]}}}});
+    await client.request({method: 'PUT', path: `${PATH}/other/status`, body: {...obj, status: {appliedSpec: {discovery_group: 'other', aws: [{types: ['eks'], regions: ['ap-south-1']}]}}}});
     await putSpec('other', {discovery_group: 'other', aws: 'typo'});
     const l = leader();
     await l.controller.prime();

@@ -49,7 +49,7 @@ export function createEksFetcher(options: EksFetcherOptions): ClusterFetcher {
         names = await listAll(options, signal);
       } catch (error) {
         if (options.skipNotEnabledRegion && OPT_IN_REGIONS.has(source.region) && REGION_NOT_ENABLED_CODES.has(awsErrorCode(error))) {
-          return {source, ok: true, clusters: [], malformed: [], skippedReason: 'region not enabled for this account'};
+          return {source, ok: true, clusters: [], malformed: [], skippedReason: 'region not enabled for this account', notAListing: true};
         }
         return {source, ok: false, clusters: [], malformed: [], error: awsFailure(error, 'ListClusters')};
       }

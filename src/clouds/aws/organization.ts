@@ -68,6 +68,8 @@ export interface WalkOptions {
 }
 
 const ACCOUNT_ID = /^\d{12}$/;
+/** Account states (`State`) and statuses (`Status`, older) Organizations documents. */
+const ACCOUNT_STATES: ReadonlySet<string> = new Set(['PENDING_ACTIVATION', 'ACTIVE', 'SUSPENDED', 'PENDING_CLOSURE', 'CLOSED']);
 const PARENT_ID = /^(?:r-[0-9a-z]{4,32}|ou-[0-9a-z]{4,32}-[a-z0-9]{8,32})$/;
 
 function malformed(operation: string, what: string): OrganizationWalkError {
@@ -146,8 +148,10 @@ export async function walkOrganization(client: OrganizationsApi, scope: Organiza
         ).then((list) => {
           for (const account of list) {
             if (typeof account.Id !== 'string' || !ACCOUNT_ID.test(account.Id)) throw malformed('ListAccountsForParent', `an account without a 12-digit Id`);
-            // `State` replaces the older `Status`; either says ACTIVE for a usable account.
-            const state = typeof account.State === 'string' ? account.State : account.Status;
+            // `State` replaces the older `Status`; either says ACTIVE for a usable account. A record
+            // with neither in a documented value cannot be judged: "not ACTIVE" would deregister its clusters.
+            const state = ACCOUNT_STATES.has(account.State as string) ? account.State : ACCOUNT_STATES.has(account.Status as string) ? account.Status : undefined;
+            if (state === undefined) throw malformed('ListAccountsForParent', `account ${account.Id} without a State or Status Organizations documents`);
             if (state !== 'ACTIVE') {
               inactive++;
               continue;

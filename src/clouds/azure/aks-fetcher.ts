@@ -140,7 +140,9 @@ async function listAll(options: AksFetcherOptions, signal: AbortSignal): Promise
 function toDiscovered(record: ManagedCluster, options: AksFetcherOptions): DiscoveredCluster | MalformedCluster {
   const {source} = options;
   const listedName = typeof record.name === 'string' ? record.name : '';
-  const bad = (reason: string): MalformedCluster => ({name: listedName || '(unnamed)', sourceId: source.id, reason});
+  // Reconcile keeps the entry of a malformed record by its cloud name: when `name` is unusable, the id still says which cluster it is.
+  const reportedName = AKS_NAME.test(listedName) ? listedName : (parseClusterId(record.id)?.name ?? (listedName || '(unnamed)'));
+  const bad = (reason: string): MalformedCluster => ({name: reportedName, sourceId: source.id, reason});
   if (!AKS_NAME.test(listedName)) return bad(`invalid cluster name ${JSON.stringify(listedName).slice(0, 80)}`);
   const ref = parseClusterId(record.id);
   if (!ref) return bad(`resource id ${JSON.stringify(record.id ?? null).slice(0, 200)} is not a managed cluster id`);

@@ -91,6 +91,8 @@ export function withTokenDeadline(credential: TokenCredential, timeoutMs: number
 
 /** Subscription states whose resources can be listed. */
 const LISTABLE_STATES: ReadonlySet<string> = new Set(['Enabled', 'Warned', 'PastDue']);
+/** Every subscription state Azure documents; any other value is a malformed record. */
+const KNOWN_STATES: ReadonlySet<string> = new Set([...LISTABLE_STATES, 'Disabled', 'Deleted']);
 
 interface Target {
   readonly subscriptionId: string;
@@ -200,8 +202,14 @@ export class AzureSources {
     try {
       for await (const page of client.subscriptions.list().byPage()) {
         for (const sub of page) {
-          const id = sub.subscriptionId?.toLowerCase();
-          if (!id || seen.has(id)) continue;
+          // Malformed is not "not there": a record that does not say which subscription, or in what
+          // state, fails the listing rather than drop that subscription's clusters.
+          const id = (sub.subscriptionId ?? /^\/subscriptions\/([^/]+)$/i.exec(sub.id ?? '')?.[1])?.toLowerCase();
+          if (!id) throw Object.assign(new Error('the subscriptions list returned a record without a subscription id'), {code: 'InvalidResponse'});
+          if (sub.state !== undefined && !KNOWN_STATES.has(sub.state)) {
+            throw Object.assign(new Error(`subscription ${id} is in state ${JSON.stringify(sub.state).slice(0, 40)}, which is not an Azure subscription state`), {code: 'InvalidResponse'});
+          }
+          if (seen.has(id)) continue;
           seen.add(id);
           if (sub.state && !LISTABLE_STATES.has(sub.state)) {
             this.#logger.debug({subscription: id, state: sub.state}, 'Azure subscription skipped: not listable in its state');

@@ -1,0 +1,61 @@
+/**
+ * Adversarial: with `subscriptions: ["*"]` the subscriptions list decides which subscriptions are
+ * listed at all. A record of that list without a subscription id, or in a state Azure does not
+ * document, is malformed: it must fail the listing (everything kept), not drop the subscription
+ * and with it every cluster registered there.
+ */
+import {afterAll, beforeAll, describe, expect, it} from 'vitest';
+import {evaluate} from '../../src/discovery/evaluate.ts';
+import {reconcile} from '../../src/discovery/reconcile.ts';
+import {startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
+import {ArmWorld} from '../fakes/arm-world.ts';
+import {armClassifier, mutateJson, startFaultProxy, when, type FaultProxy} from '../fakes/faults.ts';
+import {sharedServerTls} from '../fakes/tls-ca.ts';
+import {fakeSources, matcher, runPlan, SUB_A, SUB_B, TENANT} from '../clouds/aks-helpers.ts';
+import {context, stored} from '../discovery/builders.ts';
+
+let arm: FakeArm;
+let proxy: FaultProxy;
+
+beforeAll(async () => {
+  const world = new ArmWorld();
+  for (const sub of [SUB_A, SUB_B]) {
+    world.addSubscription({subscriptionId: sub, tenantId: TENANT});
+    world.addCluster({subscriptionId: sub, resourceGroup: 'rg-a', name: `c-${sub.slice(-2)}`});
+  }
+  arm = await startFakeArm({world});
+  proxy = await startFaultProxy({upstream: arm.url, upstreamCa: arm.caPem, tls: await sharedServerTls(), classify: armClassifier()});
+});
+afterAll(async () => {
+  await proxy.close();
+  await arm.close();
+});
+
+async function run() {
+  const {sources} = fakeSources(arm);
+  return runPlan(await sources.plan([matcher(arm, {resource_manager_endpoint: proxy.url})]));
+}
+
+describe('a subscriptions list with a malformed record', () => {
+  const spoilers: [string, (record: Record<string, unknown>) => Record<string, unknown>][] = [
+    ['no subscriptionId', ({subscriptionId: _id, ...rest}) => rest],
+    ['a state Azure does not document', (record) => ({...record, state: 'enabled'})],
+  ];
+  for (const [what, spoil] of spoilers) {
+    it(`(${what}) deletes nothing`, async () => {
+      proxy.fault = undefined;
+      const clean = await run();
+      const ctx = context('g1');
+      const current = [...evaluate(clean, ctx).candidates.values()].map((c) => stored(c.server));
+      expect(current).toHaveLength(2);
+
+      proxy.fault = when({operation: 'subscriptions.list'}, mutateJson((body) => ({
+        ...body,
+        value: (body['value'] as Record<string, unknown>[]).map((r) => (String(r['subscriptionId']) === SUB_B ? spoil(r) : r)),
+      })));
+      const spoiled = await run();
+      const plan = reconcile(current, evaluate(spoiled, ctx), spoiled, 'g1');
+      expect(plan.items.filter((i) => i.action === 'delete')).toEqual([]);
+    });
+  }
+});

@@ -1,0 +1,81 @@
+/**
+ * Adversarial: a new leader primes the DiscoveryConfig matchers before its first cycle, so that
+ * cycle does not deregister their clusters. When the first DiscoveryConfig list fails (an API
+ * server hiccup at take-over, a 503, a malformed list), the leader must not go on with the
+ * config file's matchers alone: that first cycle would deregister every cluster only the
+ * DiscoveryConfigs find.
+ */
+import {afterAll, beforeAll, describe, expect, it} from 'vitest';
+import {FakeClock} from '../../src/core/clock.ts';
+import {parseConfig} from '../../src/config/load.ts';
+import type {Config} from '../../src/config/schema.ts';
+import type {CycleReport} from '../../src/discovery/cycle.ts';
+import {createLogger} from '../../src/observability/logger.ts';
+import {DiscoveryConfigController} from '../../src/service/discovery-configs.ts';
+import {startKubeEnv, type KubeEnv} from '../kubernetes/kube-env.ts';
+
+let kube: KubeEnv;
+
+beforeAll(async () => {
+  kube = await startKubeEnv();
+  const client = await kube.client();
+  await client.request({
+    method: 'POST',
+    path: '/apis/kube-discovery.io/v1/namespaces/kd/discoveryconfigs',
+    body: {apiVersion: 'kube-discovery.io/v1', kind: 'DiscoveryConfig', metadata: {name: 'eu'}, spec: {discovery_group: 'dyn', aws: [{types: ['eks'], regions: ['eu-west-1']}]}},
+  });
+});
+
+afterAll(async () => {
+  await kube.close();
+});
+
+const base = parseConfig(
+  `version: v1
+discovery_service:
+  discovery_group: dyn
+  aws: [{types: [eks], regions: [us-east-1]}]
+storage: {type: memory}
+`,
+  'base.yaml',
+);
+
+describe('priming DiscoveryConfig matchers when the first list fails', () => {
+  const faults: [string, {status: number; body: string}][] = [
+    ['a 503', {status: 503, body: '{"kind":"Status","status":"Failure","code":503,"reason":"ServiceUnavailable"}'}],
+    ['a malformed 200', {status: 200, body: '{"kind":"DiscoveryConfigList"}'}],
+  ];
+  for (const [what, answer] of faults) {
+    it(`does not hand over the config file's matchers alone after ${what}`, async () => {
+      let failures = 2;
+      kube.server.setFault((call) =>
+        call.method === 'GET' && !call.watch && call.path.endsWith('/discoveryconfigs') && failures-- > 0 ? answer : undefined,
+      );
+      const clock = new FakeClock();
+      const applied: Config[] = [];
+      const controller = new DiscoveryConfigController({
+        client: await kube.client(),
+        namespace: 'kd',
+        base,
+        clock,
+        logger: createLogger({level: 'silent', format: 'json'}),
+        apply: (config) => void applied.push(config),
+        runCycle: () => Promise.resolve({} as CycleReport),
+      });
+      let settled = false;
+      const primed = controller.prime().finally(() => {
+        settled = true;
+      });
+      for (let i = 0; i < 100 && !settled; i++) {
+        await new Promise((r) => setTimeout(r, 5));
+        await clock.advance(1_000);
+      }
+      await primed;
+      controller.stop();
+      kube.server.setFault(undefined);
+      // When prime returns, the scheduler starts its first cycle with whatever was applied last.
+      const regions = applied.at(-1)?.discovery_service.aws.flatMap((m) => m.regions) ?? base.discovery_service.aws.flatMap((m) => m.regions);
+      expect(regions).toEqual(['us-east-1', 'eu-west-1']);
+    });
+  }
+});

@@ -1,0 +1,82 @@
+/**
+ * Adversarial: when access set-up fails, the cluster's API answer becomes part of its health
+ * message, which is stored in the registry and served by /v1/kube_servers. An API server (or a
+ * webhook, or a proxy in front of it) that echoes the request's bearer token — an EKS token, a
+ * presigned STS call good for 15 minutes — must not put that token into the inventory.
+ */
+import {afterEach, beforeEach, describe, expect, it} from 'vitest';
+import {createAccessSetupStep} from '../../src/access/setup-step.ts';
+import {eksSource} from '../../src/clouds/aws/sources.ts';
+import {systemClock, type Clock} from '../../src/core/clock.ts';
+import {parseConfig} from '../../src/config/load.ts';
+import type {CycleReport} from '../../src/discovery/cycle.ts';
+import {silentLogger} from '../../src/observability/logger.ts';
+import {MemoryBackend} from '../../src/registry/memory.ts';
+import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {startFakeKubeApi, KubeRbacStore, type FakeKubeApi} from '../fakes/kube-api-server.ts';
+import {setEnv} from '../helpers/env.ts';
+import {eksAuthenticator, eksKubeServer} from '../probe/eks-fixtures.ts';
+
+const ACCOUNT = '111111111111';
+const REGION = 'us-east-1';
+const USER_ARN = `arn:aws:iam::${ACCOUNT}:user/discovery`;
+const KEY = {accessKeyId: 'AKIASETUPSECRET00001', secretAccessKey: 'setup-secret-secret', arn: USER_ARN};
+
+let aws: FakeAws;
+let kube: FakeKubeApi;
+let restoreEnv: () => void;
+const tokens: string[] = [];
+
+beforeEach(async () => {
+  const world = new FakeAwsWorld();
+  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
+  aws = await startFakeAws({world});
+  const authn = eksAuthenticator({world, clusters: [{account: ACCOUNT, region: REGION, name: 'c'}], stsUrl: aws.url});
+  kube = await startFakeKubeApi({
+    authenticate: (token) => {
+      tokens.push(token);
+      return authn.authenticate(token);
+    },
+    rbac: new KubeRbacStore(),
+    // A webhook authorizer that quotes what it was given, token included.
+    authorize: () => ({allowed: false, reason: `denied request with credential ${tokens.at(-1) ?? ''}`}),
+  });
+  world.addCluster(ACCOUNT, REGION, {name: 'c', endpoint: kube.url, caData: Buffer.from(kube.caPem).toString('base64')});
+  restoreEnv = setEnv({...aws.env, AWS_ACCESS_KEY_ID: KEY.accessKeyId, AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey, AWS_MAX_ATTEMPTS: '1'});
+});
+
+afterEach(async () => {
+  restoreEnv();
+  await kube.close();
+  await aws.close();
+});
+
+const config = parseConfig(
+  `version: v1
+discovery_service:
+  discovery_group: step
+  aws: [{types: [eks], regions: [${REGION}], setup_access_for_arn: "${USER_ARN}"}]
+`,
+  'step.yaml',
+);
+
+describe('a failed access set-up', () => {
+  it('keeps the bearer token an API server echoed out of the health message', async () => {
+    const source = eksSource(0, REGION, ACCOUNT);
+    const stored = eksKubeServer('c-eks', {endpoint: kube.url, caPem: kube.caPem, access: {cluster_name: 'c', region: REGION}, account: ACCOUNT});
+    const server = {...stored, status: {...stored.status, auth_mode: 'API_AND_CONFIG_MAP'}};
+    const report = {
+      items: [{name: 'c-eks', action: 'unchanged', reason: 'still discovered', source: source.id, labels: {}, server}],
+      results: [{source, ok: true, clusters: [], malformed: []}],
+    } as unknown as CycleReport;
+    const clock: Clock = {...systemClock, sleep: () => Promise.resolve()};
+    const step = createAccessSetupStep({config, clock, backend: new MemoryBackend({clock: systemClock}), logger: silentLogger, env: process.env, timeoutMs: 5_000});
+    await step.run(report, new AbortController().signal);
+    step.close();
+
+    const health = step.adjustHealth(server, {status: 'unhealthy', reason: 'unauthorized', message: 'probe refused'});
+    expect(health.reason).toBe('access_setup_failed');
+    expect(tokens.length).toBeGreaterThan(0);
+    for (const token of tokens) expect(health.message).not.toContain(token.slice(0, 40));
+  });
+});
