@@ -7,6 +7,7 @@
  *   npm run bench [-- --workloads W0,W1,W2,W3] [--cycles 6] [--peers] [--profile]
  *                 [--keepalive-sizes 10,1000,10000] [--backends sqlite,etcd] [--skip keepalive,tokens]
  *                 [--node-args "--max-semi-space-size=4"] [--env AWS_RETRY_MODE=standard] [--no-write]
+ *                 [--discovery '{"refresh_interval":"0s"}']
  */
 import {mkdir, mkdtemp, readdir, rm, writeFile} from 'node:fs/promises';
 import os from 'node:os';
@@ -42,6 +43,8 @@ export interface BenchOptions {
   readonly env?: Readonly<Record<string, string>>;
   readonly keepalive?: {readonly sizes: readonly number[]; readonly backends: readonly string[]; readonly rounds?: number} | false;
   readonly tokens?: {readonly cold: number; readonly cached: number} | false;
+  /** Extra `discovery_service` keys for the service under test (`--discovery '{"refresh_interval":"0s"}'`). */
+  readonly discovery?: Record<string, unknown>;
   /** Directory for the JSON report; undefined writes none. */
   readonly resultsDir?: string;
   readonly log?: (line: string) => void;
@@ -74,6 +77,7 @@ async function runWorkload(scenario: Scenario, options: BenchOptions, peers: Pee
       storage: {type: 'sqlite', path: path.join(dir, 'registry.db')},
       log: {level: 'warn', format: 'json'},
       probe: false,
+      ...(options.discovery ? {discovery: options.discovery} : {}),
     });
     await writeFile(configFile, text);
     const config = parseConfig(text, configFile);
@@ -183,6 +187,7 @@ async function main(argv: readonly string[]): Promise<void> {
       'no-write': {type: 'boolean', default: false},
       'node-args': {type: 'string', default: ''},
       'env': {type: 'string', multiple: true, default: []},
+      'discovery': {type: 'string'},
     },
     strict: true,
   });
@@ -202,6 +207,7 @@ async function main(argv: readonly string[]): Promise<void> {
     })),
     keepalive: skip.has('keepalive') ? false : {sizes: values['keepalive-sizes'].split(',').map(Number), backends: values.backends.split(',').filter(Boolean)},
     tokens: skip.has('tokens') ? false : {cold: 20_000, cached: 500_000},
+    ...(values.discovery ? {discovery: JSON.parse(values.discovery) as Record<string, unknown>} : {}),
     ...(values['no-write'] ? {} : {resultsDir: path.join(HERE, 'results')}),
   });
   process.stderr.write(`\n${formatSummary(report)}`);

@@ -8,7 +8,7 @@
  *   node bench/kube-api-calls.ts -- --clusters 10000 [--churn 0.01]
  */
 import {parseArgs} from 'node:util';
-import {FakeClock} from '../src/core/clock.ts';
+import {FakeClock} from '../test/helpers/fake-clock.ts';
 import {KubernetesBackend} from '../src/registry/kubernetes.ts';
 import {startKubeEnv} from '../test/kubernetes/kube-env.ts';
 

@@ -258,7 +258,7 @@ function describe(
 /** A complete service config reaching the simulator (YAML), for the demo and the bench's driver. */
 export function serviceConfig(
   description: SimDescription,
-  options: {group: string; pollInterval: string; storage: Record<string, unknown>; listenAddr?: string; log?: {level: string; format: string}; probe?: boolean},
+  options: {group: string; pollInterval: string; storage: Record<string, unknown>; listenAddr?: string; log?: {level: string; format: string}; probe?: boolean; discovery?: Record<string, unknown>},
 ): string {
   const doc = {
     version: 'v1',
@@ -267,6 +267,8 @@ export function serviceConfig(
       poll_interval: options.pollInterval,
       aws: description.matchers.aws,
       azure: description.matchers.azure,
+      // Extra discovery_service keys (bench --discovery), e.g. refresh_interval: 0s to describe every cycle.
+      ...options.discovery,
     },
     kubernetes_service: {labels: {'simulated': 'true'}},
     ...(options.probe === false ? {probe: {enabled: false}} : {}),

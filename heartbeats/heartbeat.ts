@@ -7,18 +7,15 @@ import {createHash} from 'node:crypto';
 import type {Clock} from '../src/core/clock.ts';
 import type {Lease, RegistryBackend, RegistryItem} from '../src/registry/backend.ts';
 import {LeaseNotFoundError} from '../src/registry/backend.ts';
-import type {KubeServer} from './kube-server.ts';
-import {kubeServerKey, kubeServerPrefix} from './kube-server.ts';
+import {errorMessage} from '../src/core/errors.ts';
+import type {KubeServer, KubeServerDraft} from './kube-server.ts';
+import {canonicalJson, kubeServerFromItem, kubeServerKey, kubeServerPrefix, withoutRegistryFields} from './kube-server.ts';
 
-/** A kube_server as the reconciler builds it: expiry and revision come from the registry, identity from the heartbeat. */
-export type KubeServerDraft = Omit<KubeServer, 'metadata' | 'spec'> & {
-  readonly metadata: Omit<KubeServer['metadata'], 'expires' | 'revision'>;
-  readonly spec: Omit<KubeServer['spec'], 'version' | 'hostname' | 'host_id'> &
-    Partial<Pick<KubeServer['spec'], 'version' | 'hostname' | 'host_id'>>;
-};
+/** The registry operations of a heartbeat: put (`announce`), lease upkeep (`keepalive`), delete / revoke (`delete`). */
+export const HEARTBEAT_FAILURE_KINDS = ['announce', 'keepalive', 'delete'] as const;
 
-/** Which registry operation failed: put (`announce`), lease upkeep (`keepalive`), or delete / revoke (`delete`). */
-export type HeartbeatFailureKind = 'announce' | 'keepalive' | 'delete';
+/** Which registry operation failed (metric label values are exactly these). */
+export type HeartbeatFailureKind = (typeof HEARTBEAT_FAILURE_KINDS)[number];
 
 type LogFn = (fields: Record<string, unknown>, message: string) => void;
 
@@ -163,11 +160,11 @@ export class Heartbeat {
       if (!item.key.startsWith(prefix)) continue;
       const name = item.key.slice(prefix.length);
       try {
-        const server = stripRegistryFields(JSON.parse(item.value) as KubeServer);
+        const server = withoutRegistryFields(kubeServerFromItem(item));
         this.#entries.set(name, {doc: docDigest(server), server, lease: item.lease, revision: item.revision, mine: false});
-      } catch {
+      } catch (err) {
         // Unreadable: no baseline, so the next announce simply overwrites it.
-        this.#log.warn({key: item.key}, 'registry entry is not valid JSON; it will be overwritten when announced');
+        this.#log.warn({key: item.key, err: errorMessage(err)}, 'registry entry is not a readable kube_server; it will be overwritten when announced');
       }
     }
   }
@@ -178,7 +175,7 @@ export class Heartbeat {
    */
   async announce(draft: KubeServerDraft): Promise<KubeServer> {
     this.#requireRunning('announce');
-    const server = stripRegistryFields({...draft, spec: {...draft.spec, ...this.#identity}} as KubeServer);
+    const server = withoutRegistryFields({...draft, spec: {...draft.spec, ...this.#identity}} as KubeServer);
     const name = server.metadata.name;
     if (name === '' || name.includes('/')) throw new RangeError(`Expected a kube_server name without "/", got ${JSON.stringify(name)}`);
     const doc = docDigest(server);
@@ -361,26 +358,6 @@ export class Heartbeat {
   }
 }
 
-/** Reads a stored kube_server, with `expires` and `revision` taken from the registry (keepalives move the expiry without rewriting it). */
-export function kubeServerFromItem(item: RegistryItem): KubeServer {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(item.value);
-  } catch (err) {
-    throw new Error(`registry entry ${item.key} is not valid JSON: ${errorMessage(err)}`, {cause: err});
-  }
-  const kind = (parsed as {kind?: unknown} | null)?.kind;
-  if (kind !== 'kube_server') throw new Error(`registry entry ${item.key}: expected kind "kube_server", found ${JSON.stringify(kind)}`);
-  const server = parsed as KubeServer;
-  const expires = item.expires === undefined ? server.metadata.expires : iso(item.expires);
-  return {...server, metadata: {...server.metadata, expires, revision: item.revision}};
-}
-
-function stripRegistryFields(server: KubeServer | KubeServerDraft): KubeServerDraft {
-  const {expires: _expires, revision: _revision, ...metadata} = server.metadata as KubeServer['metadata'];
-  return {...server, metadata};
-}
-
 /** The document with registry fields; `revision` undefined leaves it out (it is only known after the write). */
 function withRegistryFields(server: KubeServerDraft, expiresMs: number, revision: string | undefined): KubeServer {
   return {
@@ -394,19 +371,6 @@ function docDigest(server: KubeServerDraft): string {
   return createHash('sha256').update(canonicalJson(server)).digest('base64');
 }
 
-/** JSON with object keys sorted, so label order never looks like a change. */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, v: unknown) =>
-    v !== null && typeof v === 'object' && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : v,
-  );
-}
-
 function iso(ms: number): string {
   return new Date(ms).toISOString();
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }

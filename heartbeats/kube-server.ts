@@ -1,4 +1,10 @@
-/** kube_server resources (Teleport KubernetesServerV3 field names) and their keys. */
+/**
+ * The kube_server document in one place: its type (Teleport KubernetesServerV3 field names), the
+ * draft the reconciler builds, its registry keys, the parser of stored entries and its canonical
+ * JSON. Everything that reads or compares a stored kube_server goes through here.
+ */
+import type {RegistryItem} from '../src/registry/backend.ts';
+import {errorMessage} from '../src/core/errors.ts';
 
 /** Health of the path from the discovery service to a cluster's API. */
 export interface TargetHealth {
@@ -103,4 +109,59 @@ export function kubeServerPrefix(group: string): string {
 /** Registry key of one kube_server: `kube_servers/<group>/<name>`. */
 export function kubeServerKey(group: string, name: string): string {
   return `${kubeServerPrefix(group)}${name}`;
+}
+
+/** A kube_server as the reconciler builds it: expiry and revision come from the registry, identity from the heartbeat. */
+export type KubeServerDraft = Omit<KubeServer, 'metadata' | 'spec'> & {
+  readonly metadata: Omit<KubeServer['metadata'], 'expires' | 'revision'>;
+  readonly spec: Omit<KubeServer['spec'], 'version' | 'hostname' | 'host_id'> &
+    Partial<Pick<KubeServer['spec'], 'version' | 'hostname' | 'host_id'>>;
+};
+
+/**
+ * Reads a stored kube_server, with `expires` and `revision` taken from the registry (keepalives move
+ * the expiry without rewriting the document, and the revision is only known after the write).
+ * Throws, naming the key, when the entry is not JSON or not a kube_server.
+ */
+export function kubeServerFromItem(item: Pick<RegistryItem, 'key' | 'value' | 'expires' | 'revision'>): KubeServer {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(item.value);
+  } catch (err) {
+    throw new Error(`registry entry ${item.key} is not valid JSON: ${errorMessage(err)}`, {cause: err});
+  }
+  const kind = (parsed as {kind?: unknown} | null)?.kind;
+  if (kind !== 'kube_server') throw new Error(`registry entry ${item.key}: expected kind "kube_server", found ${JSON.stringify(kind)}`);
+  const server = parsed as KubeServer;
+  if (typeof server.metadata?.name !== 'string') throw new Error(`registry entry ${item.key}: expected a string metadata.name, found ${JSON.stringify(server.metadata?.name)}`);
+  const expires = item.expires === undefined ? server.metadata.expires : new Date(item.expires).toISOString();
+  return {...server, metadata: {...server.metadata, expires, revision: item.revision}};
+}
+
+/** Reads stored kube_servers; an unreadable entry is reported through `onBad` and left out, never thrown. */
+export function parseKubeServers(items: readonly Pick<RegistryItem, 'key' | 'value' | 'expires' | 'revision'>[], onBad?: (key: string, error: Error) => void): KubeServer[] {
+  const out: KubeServer[] = [];
+  for (const item of items) {
+    try {
+      out.push(kubeServerFromItem(item));
+    } catch (error) {
+      onBad?.(item.key, error instanceof Error ? error : new Error(String(error)));
+    }
+  }
+  return out;
+}
+
+/** The document without its registry fields (`expires`, `revision`): what a writer compares and re-puts. */
+export function withoutRegistryFields(server: KubeServer | KubeServerDraft): KubeServerDraft {
+  const {expires: _expires, revision: _revision, ...metadata} = server.metadata as KubeServer['metadata'];
+  return {...server, metadata};
+}
+
+/** JSON with object keys sorted, so label order never looks like a change. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
+  );
 }

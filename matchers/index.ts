@@ -1,10 +1,11 @@
 /**
- * The tag-matcher engine (design §5): keys AND, values of one key OR; `{"*": "*"}` matches
+ * The tag-matcher engine (Teleport's label-matching rules): keys AND, values of one key OR; `{"*": "*"}` matches
  * everything; value `*` matches any value of an existing key; `^...$` is a full regular
  * expression; anything else is a glob anchored at both ends. A key `*` with another value
  * means "some label has a matching value". Pure: no I/O, no clock.
  */
 import {GlobSyntaxError, globToRegExp, hasGlobSyntax} from './glob.ts';
+import {errorMessage} from '../src/core/errors.ts';
 
 /** The `tags` map of a matcher as written in the YAML config. */
 export type TagMatcherInput = Readonly<Record<string, string | readonly string[]>>;
@@ -160,7 +161,7 @@ function compileRegex(key: string, text: string): RegExp {
     return new RegExp(source, flags);
   } catch (error) {
     // V8 says "Invalid regular expression: /<source>/<flags>: <reason>"; keep just the reason.
-    const message = error instanceof Error ? error.message : String(error);
+    const message = errorMessage(error);
     const reason = message.slice(message.lastIndexOf(': ') + 2) || message;
     throw new MatcherError(`invalid regular expression ${text} for key ${key}: ${reason}`, key, text, reason);
   }

@@ -1,5 +1,5 @@
 /**
- * The Kubernetes RBAC the discovery identity needs in every cluster it probes (design §6):
+ * The Kubernetes RBAC the discovery identity needs in every cluster it probes:
  * impersonate users, groups and service accounts; get pods; create self-subject access and
  * rules reviews. One ClusterRole, bound to a group (EKS access entry or aws-auth group) or
  * to a user (an AKS managed identity's object id).

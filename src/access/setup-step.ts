@@ -11,8 +11,7 @@
  * cluster's health message and a metric.
  */
 import PQueue from 'p-queue';
-import type {TargetHealth} from '../../heartbeats/kube-server.ts';
-import type {KubeAccess} from '../../heartbeats/kube-server.ts';
+import type {KubeAccess, KubeServerDraft, TargetHealth} from '../../heartbeats/kube-server.ts';
 import {AccessSetupCallError, createAccessSetupApi, type AccessSetupApi} from '../clouds/aws/access-setup-api.ts';
 import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
@@ -21,7 +20,6 @@ import {mintEksToken} from '../credentials/eks-token.ts';
 import {redactText} from '../observability/redact.ts';
 import type {Env} from '../credentials/sts-endpoint.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
-import type {KubeServerDraft} from '../discovery/evaluate.ts';
 import type {RegistryBackend} from '../registry/backend.ts';
 import {enableAccessEntriesCommand, shellCommand, usesAccessEntries} from './eks-access.ts';
 import {applyRbacObject, canI, KubeApiError, type KubeTarget} from './kube-apply.ts';

@@ -1,6 +1,7 @@
 /** A small client of the HTTP API for the CLI (`ls`, `kubeconfig`). */
 import {readFile} from 'node:fs/promises';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** Where and how to reach the API. */
 export interface ApiClientOptions {
@@ -40,7 +41,7 @@ export async function listKubeServers(options: ApiClientOptions & {labels?: stri
     try {
       res = await fetch(url, {headers: options.token ? {authorization: `Bearer ${options.token}`} : {}, signal: AbortSignal.timeout(30_000)});
     } catch (error) {
-      throw new Error(`cannot reach ${options.server}: ${((error as Error).cause as Error | undefined)?.message ?? (error as Error).message}`, {cause: error});
+      throw new Error(`cannot reach ${options.server}: ${errorMessage(error instanceof Error && error.cause instanceof Error ? error.cause : error)}`, {cause: error});
     }
     if (!res.ok) {
       const body = (await res.json().catch(() => ({}))) as {message?: string};

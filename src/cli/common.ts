@@ -1,5 +1,5 @@
 /** Helpers every CLI command shares: usage errors and loading the config with exit code 2 on problems. */
-import {InputError} from '../core/errors.ts';
+import {errorMessage, InputError} from '../core/errors.ts';
 import {ConfigError, loadConfigFile} from '../config/load.ts';
 import type {Config} from '../config/schema.ts';
 import {configWarnings} from '../config/warnings.ts';
@@ -42,6 +42,6 @@ export async function withConfig(io: CliIo, command: string, path: string | unde
  */
 export function oneLine(error: unknown, io: CliIo): string {
   registerSecretsFromEnv(io.env);
-  const text = redactText((error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, ' ').trim());
+  const text = redactText(errorMessage(error).replace(/\s*\n\s*/g, ' ').trim());
   return text || 'unknown error';
 }

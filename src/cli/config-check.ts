@@ -4,6 +4,7 @@ import {ConfigError, loadConfigFile} from '../config/load.ts';
 import {formatConfigYaml} from '../config/print.ts';
 import {configWarnings} from '../config/warnings.ts';
 import type {Command} from './io.ts';
+import {errorMessage} from '../core/errors.ts';
 
 const usage = 'usage: kube-discovery config check -c FILE\n';
 
@@ -29,7 +30,7 @@ export const runConfigCheck: Command = async (argv, io) => {
     }
     file = values.config;
   } catch (error) {
-    io.stderr(`${(error as Error).message}\n${usage}`);
+    io.stderr(`${errorMessage(error)}\n${usage}`);
     return 2;
   }
   if (file === undefined || file === '') {

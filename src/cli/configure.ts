@@ -23,7 +23,7 @@ import {applyRbacObject, describe, type ApplyOutcome} from '../access/kube-apply
 import {DEFAULT_RBAC_NAME, discoveryClusterRole, discoveryClusterRoleBinding, rbacYaml, type RbacObject} from '../access/rbac.ts';
 import {createEksAccessApi, type EksAccessApi, type EksClusterAccess} from '../clouds/aws/access-entries.ts';
 import {systemClock, type Clock} from '../core/clock.ts';
-import {InputError} from '../core/errors.ts';
+import {errorMessage, InputError} from '../core/errors.ts';
 import {AwsCredentialProviders, type AwsCredentialProvider} from '../credentials/aws-credentials.ts';
 import {mintEksToken} from '../credentials/eks-token.ts';
 import {partitionOf} from '../credentials/sts-endpoint.ts';
@@ -240,7 +240,7 @@ function parse(argv: readonly string[], options: Flags): Record<string, string |
   try {
     return parseArgs({args: [...argv], options, strict: true, allowPositionals: false}).values as Record<string, string | boolean | undefined>;
   } catch (error) {
-    throw new InputError(error instanceof Error ? error.message : String(error));
+    throw new InputError(errorMessage(error));
   }
 }
 

@@ -7,15 +7,15 @@ import {open} from 'node:fs/promises';
 import {fileURLToPath} from 'node:url';
 import {parseArgs} from 'node:util';
 import {stringify} from 'yaml';
-import {kubeServerPrefix, type KubeAccess, type KubeServer} from '../../heartbeats/kube-server.ts';
+import {kubeServerPrefix, parseKubeServers, type KubeAccess, type KubeServer} from '../../heartbeats/kube-server.ts';
 import {systemClock} from '../core/clock.ts';
-import {parseKubeServers} from '../discovery/registrar.ts';
 import {matchesSelector, parseLabelSelector} from '../http/server.ts';
 import {createBackend} from '../registry/index.ts';
 import {listKubeServers, resolveToken, serverUrl} from './client.ts';
 import {usageError, withConfig} from './common.ts';
 import type {CliIo, Command} from './io.ts';
 import {wantsHelp} from './usage.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** Where `--server` points by default (else `KUBE_DISCOVERY_SERVER`): the service's default listen address. */
 export const DEFAULT_SERVER = 'http://127.0.0.1:3000';
@@ -169,7 +169,7 @@ export const runKubeconfig: Command = async (argv, io) => {
       allowPositionals: false,
     }));
   } catch (error) {
-    return usageError(io, 'kubeconfig', `${(error as Error).message}\n${USAGE}`);
+    return usageError(io, 'kubeconfig', `${errorMessage(error)}\n${USAGE}`);
   }
   if (values.help) {
     io.stdout(USAGE);
@@ -180,7 +180,7 @@ export const runKubeconfig: Command = async (argv, io) => {
   try {
     selector = parseLabelSelector(values.labels ?? null);
   } catch (error) {
-    return usageError(io, 'kubeconfig', (error as Error).message);
+    return usageError(io, 'kubeconfig', errorMessage(error));
   }
   const env: Record<string, string> = {};
   for (const pair of values['exec-env'] ?? []) {
@@ -215,7 +215,7 @@ export const runKubeconfig: Command = async (argv, io) => {
     const token = await resolveToken(values['token-file'], io.env);
     servers = await listKubeServers({server: server.url, ...(token ? {token} : {}), ...(values.labels ? {labels: values.labels} : {})});
   } catch (error) {
-    io.stderr(`kube-discovery kubeconfig: ${(error as Error).message}\n`);
+    io.stderr(`kube-discovery kubeconfig: ${errorMessage(error)}\n`);
     return 1;
   }
   return emit(servers);

@@ -12,6 +12,7 @@ import {listKubeServers, resolveToken, serverUrl} from './client.ts';
 import {usageError} from './common.ts';
 import type {Command} from './io.ts';
 import {formatLabels} from './table.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** Default API address: the service's default listen address. */
 export const DEFAULT_SERVER = 'http://127.0.0.1:3000';
@@ -47,7 +48,7 @@ export function lsCommand(deps: LsDeps = {}): Command {
         strict: true,
       }));
     } catch (error) {
-      return usageError(io, 'ls', `${(error as Error).message} (see kube-discovery ls --help)`);
+      return usageError(io, 'ls', `${errorMessage(error)} (see kube-discovery ls --help)`);
     }
     const output = values.output ?? (io.isTty ? 'table' : 'json');
     if (!(LS_OUTPUTS as readonly string[]).includes(output)) return usageError(io, 'ls', `expected --output to be one of ${LS_OUTPUTS.join(', ')}, got ${JSON.stringify(output)}`);
@@ -57,7 +58,7 @@ export function lsCommand(deps: LsDeps = {}): Command {
     try {
       wanted = parseLabelSelector(selector ?? null);
     } catch (error) {
-      return usageError(io, 'ls', (error as Error).message);
+      return usageError(io, 'ls', errorMessage(error));
     }
     const server = serverUrl(values.server ?? io.env['KUBE_DISCOVERY_SERVER'] ?? DEFAULT_SERVER);
     if (!server.ok) return usageError(io, 'ls', server.message);
@@ -67,7 +68,7 @@ export function lsCommand(deps: LsDeps = {}): Command {
       // The API filters too; filtering here as well covers servers that ignore `labels`.
       items = (await listKubeServers({server: server.url, ...(token ? {token} : {}), ...(selector ? {labels: selector} : {})})).filter((s) => matchesSelector(s, wanted));
     } catch (error) {
-      io.stderr(`kube-discovery ls: ${(error as Error).message}\n`);
+      io.stderr(`kube-discovery ls: ${errorMessage(error)}\n`);
       return 1;
     }
     const now = clock.now();

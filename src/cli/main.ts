@@ -4,6 +4,7 @@ import {registerSecretsFromEnv} from '../observability/redact.ts';
 import {processIo, type CliIo, type Command} from './io.ts';
 import {commandUsage, wantsHelp} from './usage.ts';
 import {VERSION} from '../version.ts';
+import {errorMessage} from '../core/errors.ts';
 
 const USAGE = `usage: kube-discovery <command> [flags]      (kube-discovery <command> --help for details)
 
@@ -76,7 +77,7 @@ if (import.meta.main) {
     process.exitCode = await main(process.argv.slice(2));
   } catch (error) {
     // Unexpected failures: one line, no stack, non-zero exit.
-    process.stderr.write(`kube-discovery: ${(error as Error).message}\n`);
+    process.stderr.write(`kube-discovery: ${errorMessage(error)}\n`);
     process.exitCode = 1;
   }
 }

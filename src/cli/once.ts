@@ -12,6 +12,7 @@ import {runningWriter} from '../service/writer-claim.ts';
 import {redact, redactText} from '../observability/redact.ts';
 import {usageError, withConfig} from './common.ts';
 import {formatLabels, renderTable} from './table.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** Runs the `once` command. */
 export const runOnce: Command = async (argv, io) => {
@@ -28,7 +29,7 @@ export const runOnce: Command = async (argv, io) => {
       strict: true,
     }));
   } catch (error) {
-    return usageError(io, 'once', (error as Error).message);
+    return usageError(io, 'once', errorMessage(error));
   }
   const output = values.output ?? (io.isTty ? 'table' : 'json');
   if (output !== 'json' && output !== 'table') return usageError(io, 'once', `--output must be json or table, got ${JSON.stringify(output)}`);

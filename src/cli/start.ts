@@ -4,6 +4,7 @@ import {systemClock} from '../core/clock.ts';
 import {startService} from '../service/service.ts';
 import {usageError, withConfig} from './common.ts';
 import type {Command} from './io.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** How long a running cycle may take to finish after SIGTERM before it is aborted. */
 const STOP_GRACE_MS = 15_000;
@@ -18,7 +19,7 @@ export const runStart: Command = async (argv, io) => {
       strict: true,
     }));
   } catch (error) {
-    return usageError(io, 'start', (error as Error).message);
+    return usageError(io, 'start', errorMessage(error));
   }
   // SIGHUP is handled from here on, not only once the service runs: starting can take a while (an
   // etcd election's first round), and Node's default for SIGHUP is to die on the spot. A stop

@@ -6,7 +6,7 @@
 import {oneLine} from './common.ts';
 import {parseArgs} from 'node:util';
 import {systemClock, type Clock} from '../core/clock.ts';
-import {InputError} from '../core/errors.ts';
+import {errorMessage, InputError} from '../core/errors.ts';
 import {AZURE_CLOUD_NAMES, isAzureCloudName} from '../clouds/azure/clouds.ts';
 import type {AzureClientOptions} from '../clouds/azure/pipeline.ts';
 import {defaultAzureCredential, type AzureCredentialFactory} from '../credentials/aks-credential.ts';
@@ -74,7 +74,7 @@ const mintEks: TokenMinter = async (argv, io, {clock}) => {
   } catch (error) {
     // An unknown region is allowed (it may be newer than this release) but is the likelier cause.
     const hint = unknownRegionHint(region);
-    if (hint) throw new Error(`${(error as Error).message} (note: region ${hint})`, {cause: error});
+    if (hint) throw new Error(`${errorMessage(error)} (note: region ${hint})`, {cause: error});
     throw error;
   }
 };
@@ -185,7 +185,7 @@ function parse<const O extends Record<string, {type: 'string'}>>(argv: readonly 
     return parseArgs({args: [...argv], options, strict: true, allowPositionals: false});
   } catch (error) {
     // parseArgs errors are already one readable line ("Unknown option '--foo'").
-    throw new InputError(error instanceof Error ? error.message : String(error));
+    throw new InputError(errorMessage(error));
   }
 }
 

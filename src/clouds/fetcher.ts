@@ -6,3 +6,9 @@ export interface ClusterFetcher {
   readonly source: SourceRef;
   fetch(signal: AbortSignal): Promise<SourceResult>;
 }
+
+/** Sources of one cycle: fetchers to run, and sources that already failed while being planned. */
+export interface PlannedSources {
+  readonly fetchers: ClusterFetcher[];
+  readonly failed: SourceResult[];
+}

@@ -1,13 +1,13 @@
 /**
  * Reads the YAML config and validates it, reporting every problem at once with the key
- * path, line and column, what was expected and what was found (design §4). YAML nodes keep
+ * path, line and column, what was expected and what was found. YAML nodes keep
  * their source ranges, so each zod issue maps back to the text the operator wrote.
  */
 import {readFile} from 'node:fs/promises';
 import {LineCounter, isAlias, isMap, isScalar, isSeq, parseDocument} from 'yaml';
 import type {Document, Node as YamlNode, Pair} from 'yaml';
 import type * as z from 'zod';
-import {InputError} from '../core/errors.ts';
+import {errorMessage, InputError} from '../core/errors.ts';
 import {configSchema} from './schema.ts';
 import type {Config} from './schema.ts';
 import {adaptTeleportConfig, teleportKeysAt} from './teleport.ts';
@@ -88,7 +88,7 @@ export function parseConfig(text: string, fileName: string): Config {
     data = doc.toJS({maxAliasCount: 100});
   } catch (error) {
     // e.g. an alias to an anchor that is not defined (yet).
-    problems.push({path: '', line: 1, column: 1, message: `expected valid YAML, found ${lowerFirst(String((error as Error).message))}`});
+    problems.push({path: '', line: 1, column: 1, message: `expected valid YAML, found ${lowerFirst(errorMessage(error))}`});
     throw new ConfigError(fileName, problems);
   }
 

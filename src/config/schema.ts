@@ -1,5 +1,5 @@
 /**
- * The config schema (design §4): Teleport-compatible snake_case keys, strict objects so a
+ * The config schema: Teleport-compatible snake_case keys, strict objects so a
  * typo is an error rather than a silently disabled matcher, defaults filled in, durations
  * turned into milliseconds. Every issue message is the "expected ..." phrase; the loader
  * adds the path, the line and what was found.
@@ -281,6 +281,8 @@ const azureMatcherSchema = z.strictObject({
     return url.protocol === 'https:' || (url.protocol === 'http:' && isLoopbackHost(url.hostname));
   }).optional(),
   client_id: patterned('a client id (a GUID)', guidPattern).optional(),
+  // Automatic AKS access set-up (issue 18, src/access/aks-setup-step.ts): an Entra object id; off unless set.
+  setup_access_for_principal_id: patterned('an Entra object id (a GUID such as 00000000-0000-0000-0000-000000000000)', guidPattern).optional(),
 });
 
 const cronExpectation = 'a cron expression such as "*/5 * * * *"';
@@ -295,6 +297,10 @@ const discoveryServiceSchema = z
     poll_interval: duration({min: 10_000}).optional(),
     // Incremental discovery: each cluster's full re-description period; `0s` describes every cluster every cycle.
     refresh_interval: z.union([z.literal('0s').transform(() => 0), duration({min: 60_000})]).default(3_600_000),
+    // Client-side rate shaping of AWS calls per (account, region, operation); overrides the defaults per operation.
+    aws_rate_limits: z
+      .record(z.string().regex(/^(\*|[A-Z][A-Za-z]+)$/, {error: 'an AWS operation name such as DescribeCluster, or "*"'}), z.strictObject({rate_per_second: z.number().positive(), burst: z.number().int().min(1)}))
+      .optional(),
     schedule: z
       .string({error: cronExpectation})
       .superRefine((text, ctx) => {
@@ -588,9 +594,6 @@ export type MetricsConfig = Config['metrics'];
 export type LogConfig = Config['log'];
 /** Log levels accepted in `log.level`. */
 export type LogLevel = LogConfig['level'];
-
-/** The storage types, in the order error messages list them. */
-export const knownStorageTypes: readonly string[] = storageTypes;
 
 /** A human reason a cron expression is invalid (node-cron's field errors), for messages. */
 function explainCron(expression: string): string {

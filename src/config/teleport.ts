@@ -1,5 +1,5 @@
 /**
- * Teleport drop-in (design §4): a Teleport user's `discovery_service` section, or a whole
+ * Teleport drop-in: a Teleport user's `discovery_service` section, or a whole
  * teleport.yaml, loads unchanged. Before validation this pass takes out what Teleport knows and
  * this service does not use (other services' sections, EC2 installation settings, matcher
  * types other than eks/aks ...), turns Teleport's boolean spellings into booleans and fills the

@@ -1,5 +1,9 @@
 /** The small set of typed errors, mapped to exit codes, HTTP status and metric reasons in one place each. */
-import type {CloudName, FailureReason} from './types.ts';
+
+/** The message of anything thrown: an Error's message, otherwise its string form. */
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
 
 /** Bad user input (flags, config, query parameters). Exit code 2, HTTP 400. */
 export class InputError extends Error {
@@ -21,25 +25,3 @@ export class FencedError extends Error {
   override readonly name = 'FencedError';
 }
 
-/** Context of a failed cloud call. */
-export interface CloudErrorContext {
-  readonly cloud: CloudName;
-  readonly account: string;
-  readonly region: string;
-  readonly operation: string;
-  readonly code: string;
-  readonly reason: FailureReason;
-  readonly requestId?: string;
-  readonly cluster?: string;
-}
-
-/** A cloud API call failed; carries where and why, never credentials. */
-export class CloudError extends Error {
-  override readonly name = 'CloudError';
-  readonly context: CloudErrorContext;
-
-  constructor(message: string, context: CloudErrorContext, options?: {cause?: unknown}) {
-    super(message, options);
-    this.context = context;
-  }
-}

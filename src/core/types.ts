@@ -105,4 +105,6 @@ export interface SourceFailure {
   readonly message: string;
   readonly operation: string;
   readonly requestId?: string;
+  /** The credential chain found no credentials at all (as opposed to credentials that were refused). */
+  readonly noCredentials?: true;
 }

@@ -10,6 +10,7 @@ import type {Clock} from '../core/clock.ts';
 import {noAzureCredentialsMessage} from './aks-credential.ts';
 import {AksLocalAccounts} from './aks-local-accounts.ts';
 import {TokenCache} from './token-cache.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** Entra ID application of the AKS API server: the audience of AKS-managed Entra ID tokens in every Azure cloud. */
 export const AKS_SERVER_ID = '6dae42f8-4368-4678-94ff-3960e28e3630';
@@ -102,7 +103,7 @@ export async function mintEntraToken(credential: TokenCredential, serverId: stri
 
 /** An identity error in one line: DefaultAzureCredential lists every credential it tried, one per line. */
 function firstLine(error: unknown): string {
-  const lines = (error instanceof Error ? error.message : String(error)).split('\n');
+  const lines = errorMessage(error).split('\n');
   // Some credentials append a stack frame to their message; an exec plugin's stderr must not carry one.
   const text = lines.map((l) => l.trim()).filter((l) => l !== '' && !/^at \S.*:\d+(?::\d+)?\)?$/.test(l)).join(' ');
   return text.length > 400 ? `${text.slice(0, 400)}…` : text || 'unknown error';

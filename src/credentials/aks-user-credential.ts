@@ -10,6 +10,7 @@ import {azureCloud, type AzureCloudName} from '../clouds/azure/clouds.ts';
 import {armClientOptions, type AzureClientOptions} from '../clouds/azure/pipeline.ts';
 import {parseAksKubeconfig, type AksUserKubeconfig} from './aks-kubeconfig.ts';
 import type {AksClusterRef} from './aks-local-accounts.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** Where and as whom to ask Resource Manager. */
 export interface AksUserCredentialRequest {
@@ -34,7 +35,7 @@ export async function fetchAksUserKubeconfig(request: AksUserCredentialRequest):
     const result = await client.managedClusters.listClusterUserCredentials(resourceGroup, name, {format: 'exec'});
     value = result.kubeconfigs?.find((k) => k.value !== undefined)?.value;
   } catch (error) {
-    const message = (error instanceof Error ? error.message : String(error)).split('\n')[0]?.slice(0, 300) ?? '';
+    const message = errorMessage(error).split('\n')[0]?.slice(0, 300) ?? '';
     throw new Error(`listClusterUserCredential for AKS cluster ${name} (resource group ${resourceGroup}, subscription ${subscriptionId}) failed: ${message}`, {cause: error});
   }
   if (!value) throw new Error(`listClusterUserCredential for AKS cluster ${name} returned no kubeconfig`);

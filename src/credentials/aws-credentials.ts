@@ -11,6 +11,7 @@ import {systemClock, type Clock} from '../core/clock.ts';
 import type {AwsCredentials} from './eks-token.ts';
 import {configuredStsEndpoint, partitionOf, type Env} from './sts-endpoint.ts';
 import {halfLife, TokenCache} from './token-cache.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** Resolves credentials; call it per use, it caches. */
 export type AwsCredentialProvider = () => Promise<AwsCredentials>;
@@ -92,7 +93,7 @@ export class AwsCredentialProviders {
         registerSecret(credentials.sessionToken);
         return credentials;
       } catch (error) {
-        throw new AwsCredentialError(`no AWS credentials found: ${messageOf(error)}; ${NO_CREDENTIALS_HINT}`, 'CredentialsProviderError', undefined, {cause: error});
+        throw new AwsCredentialError(`no AWS credentials found: ${errorMessage(error)}; ${NO_CREDENTIALS_HINT}`, 'CredentialsProviderError', undefined, {cause: error});
       }
     };
     this.#roleCredentials = new TokenCache<CachedCredentials>({
@@ -168,9 +169,9 @@ function assumeRoleError(roleArn: string, error: unknown): AwsCredentialError {
   }
   const code = codeOf(error);
   if (code === 'CredentialsProviderError') {
-    return new AwsCredentialError(`cannot assume role ${roleArn}: no AWS credentials found: ${messageOf(error)}; ${NO_CREDENTIALS_HINT}`, code, roleArn, {cause: error});
+    return new AwsCredentialError(`cannot assume role ${roleArn}: no AWS credentials found: ${errorMessage(error)}; ${NO_CREDENTIALS_HINT}`, code, roleArn, {cause: error});
   }
-  return new AwsCredentialError(`cannot assume role ${roleArn}: ${code}: ${messageOf(error)}`, code, roleArn, {cause: error});
+  return new AwsCredentialError(`cannot assume role ${roleArn}: ${code}: ${errorMessage(error)}`, code, roleArn, {cause: error});
 }
 
 /** The AWS error code: query-protocol errors carry it as `Code`, SDK errors as `name`. */
@@ -178,8 +179,4 @@ function codeOf(error: unknown): string {
   if (!(error instanceof Error)) return 'Error';
   const code = (error as {Code?: unknown}).Code;
   return typeof code === 'string' && code ? code : error.name;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -1,19 +1,20 @@
 /** One discovery cycle: plan sources, fetch them concurrently, evaluate, reconcile, apply. */
 import PQueue from 'p-queue';
-import type {KubeServer} from '../../heartbeats/kube-server.ts';
+import type {KubeServer, KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import type {TagMatcher} from '../../matchers/index.ts';
-import type {ClusterFetcher} from '../clouds/fetcher.ts';
+import type {ClusterFetcher, PlannedSources} from '../clouds/fetcher.ts';
 import type {Clock} from '../core/clock.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
-import {evaluate, registeredIdentity, type EvaluateContext, type KubeServerDraft} from './evaluate.ts';
+import {evaluate, registeredIdentity, type EvaluateContext} from './evaluate.ts';
 import {reconcile, type Action, type PlanItem} from './reconcile.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** Registry writes of a cycle in flight at once. */
 const APPLY_CONCURRENCY = 64;
 
 /** Where sources come from (one planner per cloud). */
 export interface SourcePlanner {
-  plan(): Promise<{fetchers: ClusterFetcher[]; failed: SourceResult[]}>;
+  plan(): Promise<PlannedSources>;
   /**
    * The source reported as failed when planning itself fails or outlives the cycle deadline
    * (an STS or subscription call that drips): it must cover every entry the planner's
@@ -141,7 +142,7 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
           if (item.action === 'delete') await options.registrar.remove(item.name);
           else if (item.server) await options.registrar.announce(item.server);
         } catch (error) {
-          applyErrors.push({name: item.name, action: item.action, message: (error as Error).message});
+          applyErrors.push({name: item.name, action: item.action, message: errorMessage(error)});
         }
       });
     }
@@ -183,7 +184,7 @@ async function planSafely(planner: SourcePlanner, signal: AbortSignal): Promise<
   try {
     return await Promise.race([planner.plan(), cutOff]);
   } catch (error) {
-    const failure = {reason: 'other' as const, code: (error as Error).name || 'Error', message: (error as Error).message, operation: 'plan'};
+    const failure = {reason: 'other' as const, code: error instanceof Error && error.name ? error.name : 'Error', message: errorMessage(error), operation: 'plan'};
     return {fetchers: [], failed: [{source, ok: false, clusters: [], malformed: [], error: failure}]};
   } finally {
     signal.removeEventListener('abort', onAbort);
@@ -209,7 +210,7 @@ async function fetchSafely(fetcher: ClusterFetcher, signal: AbortSignal): Promis
       ok: false,
       clusters: [],
       malformed: [],
-      error: {reason: 'other', code: (error as Error).name || 'Error', message: (error as Error).message, operation: 'fetch'},
+      error: {reason: 'other', code: error instanceof Error && error.name ? error.name : 'Error', message: errorMessage(error), operation: 'fetch'},
     };
   } finally {
     signal.removeEventListener('abort', onAbort);

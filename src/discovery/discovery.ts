@@ -2,12 +2,13 @@
 import {compileTagMatcher, type TagMatcher} from '../../matchers/index.ts';
 import {AwsSources, type AwsSourcesOptions} from '../clouds/aws/sources.ts';
 import type {AzurePlanner, AzureSourceMatcher, AzureSourcesOptions} from '../clouds/azure/sources.ts';
-import type {Clock} from '../core/clock.ts';
+import {systemClock, type Clock} from '../core/clock.ts';
+import {RateShaper, awsRateLimits} from '../clouds/aws/rate-shaper.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import type {Config} from '../config/schema.ts';
 import {cronSchedule} from '../scheduler/schedule.ts';
 import {runCycle, type CycleReport, type Registrar, type SourcePlanner} from './cycle.ts';
-import type {KubeServerDraft} from './evaluate.ts';
+import type {KubeServerDraft} from '../../heartbeats/kube-server.ts';
 
 /** What discovery needs besides the config. */
 export interface DiscoveryOptions {
@@ -30,7 +31,7 @@ export class Discovery {
   readonly #options: DiscoveryOptions;
   readonly #planners: SourcePlanner[];
   /** The Azure planner when the config has `azure:` matchers (its token source serves AKS probes). */
-  readonly azure: Pick<AzurePlanner, 'plan' | 'tokenSource'> | undefined;
+  readonly azure: LazyAzurePlanner | undefined;
   readonly #matchers: {aws: TagMatcher[]; azure: TagMatcher[]};
 
   constructor(options: DiscoveryOptions) {
@@ -40,7 +41,8 @@ export class Discovery {
       aws: ds.aws.map((m) => compileTagMatcher(m.tags)),
       azure: ds.azure.map((m) => compileTagMatcher(m.tags)),
     };
-    const aws = new AwsSources({perRegionConcurrency: ds.concurrency.per_region, requestTimeoutMs: ds.request_timeout, refreshMs: ds.refresh_interval, clock: options.clock, ...options.aws});
+    const rateShaper = ds.aws_rate_limits ? new RateShaper({clock: systemClock, limits: awsRateLimits(ds.aws_rate_limits)}) : undefined;
+    const aws = new AwsSources({perRegionConcurrency: ds.concurrency.per_region, requestTimeoutMs: ds.request_timeout, refreshMs: ds.refresh_interval, clock: options.clock, ...(rateShaper ? {rateShaper} : {}), ...options.aws});
     this.azure =
       ds.azure.length > 0
         ? lazyAzurePlanner(ds.azure, {
@@ -110,11 +112,15 @@ export function cycleDeadline(config: Config): number {
 }
 
 /** The Azure planner, loaded on first use: the Azure SDKs cost tens of MB that AWS-only deployments don't need. */
-function lazyAzurePlanner(matchers: readonly AzureSourceMatcher[], options: AzureSourcesOptions): Pick<AzurePlanner, 'plan' | 'tokenSource'> {
+/** The Azure planner, loaded on first use, plus a matcher's ARM credential and client options (AKS access set-up). */
+export type LazyAzurePlanner = Pick<AzurePlanner, 'plan' | 'tokenSource'> & {armAccess(matcher: AzureSourceMatcher): Promise<ReturnType<AzurePlanner['sources']['armAccess']>>};
+
+function lazyAzurePlanner(matchers: readonly AzureSourceMatcher[], options: AzureSourcesOptions): LazyAzurePlanner {
   let planner: Promise<AzurePlanner> | undefined;
   const load = (): Promise<AzurePlanner> => (planner ??= import('../clouds/azure/sources.ts').then((m) => m.azurePlanner(matchers, options)));
   return {
     plan: async () => (await load()).plan(),
     tokenSource: async (access, request) => (await load()).tokenSource(access, request),
+    armAccess: async (matcher) => (await load()).sources.armAccess(matcher),
   };
 }

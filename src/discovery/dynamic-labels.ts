@@ -6,13 +6,7 @@ import {execFile} from 'node:child_process';
 import type {CommandLabel} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import {formatDuration} from '../config/duration.ts';
-
-/** One configured command. */
-export interface DynamicLabelCommand {
-  readonly name: string;
-  readonly command: readonly string[];
-  readonly period: number;
-}
+import type {DynamicLabelCommand} from '../config/schema.ts';
 
 /** Runs a command; returns its trimmed stdout. Injectable for tests. */
 export type CommandRunner = (command: readonly string[], signal: AbortSignal) => Promise<string>;

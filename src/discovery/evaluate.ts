@@ -2,15 +2,11 @@
  * The pure step between fetching and reconciling: turns each source's clusters into
  * candidate kube_servers or skip decisions, each with a reason (`once --explain`).
  */
-import type {KubeServerDraft} from '../../heartbeats/heartbeat.ts';
-import type {KubeAccess} from '../../heartbeats/kube-server.ts';
+import type {KubeAccess, KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import {matchLabels, type TagMatcher} from '../../matchers/index.ts';
 import type {DiscoveredCluster, SourceRef, SourceResult} from '../core/types.ts';
 import {clusterLabels, LABEL} from './labels.ts';
 import {isValidKubeName, kubeServerName} from './naming.ts';
-
-/** A kube_server as discovery wants it, before the heartbeat stamps expiry, revision and its identity. */
-export type {KubeServerDraft} from '../../heartbeats/heartbeat.ts';
 
 /** Health reasons discovery itself decides from the cloud's answer (no probe can do better until the cloud changes). */
 export const DISCOVERY_HEALTH_REASONS: ReadonlySet<string> = new Set(['invalid_ca', 'no_endpoint']);

@@ -1,5 +1,5 @@
 /**
- * kube_server names exactly as Teleport's discovery service gives its kube_clusters (design §5),
+ * kube_server names exactly as Teleport's discovery service gives its kube_clusters,
  * so kubeconfig contexts, `tsh kube` targets and dashboards keep working for Teleport users:
  * `<name>-eks-<region>-<account>` and `<name>-aks-<region>-<resource group>-<subscription>`.
  */

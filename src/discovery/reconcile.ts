@@ -4,10 +4,9 @@
  * what vanished — but only where a source that covers the entry succeeded this cycle.
  * Entries a failed source covers are kept and marked stale.
  */
-import {canonicalJson} from '../../heartbeats/heartbeat.ts';
-import type {KubeServer} from '../../heartbeats/kube-server.ts';
+import {canonicalJson, type KubeServer, type KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
-import {clusterIdentity, DISCOVERY_HEALTH_REASONS, registeredIdentity, type Candidate, type Evaluation, type KubeServerDraft, type Skip} from './evaluate.ts';
+import {clusterIdentity, DISCOVERY_HEALTH_REASONS, registeredIdentity, type Candidate, type Evaluation, type Skip, type SkipKind} from './evaluate.ts';
 import {LABEL} from './labels.ts';
 
 /** What reconcile decided for one name. */
@@ -18,6 +17,8 @@ export interface PlanItem {
   readonly name: string;
   readonly action: Action;
   readonly reason: string;
+  /** On a skip: why, as a fixed vocabulary (metrics count by it; `reason` is for people). */
+  readonly skipKind?: SkipKind;
   /** Source id that listed (or covers) the cluster. */
   readonly source: string;
   readonly labels: Readonly<Record<string, string>>;
@@ -74,6 +75,7 @@ export function reconcile(current: readonly KubeServer[], evaluation: Evaluation
       name: skip.name || skip.cloudName,
       action: 'skip',
       reason: `${skip.kind}: ${skip.reason}`,
+      skipKind: skip.kind,
       source: skip.source.id,
       labels: skip.labels ?? {},
       ...(skip.kind === 'filtered' ? {match: skip.reason} : {}),

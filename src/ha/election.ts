@@ -9,6 +9,7 @@ import type {Logger} from 'pino';
 import {systemClock, type Clock} from '../core/clock.ts';
 import type {Lease, RegistryBackend, RegistryItem, Watcher} from '../registry/backend.ts';
 import type {Fence} from '../registry/fence.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** What this replica is, and who leads when known. */
 export interface LeaderState {
@@ -119,7 +120,7 @@ export class LeaderElection {
         await this.#campaign(session, (l) => (lease = l));
       } catch (err) {
         if (!this.#stop.signal.aborted) {
-          this.#logger?.warn({group: this.#prefix, err: (err as Error).message}, 'leader election: session ended; campaigning again');
+          this.#logger?.warn({group: this.#prefix, err: errorMessage(err)}, 'leader election: session ended; campaigning again');
         }
       } finally {
         this.#stop.signal.removeEventListener('abort', onStop);
@@ -207,7 +208,7 @@ export class LeaderElection {
         await this.#backend.keepAlive(lease);
         if (!session.signal.aborted) armExpiry(sentAt);
       } catch (err) {
-        this.#logger?.debug({group: this.#prefix, err: (err as Error).message}, 'leader election: session keepalive failed');
+        this.#logger?.debug({group: this.#prefix, err: errorMessage(err)}, 'leader election: session keepalive failed');
       }
       if (!session.signal.aborted) cancelTick = this.#clock.setTimeout(() => void tick(), interval);
     };
@@ -230,7 +231,7 @@ export class LeaderElection {
         this.#stale.delete(lease);
       } catch (err) {
         // It expires on its own; until then the other replicas wait for it.
-        this.#logger?.debug({group: this.#prefix, err: (err as Error).message}, 'leader election: could not revoke an old session');
+        this.#logger?.debug({group: this.#prefix, err: errorMessage(err)}, 'leader election: could not revoke an old session');
       }
     }
   }

@@ -1,5 +1,5 @@
 /**
- * The JSON HTTP API (design §8): health, readiness, metrics, the kube_server inventory
+ * The JSON HTTP API: health, readiness, metrics, the kube_server inventory
  * with label selectors and pagination, a server-sent-event watch, per-source status,
  * and a manual discovery trigger. Errors map to HTTP status in one place.
  */

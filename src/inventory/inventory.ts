@@ -10,9 +10,9 @@
  * the last good copy of its entry instead of dropping it.
  */
 import {randomBytes} from 'node:crypto';
-import {kubeServerFromItem} from '../../heartbeats/heartbeat.ts';
-import {kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
+import {kubeServerFromItem, kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
+import {errorMessage} from '../core/errors.ts';
 import type {RegistryBackend, RegistryItem, WatchEvent, Watcher} from '../registry/backend.ts';
 import {ChangeLog} from './change-log.ts';
 
@@ -245,7 +245,7 @@ export class Inventory {
   }
 
   #fail(error: unknown): void {
-    this.#lastError = (error as Error).message ?? String(error);
+    this.#lastError = errorMessage(error);
     this.#staleSince ??= this.#options.clock.now();
     this.#options.onError?.(error);
   }

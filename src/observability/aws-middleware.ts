@@ -1,7 +1,7 @@
 /**
  * Counts and times every HTTP attempt an AWS SDK v3 client makes, retries included, from
  * inside the client's middleware stack — no call site counts by hand. Typed structurally so
- * observability does not import the SDK (design §2: SDK imports stay in clouds/credentials).
+ * observability does not import the SDK (SDK imports stay in src/clouds and src/credentials).
  */
 import {classifyAwsError} from '../clouds/aws/errors.ts';
 import type {Metrics} from './metrics.ts';

@@ -1,7 +1,7 @@
 /**
  * Counts and times every HTTP attempt an Azure SDK client makes, retries included, as an
  * `@azure/core-rest-pipeline` policy added per retry. Typed structurally (the real
- * PipelinePolicy satisfies it) so observability does not import the SDK (design §2).
+ * PipelinePolicy satisfies it) so observability does not import the SDK (SDK imports stay in src/clouds and src/credentials).
  */
 import type {Metrics} from './metrics.ts';
 

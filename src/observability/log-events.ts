@@ -94,3 +94,22 @@ export function logCycleSummary(logger: Logger, report: CycleReport): void {
     logger.info({event: 'rename', from: item.name, to: item.renamedTo}, `kube_server ${item.name} is now registered as ${item.renamedTo}; the old entry was removed`);
   }
 }
+
+/**
+ * Says plainly when discovery cannot run at all for lack of credentials, instead of only failing
+ * sources: one warn line per cloud whose every source failed with `noCredentials` (`event: no_credentials`).
+ */
+export function warnIfNoCredentials(log: Logger, report: CycleReport): void {
+  const aws = report.sources.filter((s) => s.cloud === 'AWS');
+  if (aws.length > 0 && aws.every((s) => !s.ok && s.error?.noCredentials)) {
+    log.warn(
+      {event: 'no_credentials', cloud: 'AWS'},
+      'no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or run with an IAM role (IRSA, EKS Pod Identity, instance profile). The service keeps serving the registry and retries every cycle.',
+    );
+  }
+  const azure = report.sources.filter((s) => s.cloud === 'Azure');
+  const plain = azure[0]?.error?.message;
+  if (plain && azure.every((s) => !s.ok && s.error?.noCredentials)) {
+    log.warn({event: 'no_credentials', cloud: 'Azure'}, `${plain}. The service keeps serving the registry and retries every cycle.`);
+  }
+}

@@ -1,13 +1,15 @@
 /**
- * Prometheus metrics of the service (design §9). The service calls the hooks; every label
+ * Prometheus metrics of the service. The service calls the hooks; every label
  * value is bounded: cloud, region, a reason or code from a fixed vocabulary, an SDK
  * operation name. Account ids, cluster names and error messages never become labels.
  */
 import {collectDefaultMetrics, Counter, Gauge, Histogram, Registry} from 'prom-client';
+import {HEARTBEAT_FAILURE_KINDS, type HeartbeatFailureKind} from '../../heartbeats/heartbeat.ts';
 import type {KubeServer, TargetHealth} from '../../heartbeats/kube-server.ts';
 import type {FailureReason, SourceResult} from '../core/types.ts';
 import type {CycleReport, SourceReport} from '../discovery/cycle.ts';
 import {LABEL} from '../discovery/labels.ts';
+import type {SkipKind} from '../discovery/evaluate.ts';
 import type {Action} from '../discovery/reconcile.ts';
 import {VERSION} from '../version.ts';
 
@@ -22,9 +24,6 @@ export type SourceState = 'ok' | 'failed' | 'skipped';
 
 /** State of a cluster in `kube_discovery_clusters{state}`. */
 export type ClusterState = 'registered' | 'stale' | 'filtered' | 'skipped_status' | 'skipped_invalid';
-
-/** Which registry write a heartbeat failure belongs to. */
-export type HeartbeatKind = 'announce' | 'keepalive' | 'delete';
 
 /** One HTTP attempt against a cloud API, as the SDK middleware / pipeline policy saw it. */
 export interface CloudApiCall {
@@ -50,7 +49,6 @@ const CLOUDS = ['AWS', 'Azure'] as const;
 const HEALTHS = ['healthy', 'unhealthy', 'unknown'] as const;
 const CYCLE_RESULTS = ['success', 'partial', 'failure', 'error'] as const;
 const CHANGE_ACTIONS = ['create', 'update', 'delete'] as const;
-const HEARTBEAT_KINDS: readonly HeartbeatKind[] = ['announce', 'keepalive', 'delete'];
 
 /** A region as a label value: region names pass unchanged (they are bounded by the clouds); anything else is `other`. */
 export function metricRegion(region: string): string {
@@ -80,7 +78,7 @@ export function sourceReason(source: Pick<SourceReport, 'error'>): FailureReason
   return reason && FAILURE_REASONS.includes(reason) ? reason : 'other';
 }
 
-const SKIP_STATES: Readonly<Record<string, ClusterState>> = {
+const SKIP_STATES: Readonly<Record<SkipKind, ClusterState>> = {
   filtered: 'filtered',
   status: 'skipped_status',
   malformed: 'skipped_invalid',
@@ -88,7 +86,7 @@ const SKIP_STATES: Readonly<Record<string, ClusterState>> = {
   collision: 'skipped_invalid',
 };
 
-function clusterStateOf(action: Action, reason: string): ClusterState | undefined {
+function clusterStateOf(action: Action, skipKind: SkipKind | undefined): ClusterState | undefined {
   switch (action) {
     case 'create':
     case 'update':
@@ -97,8 +95,7 @@ function clusterStateOf(action: Action, reason: string): ClusterState | undefine
     case 'stale':
       return 'stale';
     case 'skip':
-      // Reconcile words a skip as `<kind>: <why>`; the kind is a fixed vocabulary.
-      return SKIP_STATES[reason.slice(0, reason.indexOf(':'))] ?? 'skipped_invalid';
+      return skipKind ? SKIP_STATES[skipKind] : 'skipped_invalid';
     case 'delete':
       return undefined;
   }
@@ -298,7 +295,7 @@ export class Metrics {
     for (const result of CYCLE_RESULTS) this.#cycles.inc({result}, 0);
     for (const action of CHANGE_ACTIONS) this.#changes.inc({action}, 0);
     for (const action of CHANGE_ACTIONS) this.#writeErrors.inc({action}, 0);
-    for (const kind of HEARTBEAT_KINDS) this.#heartbeatFailures.inc({kind}, 0);
+    for (const kind of HEARTBEAT_FAILURE_KINDS) this.#heartbeatFailures.inc({kind}, 0);
     for (const cloud of CLOUDS) {
       this.#tokensMinted.inc({cloud}, 0);
       this.#tokenErrors.inc({cloud}, 0);
@@ -340,7 +337,7 @@ export class Metrics {
 
     const states: StateCounts = new Map();
     for (const item of report.items) {
-      const state = clusterStateOf(item.action, item.reason);
+      const state = clusterStateOf(item.action, item.skipKind);
       if (!state) continue;
       const source = byId.get(item.source);
       const cloud = metricCloud(item.labels[LABEL.cloud] ?? source?.cloud);
@@ -388,7 +385,7 @@ export class Metrics {
   }
 
   /** A heartbeat write failed (after retries for announce/delete; each failed keepalive). */
-  heartbeatFailure(kind: HeartbeatKind): void {
+  heartbeatFailure(kind: HeartbeatFailureKind): void {
     this.#heartbeatFailures.inc({kind});
   }
 

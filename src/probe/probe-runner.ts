@@ -4,11 +4,11 @@
  * nothing thrown by a probe escapes `probeAll`.
  */
 import PQueue from 'p-queue';
-import type {KubeAccess, KubeServer, TargetHealth} from '../../heartbeats/kube-server.ts';
+import type {KubeAccess, KubeServer, KubeServerDraft, TargetHealth} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import type {CloudName} from '../core/types.ts';
-import type {KubeServerDraft} from '../discovery/evaluate.ts';
 import {probeCluster} from './probe.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** What the runner probes: a kube_server as stored, or as discovery drafted it. */
 export type ProbeSubject = KubeServer | KubeServerDraft;
@@ -116,7 +116,7 @@ export class ProbeRunner {
       health = {
         status: 'unknown',
         reason: 'api_error',
-        message: `probe of cluster ${target.clusterName} failed unexpectedly: ${error instanceof Error ? error.message : String(error)}`,
+        message: `probe of cluster ${target.clusterName} failed unexpectedly: ${errorMessage(error)}`,
         transition_timestamp: new Date(clock.now()).toISOString(),
       };
     }

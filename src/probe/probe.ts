@@ -20,6 +20,7 @@ import {
   unreachableMessage,
   type MessageTarget,
 } from './messages.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** Bounded reasons of an unhealthy or unknown probe; metric label values. */
 export type ProbeReason = 'unreachable' | 'tls' | 'unauthorized' | 'forbidden' | 'no_credentials' | 'no_endpoint' | 'api_error';
@@ -284,5 +285,5 @@ function describeBody(body: string): string {
 }
 
 function messageOf(error: unknown): string {
-  return (error instanceof Error ? error.message : String(error)).replace(/\s*\n\s*/g, ' ').trim() || 'unknown error';
+  return errorMessage(error).replace(/\s*\n\s*/g, ' ').trim() || 'unknown error';
 }

@@ -2,6 +2,7 @@
 import type {Etcd3, IKeyValue, IWatchCreateRequest, IWatchResponse, Watcher as EtcdWatcher} from 'etcd3';
 import type {Logger} from 'pino';
 import type {WatchEvent} from './backend.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** What the watch needs from its backend. */
 export interface ResumableWatchHooks {
@@ -111,7 +112,7 @@ export class ResumableWatch {
         if (this.#closed) await this.#watcher?.cancel().catch(() => undefined);
         return;
       } catch (err) {
-        this.#hooks.logger?.warn({where: this.#hooks.where, err: (err as Error).message}, 'etcd watch could not be restarted; retrying');
+        this.#hooks.logger?.warn({where: this.#hooks.where, err: errorMessage(err)}, 'etcd watch could not be restarted; retrying');
         await new Promise((resolve) => setTimeout(resolve, 1_000).unref());
       }
     }

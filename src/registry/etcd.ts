@@ -16,7 +16,8 @@ import {
 } from 'etcd3';
 import type {Logger} from 'pino';
 import {systemClock, type Clock} from '../core/clock.ts';
-import {FencedError} from '../core/errors.ts';
+import type {EtcdStorageConfig} from '../config/schema.ts';
+import {errorMessage, FencedError} from '../core/errors.ts';
 import {LeaseNotFoundError, type Lease, type PutOptions, type RegistryBackend, type RegistryItem, type WatchEvent, type Watcher} from './backend.ts';
 import {ResumableWatch} from './etcd-watch.ts';
 import type {Fence} from './fence.ts';
@@ -84,23 +85,15 @@ export async function openEtcdBackend(config: EtcdBackendConfig): Promise<EtcdBa
   return new EtcdBackend(new Etcd3(options), config);
 }
 
-/** `storage: {type: etcd, ...}` as the config schema yields it (durations in ms). */
-export interface EtcdStorageConfig {
-  readonly type: 'etcd';
-  readonly endpoints: readonly string[];
-  readonly prefix: string;
-  readonly tls?: {readonly ca?: string; readonly cert?: string; readonly key?: string};
-  readonly username?: string;
-  readonly password_file?: string;
-  readonly dial_timeout: number;
-}
+/** What the backend reads of `storage: {type: etcd}` (the session TTL belongs to leader election). */
+export type EtcdConnectionConfig = Omit<EtcdStorageConfig, 'session_ttl'>;
 
 /** Environment variable holding the etcd password when `storage.password_file` is not set. */
 export const ETCD_PASSWORD_ENV = 'KUBE_DISCOVERY_ETCD_PASSWORD';
 
 /** The registered factory: reads the password from `password_file` or `$KUBE_DISCOVERY_ETCD_PASSWORD`. */
 export async function etcdBackendFromConfig(
-  config: EtcdStorageConfig,
+  config: EtcdConnectionConfig,
   deps: {readonly clock: Clock; readonly logger?: Logger},
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<EtcdBackend> {
@@ -111,7 +104,7 @@ export async function etcdBackendFromConfig(
     try {
       password = (await readFile(config.password_file, 'utf8')).replace(/\r?\n$/, '');
     } catch (err) {
-      throw new Error(`etcd: cannot read storage.password_file ${config.password_file}: ${(err as Error).message}`, {cause: err});
+      throw new Error(`etcd: cannot read storage.password_file ${config.password_file}: ${errorMessage(err)}`, {cause: err});
     }
     if (password === '') throw new Error(`etcd: expected the password of storage.username in storage.password_file ${config.password_file}, found an empty file`);
     registerSecret(password);
@@ -143,7 +136,7 @@ async function readPem(file: string, key: string): Promise<Buffer> {
   try {
     return await readFile(file);
   } catch (err) {
-    throw new Error(`etcd: cannot read ${key} file ${file}: ${(err as Error).message}`, {cause: err});
+    throw new Error(`etcd: cannot read ${key} file ${file}: ${errorMessage(err)}`, {cause: err});
   }
 }
 
@@ -299,7 +292,7 @@ export class EtcdBackend implements RegistryBackend {
     try {
       await this.#client.kv.range({key: this.#abs(prefix), revision: (BigInt(fromRevision) + 1n).toString(), limit: 1, keys_only: true}, this.#opts());
     } catch (err) {
-      const reason = err instanceof Error ? err.message : String(err);
+      const reason = errorMessage(err);
       if (reason.includes('future revision')) return; // nothing written since: nothing to replay
       if (reason.includes('compacted')) {
         throw new Error(
@@ -463,7 +456,7 @@ export class EtcdBackend implements RegistryBackend {
 
   #error(op: string, err: unknown): Error {
     // Names the endpoint and the reason; the client's credentials are never part of either.
-    let reason = oneLine(err instanceof Error ? err.message : String(err));
+    let reason = oneLine(errorMessage(err));
     let why = err;
     if (err instanceof Error && 'isBrokenCircuitError' in err) {
       // After three failures in a row the client refuses calls unsent for 5 s; its own message says
@@ -500,7 +493,7 @@ interface SecuritySettings {
  * check, naming the setting involved; undefined for errors that are not about TLS or auth.
  */
 function securityHint(err: unknown, s: SecuritySettings): string | undefined {
-  const reason = err instanceof Error ? err.message : String(err);
+  const reason = errorMessage(err);
   if (err instanceof EtcdAuthenticationFailedError) {
     return `etcd did not accept user ${JSON.stringify(s.username ?? '')}${s.passwordSource !== undefined ? ` with the password from ${s.passwordSource}` : ''}: expected an existing etcd user and its current password`;
   }

@@ -6,6 +6,7 @@
  */
 import {Counter, Gauge, type Registry} from 'prom-client';
 import type {Clock} from '../core/clock.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** Which side of the registry failed: reading (list, watch, ping) or writing (keepalive, put, delete, purge). */
 export type RegistryOperation = 'read' | 'write';
@@ -97,7 +98,7 @@ export class RegistryHealth {
   /** Records a failed call; logs when the operation starts failing or its reason changes. */
   failed(operation: RegistryOperation, error: unknown): void {
     const reason = classifyRegistryError(error);
-    const message = error instanceof Error ? error.message : String(error);
+    const message = errorMessage(error);
     this.#errors.inc({operation, reason});
     const previous = this.#faults.get(operation);
     const since = previous?.since ?? new Date(this.#options.clock.now()).toISOString();

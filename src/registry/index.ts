@@ -2,8 +2,7 @@
 import type {Clock} from '../core/clock.ts';
 import {InputError} from '../core/errors.ts';
 import type {RegistryBackend} from './backend.ts';
-import type {EtcdStorageConfig} from './etcd.ts';
-import type {KubernetesStorageConfig} from './kubernetes.ts';
+import type {EtcdStorageConfig, KubernetesStorageConfig, SqliteStorageConfig} from '../config/schema.ts';
 import {MemoryBackend} from './memory.ts';
 import {SqliteBackend} from './sqlite.ts';
 
@@ -20,12 +19,6 @@ export type BackendFactory<C extends {readonly type: string}> = (config: C, deps
 /** `storage: {type: memory}` (structural: the config schema owns the full type). */
 export interface MemoryStorageConfig {
   readonly type: 'memory';
-}
-
-/** `storage: {type: sqlite, path}`. */
-export interface SqliteStorageConfig {
-  readonly type: 'sqlite';
-  readonly path: string;
 }
 
 /** The registered backends, explicitly: nothing registers itself on import. */

@@ -8,6 +8,7 @@
 import PQueue from 'p-queue';
 import {fetch} from 'undici';
 import type {KubeConfig} from '@kubernetes/client-node/dist/config.js';
+import {errorMessage} from '../core/errors.ts';
 import {registerSecret} from '../observability/redact.ts';
 
 /** Where the client finds its cluster and credentials. */
@@ -121,7 +122,7 @@ export async function createKubeClient(options: KubeClientOptions = {}): Promise
       });
       text = await res.text();
     } catch (err) {
-      const reason = (err as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (err as Error).message;
+      const reason = err instanceof Error && err.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : errorMessage(err);
       throw new KubeApiError(0, 'Unreachable', `${req.method} ${req.path}: ${reason}`, {cause: err});
     }
     if (res.status === 401 && retryAuth) {

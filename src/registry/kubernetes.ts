@@ -8,6 +8,7 @@
  */
 import {randomUUID} from 'node:crypto';
 import type {Clock} from '../core/clock.ts';
+import type {KubernetesStorageConfig} from '../config/schema.ts';
 import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watcher} from './backend.ts';
 import {LeaseNotFoundError} from './backend.ts';
 import type {KubeClient} from './kube-client.ts';
@@ -27,17 +28,6 @@ export const TTL_ANNOTATION = 'kube-discovery.io/ttl-ms';
 const GROUP_LABEL = 'kube-discovery.io/group';
 const PAGE_SIZE = 500;
 const KEEPALIVE_PRIORITY = 10;
-
-/** `storage: {type: kubernetes, ...}`. */
-export interface KubernetesStorageConfig {
-  readonly type: 'kubernetes';
-  /** Default: the kubeconfig context's namespace, in-cluster the pod's own. */
-  readonly namespace?: string | undefined;
-  readonly kubeconfig?: string | undefined;
-  readonly context?: string | undefined;
-  readonly qps?: number | undefined;
-  readonly burst?: number | undefined;
-}
 
 /** Options of the backend. */
 export interface KubernetesBackendOptions {

@@ -8,6 +8,7 @@ import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watch
 import {LeaseNotFoundError} from './backend.ts';
 import {checkInterval, checkTtl, prefixEnd} from './local-common.ts';
 import {WatchHub} from './watch-hub.ts';
+import {errorMessage} from '../core/errors.ts';
 
 /** Options of the sqlite backend. */
 export interface SqliteBackendOptions {
@@ -136,7 +137,7 @@ export class SqliteBackend implements RegistryBackend {
       } catch {
         // Already failing with the more useful error below.
       }
-      throw new Error(`cannot open registry database ${options.path}: ${(err as Error).message}`, {cause: err});
+      throw new Error(`cannot open registry database ${options.path}: ${errorMessage(err)}`, {cause: err});
     }
   }
 
@@ -330,7 +331,7 @@ export class SqliteBackend implements RegistryBackend {
     try {
       this.purgeExpired();
     } catch (err) {
-      this.#report(new Error(`sqlite registry ${this.path}: purge of expired leases failed: ${(err as Error).message}`, {cause: err}));
+      this.#report(new Error(`sqlite registry ${this.path}: purge of expired leases failed: ${errorMessage(err)}`, {cause: err}));
     }
   }
 
@@ -367,7 +368,7 @@ export class SqliteBackend implements RegistryBackend {
     try {
       db = openDatabase(this.#options);
     } catch (err) {
-      throw Object.assign(new Error(`registry database ${this.path} is read-only (${(err as Error).message}); serving it read-only, writes refused`, {cause: err}), {
+      throw Object.assign(new Error(`registry database ${this.path} is read-only (${errorMessage(err)}); serving it read-only, writes refused`, {cause: err}), {
         errcode: SQLITE_READONLY,
       });
     }
@@ -458,7 +459,7 @@ const SQLITE_READONLY = 8;
  */
 function openReadOnly(path: string, cause: unknown): DatabaseSync {
   const code = (cause as {errcode?: number}).errcode;
-  const readOnlyProblem = code === SQLITE_READONLY || code === 14 || /read-?only|unable to open/i.test((cause as Error).message);
+  const readOnlyProblem = code === SQLITE_READONLY || code === 14 || /read-?only|unable to open/i.test(errorMessage(cause));
   if (path === ':memory:' || !readOnlyProblem || fileId(path) === undefined) throw cause;
   let db: DatabaseSync;
   try {

@@ -1,5 +1,6 @@
 /** In-process fan-out of registry changes for the local (memory, sqlite) backends. */
 import type {WatchEvent, Watcher} from './backend.ts';
+import {errorMessage} from '../core/errors.ts';
 
 interface Subscription {
   readonly prefix: string;
@@ -33,7 +34,7 @@ export class WatchHub {
           sub.onEvent(event);
         } catch (err) {
           // The write already committed; surface the bug without undoing it.
-          process.emitWarning(`registry watch callback for prefix "${sub.prefix}" threw: ${(err as Error).message}`);
+          process.emitWarning(`registry watch callback for prefix "${sub.prefix}" threw: ${errorMessage(err)}`);
         }
       }
     }

@@ -2,12 +2,12 @@
  * After each cycle, probe every registered cluster and re-announce those whose health
  * changed. Registration never waits for probes, and a probe failure never deregisters.
  */
-import type {TargetHealth} from '../../heartbeats/kube-server.ts';
+import type {KubeServerDraft, TargetHealth} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
 import type {Registrar} from '../discovery/cycle.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
-import {DISCOVERY_HEALTH_REASONS, type KubeServerDraft} from '../discovery/evaluate.ts';
+import {DISCOVERY_HEALTH_REASONS} from '../discovery/evaluate.ts';
 import type {Logger} from '../observability/logger.ts';
 import type {Metrics} from '../observability/metrics.ts';
 import {eksTokenSource} from '../probe/eks-token-source.ts';

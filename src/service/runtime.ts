@@ -1,7 +1,7 @@
 /** What `once` and `start` share: opening the logger, the registry, the heartbeat and discovery for a config. */
 import os from 'node:os';
 import {pino} from 'pino';
-import {Heartbeat} from '../../heartbeats/heartbeat.ts';
+import {Heartbeat, type HeartbeatFailureKind} from '../../heartbeats/heartbeat.ts';
 import {loadOrCreateHostId} from '../../heartbeats/host-id.ts';
 import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
@@ -52,9 +52,9 @@ export interface RuntimeOptions {
   readonly discovery?: Partial<DiscoveryOptions>;
   readonly backend?: RegistryBackend;
   /** Counts failed registry writes of the heartbeat. */
-  readonly onHeartbeatFailure?: (kind: 'announce' | 'keepalive' | 'delete', error: unknown) => void;
+  readonly onHeartbeatFailure?: (kind: HeartbeatFailureKind, error: unknown) => void;
   /** A heartbeat write succeeded (recovery of a failing registry). */
-  readonly onHeartbeatSuccess?: (kind: 'announce' | 'keepalive' | 'delete') => void;
+  readonly onHeartbeatSuccess?: (kind: HeartbeatFailureKind) => void;
   /** A keepalive extended a lease to `expiresMs`. */
   readonly onKeepAlive?: (lease: string, expiresMs: number) => void;
   /** Background failures of the backend (purge, a deleted database file). */

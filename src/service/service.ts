@@ -3,7 +3,6 @@
  * and — while it leads its discovery group — runs discovery cycles on schedule and keeps
  * entries alive. Every replica serves the HTTP API from its inventory cache.
  */
-import PQueue from 'p-queue';
 import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
 import type {CliIo} from '../cli/io.ts';
@@ -18,22 +17,22 @@ import {Inventory} from '../inventory/inventory.ts';
 import {RegistryHealth} from '../registry/health.ts';
 import {instrumentAwsClient} from '../observability/aws-middleware.ts';
 import {azureMetricsPolicies} from '../observability/azure-policy.ts';
-import {logCycleSummary, logSourceResult} from '../observability/log-events.ts';
 import type {Logger} from '../observability/logger.ts';
 import {Metrics} from '../observability/metrics.ts';
-import {redact} from '../observability/redact.ts';
 import type {RegistryBackend} from '../registry/backend.ts';
 import {cronSchedule, intervalSchedule} from '../scheduler/schedule.ts';
 import {Scheduler} from '../scheduler/scheduler.ts';
+import {readinessOf, statusBodyOf, type ServiceState} from '../status/service-status.ts';
 import {StatusTracker} from '../status/status.ts';
 import {VERSION} from '../version.ts';
 import {createLeadership, type Role} from './leadership.ts';
-import {noSourceSucceeded, summaryLine} from '../status/summary.ts';
 import {createProbeStage} from './probes.ts';
 import {createAccessSetupStep} from '../access/setup-step.ts';
 import {accessSetupCounter} from '../access/setup-metrics.ts';
-import {claimWriter, releaseWriter} from './writer-claim.ts';
+import {createAksAccessSetupStep, lazyRoleAssignmentsApis} from '../access/aks-setup-step.ts';
 import {openRuntime, type Runtime, type Writer} from './runtime.ts';
+import {CycleObserver} from './cycle-observer.ts';
+import {LeadershipTerms} from './terms.ts';
 
 /** Options of startService. */
 export interface ServiceOptions {
@@ -65,20 +64,6 @@ export interface RunningService {
   nextCycle(): Promise<CycleReport>;
   /** Stops scheduling, lets a running cycle finish (bounded), stops heartbeats and closes everything. */
   stop(options: {deregister: boolean; graceMs?: number}): Promise<void>;
-}
-
-const NO_CREDENTIALS = /CredentialsProviderError|Could not load credentials|no AWS credentials/i;
-// Re-announcing on promotion: enough parallelism to move 10,000 entries in seconds, few enough to stay under request deadlines.
-const REANNOUNCE_CONCURRENCY = 32;
-// Pause before a leader that failed to take over tries again.
-const TERM_RETRY_MS = 5_000;
-
-/** One leadership term: the heartbeat and the scheduler that only a leader runs. */
-interface Term {
-  readonly writer: Writer;
-  readonly scheduler: Scheduler;
-  /** storage kubernetes: DiscoveryConfig resources, reconciled while leading. */
-  dynamic?: {start(): void; stop(): void};
 }
 
 /** Starts the service. */
@@ -139,16 +124,13 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         onTokenError: () => metrics.tokenError('Azure'),
       },
       dynamicLabels: () => dynamic.current(),
-      onSource: (result, durationMs) => {
-        status.recordSource(result, clock.now());
-        metrics.observeSource(result, durationMs);
-        logSourceResult(runtime.logger, result, durationMs);
-      },
+      onSource: (result, durationMs) => cycles.source(result, durationMs),
       ...options.discovery,
     },
   });
   logger = runtime.logger;
   const log = runtime.logger;
+  const cycles = new CycleObserver({clock, status, metrics, log});
   await dynamic.start();
 
   // Serve what the registry already holds (a restart shows the last inventory at once).
@@ -174,6 +156,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   });
 
   // setup_access_for_arn: a named step between registration and probes (src/access/setup-step.ts).
+  const countAccessSetup = accessSetupCounter(metrics.registry);
   const accessSetup = createAccessSetupStep({
     config,
     clock,
@@ -181,11 +164,20 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     logger: log,
     env: options.io.env,
     timeoutMs: config.probe.timeout,
-    onOutcome: accessSetupCounter(metrics.registry),
+    onOutcome: countAccessSetup,
   });
   const aks = runtime.discovery.azure;
+  // setup_access_for_principal_id: the AKS counterpart, right after it (src/access/aks-setup-step.ts).
+  const aksAccessSetup = createAksAccessSetupStep({
+    config,
+    clock,
+    backend: runtime.backend,
+    logger: log,
+    onOutcome: (outcome) => countAccessSetup(outcome, 'Azure'),
+    ...(aks ? {apiFor: lazyRoleAssignmentsApis(config, aks)} : {}),
+  });
   const probe = createProbeStage({
-    adjustHealth: accessSetup.adjustHealth,
+    adjustHealth: (server, health) => aksAccessSetup.adjustHealth(server, accessSetup.adjustHealth(server, health)),
     config,
     clock,
     logger: log,
@@ -202,8 +194,6 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         }
       : {}),
   });
-  let firstCycleDone = false;
-  const waiters: ((report: CycleReport) => void)[] = [];
 
   // Memory and SQLite deliver their own writes to the inventory synchronously, so a cycle reads the
   // group's entries from the inventory's parsed copy instead of listing and parsing every document
@@ -218,130 +208,33 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     new Scheduler({
       clock,
       next: config.discovery_service.schedule ? cronSchedule(config.discovery_service.schedule) : intervalSchedule(config.discovery_service.poll_interval ?? 300_000),
-      onOverrun: (lateByMs) => {
-        metrics.cycleOverrun();
-        log.warn({late_ms: lateByMs}, 'discovery cycle overran its schedule; the next cycle starts now');
-      },
-      onError: (error) => {
-        metrics.cycleError();
-        log.error({err: error}, 'discovery cycle failed; the registry was left as it was');
-      },
+      onOverrun: cycles.overrun,
+      onError: cycles.failed,
       run: async (signal) => {
         const report = await runtime.discovery.runCycle(cycleRegistrar(writer), signal);
-        if (report.deadlineExceeded) {
-          metrics.cycleOverrun();
-          log.warn({event: 'cycle_deadline', failed_sources: report.sources.filter((r) => r.error?.code === 'CycleDeadline').map((r) => r.id)}, 'discovery cycle reached its deadline; sources still running were cut off and keep their entries');
-        }
-        status.recordCycle(report);
-        metrics.observeCycle(report);
-        logCycleSummary(log, report);
-        warnIfNoCredentials(log, report);
-        firstCycleDone = true;
+        cycles.applied(report);
         // Access set-up, then probes, run after registration, inside the cycle's slot so their writes never race the next cycle.
         await accessSetup.run(report, signal);
-        const changed = await probe(report, writer.registrar, signal);
-        if (changed > 0) log.info({event: 'probe', changed}, `probes changed the health of ${changed} clusters`);
-        for (const waiter of waiters.splice(0)) waiter(report);
+        await aksAccessSetup.run(report, signal);
+        cycles.completed(report, await probe(report, writer.registrar, signal));
       },
     });
 
-  // Role changes are applied one at a time, in order.
-  let term: Term | undefined;
-  let transitions: Promise<void> = Promise.resolve();
-  let role: Role = {role: 'follower'};
-  let stopping = false;
+  const terms = new LeadershipTerms({config, runtime, clock, log, metrics, makeScheduler, nextCycle: () => cycles.nextCycle()});
 
-  let termFailures = 0;
-  // Stops a leader waiting for its first DiscoveryConfig list when the service stops.
-  const priming = new AbortController();
-  const beginTerm = async (backend: RegistryBackend): Promise<void> => {
-    let writer: Writer | undefined;
-    try {
-      writer = await runtime.openWriter(backend);
-      // Move every entry onto our own lease before the previous leader's lease can lapse.
-      const moved = await reannounce(writer);
-      if (moved > 0) log.info({entries: moved}, 'took over the registry entries of the previous leader');
-    } catch (error) {
-      // A leader that cannot write must not sit idle while the old lease lapses: clean up and try again.
-      await writer?.heartbeat.stop({deregister: false}).catch(() => undefined);
-      // Once per streak: the registry health already logs the backend's state changes.
-      log[termFailures++ === 0 ? 'error' : 'debug']({err: error, retry_in_ms: TERM_RETRY_MS, attempts: termFailures}, 'could not take over as leader; retrying');
-      clock.setTimeout(() => {
-        if (!stopping && !term && role.role === 'leader') onRole(role);
-      }, TERM_RETRY_MS);
-      return;
-    }
-    // On an embedded registry, say who writes: `once` refuses to take over a running service's lease.
-    // Etcd and Kubernetes elect a leader; only the embedded registries need a writer record (on Kubernetes it would show up as a KubeServer).
-    if ((config.storage.type === 'sqlite' || config.storage.type === 'memory') && writer.heartbeat.lease) {
-      await claimWriter(backend, group, writer.heartbeat.lease, runtime.replica, clock.now()).catch((error: unknown) => log.warn({err: error}, 'could not record this process as the registry writer'));
-    }
-    if (termFailures > 0) log.info({attempts: termFailures}, 'took over as leader after failed attempts');
-    termFailures = 0;
-    const scheduler = makeScheduler(writer);
-    const begun: Term = {writer, scheduler};
-    if (config.storage.type === 'kubernetes') {
-      // DiscoveryConfig matchers are applied before the first cycle, which must not deregister their clusters.
-      const {startDiscoveryConfigs} = await import('./kube-dynamic.ts');
-      begun.dynamic = await startDiscoveryConfigs({runtime, clock, log, signal: priming.signal, runCycle: () => new Promise<CycleReport>((resolve) => {
-        waiters.push(resolve);
-        scheduler.trigger();
-      })});
-    }
-    term = begun;
-    scheduler.start();
-    begun.dynamic?.start();
+  const state: ServiceState = {
+    group,
+    replica: runtime.replica,
+    hostId: runtime.hostId,
+    backend: runtime.backend,
+    inventory,
+    registryHealth,
+    status,
+    role: () => terms.role,
+    firstCycleDone: () => cycles.firstCycleDone,
+    scheduler: () => terms.scheduler,
   };
-  const endTerm = async (graceMs: number, deregister: boolean): Promise<void> => {
-    const ending = term;
-    term = undefined;
-    if (!ending) return;
-    ending.dynamic?.stop();
-    await ending.scheduler.stop(graceMs);
-    if (config.storage.type === 'sqlite' || config.storage.type === 'memory') await releaseWriter(runtime.backend, group).catch(() => undefined);
-    await ending.writer.heartbeat.stop({deregister}).catch((error: unknown) => log.warn({err: error}, 'heartbeat did not stop cleanly'));
-  };
-  const onRole = (next: Role): void => {
-    role = next;
-    metrics.setLeader(next.role === 'leader');
-    log.info({role: next.role, ...(next.role === 'follower' && next.leader ? {leader: next.leader} : {})}, next.role === 'leader' ? 'leading discovery group' : 'following');
-    transitions = transitions
-      .then(async () => {
-        if (stopping) return;
-        // A deposed leader stops at once: its writes would be fenced anyway.
-        if (next.role === 'leader') await beginTerm(next.backend);
-        else await endTerm(0, false);
-      })
-      .catch((error: unknown) => log.error({err: error}, 'could not change role'));
-  };
-
-  const readiness = async (): Promise<Readiness> => {
-    let pingFailed = false;
-    try {
-      await runtime.backend.ping();
-      // Reachable again after failed reads: re-list now rather than stay degraded until the next resync.
-      if (registryHealth.faults().some((f) => f.operation === 'read')) await cache.resync();
-    } catch (error) {
-      pingFailed = true;
-      registryHealth.failed('read', error);
-    }
-    const fault = registryHealth.faults()[0];
-    if (pingFailed || fault) {
-      // Only the reason class here: /readyz is unauthenticated; the error text is in /v1/status and the log.
-      const what = fault ? `registry ${fault.operation}s failing (${fault.reason})` : `registry backend ${runtime.backend.name} unreachable`;
-      // After a good start, serve the cached inventory and say so rather than drop out of the load balancer.
-      // A first listing that succeeded is enough: the backend worked, and what it gave is served.
-      return cache.synced
-        ? {ready: true, status: 'degraded', reason: `${what}; serving the last known inventory`}
-        : {ready: false, status: 'not_ready', reason: what};
-    }
-    if (role.role === 'follower') return inventory.synced ? {ready: true, status: 'ready'} : {ready: false, status: 'not_ready', reason: 'the registry has not been read yet'};
-    if (!firstCycleDone) return {ready: false, status: 'not_ready', reason: 'the first discovery cycle has not completed yet'};
-    // Up and serving, but not discovering anything (e.g. no cloud credentials): say so, stay in rotation.
-    const idle = noSourceSucceeded(status.sources());
-    if (idle) return {ready: true, status: 'degraded', reason: idle};
-    return {ready: true, status: 'ready'};
-  };
+  const readiness = (): Promise<Readiness> => readinessOf(state);
 
   // Read now: tokens are registered for redaction before any message could echo one, and a missing file fails start.
   if (config.http.auth?.token_file) await readTokenFile(config.http.auth.token_file);
@@ -360,39 +253,12 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     }}} : {}), ...(options.clusterCredential ? {credential: options.clusterCredential} : {})}),
   });
 
-  // Error texts in the status come from clouds and backends: redacted like the log.
-  const statusBody = (): unknown => redact(statusFields());
-  const statusFields = (): unknown => ({
-    summary: summaryLine({role: role.role, ...(role.role === 'follower' && role.leader ? {leader: role.leader} : {}), clusters: inventory.list().length, sources: status.sources(), ...(status.lastCycle ? {lastCycle: status.lastCycle} : {})}),
-    discovery_group: group,
-    version: VERSION,
-    replica: runtime.replica,
-    host_id: runtime.hostId,
-    role: role.role,
-    ...(role.role === 'follower' && role.leader ? {leader: role.leader} : {}),
-    backend: {
-      type: runtime.backend.name,
-      synced: cache.synced,
-      ...(cache.lastError ? {error: cache.lastError} : {}),
-      faults: registryHealth.faults(),
-    },
-    inventory: {
-      count: cache.list().length,
-      // Stale: reads are failing and this is the last inventory read, served as it was.
-      stale: cache.staleSince !== undefined,
-      ...(cache.staleSince !== undefined ? {stale_since: new Date(cache.staleSince).toISOString()} : {}),
-      ...(cache.unreadable > 0 ? {unreadable_entries: cache.unreadable} : {}),
-    },
-    last_cycle: status.lastCycle ?? null,
-    last_success: status.lastSuccess ?? null,
-    next_cycle: term?.scheduler.nextDue ? new Date(term.scheduler.nextDue).toISOString() : null,
-    cycle_running: term?.scheduler.busy ?? false,
-    sources: status.sources(),
-  });
+  const statusBody = (): unknown => statusBodyOf(state);
 
   const trigger = (): boolean => {
-    if (!term) return false;
-    term.scheduler.trigger();
+    const scheduler = terms.scheduler;
+    if (!scheduler) return false;
+    scheduler.trigger();
     return true;
   };
 
@@ -433,7 +299,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const api = http;
   log.info({url: api.url, discovery_group: group, backend: runtime.backend.name, entries: inventory.list().length}, `kube-discovery ${VERSION} serving on ${api.url}`);
   // `enabled: false` makes a read-only replica: it serves the registry and never writes.
-  if (config.discovery_service.enabled) await leadership.start(onRole);
+  if (config.discovery_service.enabled) await leadership.start(terms.onRole);
   else log.info({discovery_group: group}, 'discovery_service.enabled is false: serving the registry only, running no cycles');
 
   return {
@@ -441,15 +307,12 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     runtime,
     metrics,
     inventory,
-    role: () => role.role,
+    role: () => terms.role.role,
     trigger,
-    nextCycle: () => new Promise((resolve) => waiters.push(resolve)),
+    nextCycle: () => cycles.nextCycle(),
     async stop({deregister, graceMs}) {
       log.info({deregister}, 'stopping');
-      stopping = true;
-      priming.abort();
-      await transitions;
-      await endTerm(graceMs ?? 10_000, deregister);
+      await terms.stop(graceMs ?? 10_000, deregister);
       await leadership.stop().catch((error: unknown) => log.warn({err: error}, 'could not resign leadership'));
       dynamic.stop();
       accessSetup.close();
@@ -463,41 +326,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   };
 }
 
-/** Re-puts every entry of the group under this writer's lease; returns how many were written. */
-async function reannounce(writer: Writer): Promise<number> {
-  const current = await writer.registrar.current();
-  const queue = new PQueue({concurrency: REANNOUNCE_CONCURRENCY});
-  let moved = 0;
-  await Promise.all(
-    current.map((server) =>
-      queue.add(async () => {
-        const stored = await writer.heartbeat.announce(server);
-        if (stored.metadata.revision !== server.metadata.revision) moved++;
-      }),
-    ),
-  );
-  return moved;
-}
-
 async function tokenReviewerFor(options: ServiceOptions): Promise<{tokenReview?: TokenReviewer}> {
   if (options.tokenReviewer) return {tokenReview: options.tokenReviewer};
   if (!options.config.http.auth?.allowed_service_accounts?.length) return {};
   const reviewer = await podTokenReviewer(options.io.env);
   return reviewer ? {tokenReview: reviewer} : {};
-}
-
-/** Says plainly when discovery cannot run at all for lack of credentials, instead of only failing sources. */
-function warnIfNoCredentials(log: Logger, report: CycleReport): void {
-  const aws = report.sources.filter((s) => s.cloud === 'AWS');
-  if (aws.length > 0 && aws.every((s) => !s.ok && NO_CREDENTIALS.test(`${s.error?.code} ${s.error?.message}`))) {
-    log.warn(
-      {event: 'no_credentials', cloud: 'AWS'},
-      'no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or run with an IAM role (IRSA, EKS Pod Identity, instance profile). The service keeps serving the registry and retries every cycle.',
-    );
-  }
-  const azure = report.sources.filter((s) => s.cloud === 'Azure');
-  const plain = azure[0]?.error?.message;
-  if (plain && azure.every((s) => !s.ok && s.error?.message.startsWith('no Azure credentials found'))) {
-    log.warn({event: 'no_credentials', cloud: 'Azure'}, `${plain}. The service keeps serving the registry and retries every cycle.`);
-  }
 }

@@ -37,3 +37,26 @@ describe('setup_access_for_arn config', () => {
     expect(text).toMatch(/c\.yaml:8:\d+: discovery_service\.aws\[0\]\.setup_access_group: expected a Kubernetes group name/);
   });
 });
+
+describe('setup_access_for_principal_id config', () => {
+  const azure = (matcher: string): string => `version: v1
+discovery_service:
+  discovery_group: g
+  azure:
+    - types: [aks]
+${matcher}`;
+
+  it('is off unless set, and takes an Entra object id', () => {
+    expect(parseConfig(azure(''), 'c.yaml').discovery_service.azure[0]?.setup_access_for_principal_id).toBeUndefined();
+    expect(parseConfig(azure('      setup_access_for_principal_id: 0d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6\n'), 'c.yaml').discovery_service.azure[0]?.setup_access_for_principal_id)
+      .toBe('0d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6');
+  });
+
+  it('rejects what is not a GUID (a client id URI, a display name), naming key, line and column', () => {
+    for (const value of ['api://kube-discovery', 'kube-discovery-identity', '0d1e2f3a4b5c4d6e8f708192a3b4c5d6']) {
+      expect(() => parseConfig(azure(`      setup_access_for_principal_id: ${value}\n`), 'c.yaml')).toThrow(
+        /c\.yaml:6:\d+: discovery_service\.azure\[0\]\.setup_access_for_principal_id: expected an Entra object id \(a GUID/,
+      );
+    }
+  });
+});

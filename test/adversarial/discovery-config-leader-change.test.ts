@@ -4,7 +4,7 @@
  * the valid spec, and without it its first cycle deregisters every cluster the config found.
  */
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {parseConfig} from '../../src/config/load.ts';
 import type {Config} from '../../src/config/schema.ts';
 import type {CycleReport} from '../../src/discovery/cycle.ts';

@@ -7,7 +7,7 @@
  * reason.
  */
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {KubernetesBackend} from '../../src/registry/kubernetes.ts';
 import {startKubeEnv, type KubeEnv} from '../kubernetes/kube-env.ts';
 

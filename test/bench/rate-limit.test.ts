@@ -7,7 +7,7 @@ import {DescribeClusterCommand, EKSClient, ListClustersCommand} from '@aws-sdk/c
 import https from 'node:https';
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
 import {armRateLimiter, awsRateLimiter, type AwsRateLimiter} from '../../bench/rate-limit.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {FAKE_ARM_TOKEN, startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
 import {ArmWorld} from '../fakes/arm-world.ts';
 import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';

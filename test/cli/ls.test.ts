@@ -4,7 +4,7 @@
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {parse} from 'yaml';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {lsCommand} from '../../src/cli/ls.ts';
 import {captureIo} from '../helpers/env.ts';
 import {aksKubeServer, eksKubeServer} from '../probe/eks-fixtures.ts';

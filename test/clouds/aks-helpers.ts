@@ -1,7 +1,8 @@
 /** Shared set-up of the AKS tests: AzureSources pointed at a fake ARM with a fake credential. */
-import type {AzureSourceMatcher, AzureSourcesOptions, PlannedSources} from '../../src/clouds/azure/sources.ts';
+import type {AzureSourceMatcher, AzureSourcesOptions} from '../../src/clouds/azure/sources.ts';
+import type {PlannedSources} from '../../src/clouds/fetcher.ts';
 import {AzureSources} from '../../src/clouds/azure/sources.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import type {SourceResult} from '../../src/core/types.ts';
 import type {FakeArm} from '../fakes/arm-server.ts';
 import {fakeTokenCredential, type FakeTokenCredential} from '../fakes/arm-token-credential.ts';

@@ -6,7 +6,7 @@
 import {CreateClusterCommand, EKSClient, TagResourceCommand} from '@aws-sdk/client-eks';
 import {afterAll, beforeAll, expect, it} from 'vitest';
 import {AwsSources} from '../../src/clouds/aws/sources.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import type {SourceResult} from '../../src/core/types.ts';
 import {setEnv} from '../helpers/env.ts';
 import {describeWithMoto, startMoto, type Moto} from '../helpers/moto.ts';

@@ -7,7 +7,7 @@ import fc from 'fast-check';
 import {afterAll, afterEach, beforeAll, describe, expect, it} from 'vitest';
 import {AwsSources} from '../../src/clouds/aws/sources.ts';
 import type {TagReadFallback} from '../../src/clouds/aws/tag-reader.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import type {DiscoveredCluster, SourceResult} from '../../src/core/types.ts';
 import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
 import {setEnv} from '../helpers/env.ts';
@@ -60,6 +60,15 @@ function inventory(results: readonly SourceResult[]): {ok: boolean[]; clusters: 
     clusters: results.flatMap((r) => r.clusters).sort((a, b) => (a.id ?? '').localeCompare(b.id ?? '')),
     malformed: results.flatMap((r) => r.malformed.map((m) => `${m.sourceId}/${m.name}`)).sort(),
   };
+}
+
+/**
+ * What users see of the inventory: `status` (ACTIVE vs UPDATING, both kept) and the Kubernetes
+ * version reach no registration, so an UPDATING cluster reused until its settle refresh shows
+ * the same as one described this cycle.
+ */
+function visible(inv: ReturnType<typeof inventory>): unknown {
+  return {...inv, clusters: inv.clusters.map(({status: _status, kubernetesVersion: _version, ...rest}) => rest)};
 }
 
 function calls(operation: string): number {
@@ -133,6 +142,31 @@ describe('incremental EKS discovery', () => {
     expect(Math.max(...perCycle)).toBeLessThan(60);
   });
 
+  it('an UPDATING cluster stays registered and is re-described on its settle period, not every cycle', async () => {
+    populate(50);
+    for (let i = 0; i < 5; i++) world.updateCluster(ACCOUNT, 'us-east-1', `c${String(i).padStart(4, '0')}`, {status: 'UPDATING'});
+    const clock = new FakeClock();
+    // A long full-refresh period: no ACTIVE cluster is due in these ten minutes, only the updating ones.
+    const sources = new AwsSources({clock, refreshMs: 10 * HOUR, settleMs: 10 * 60_000});
+    await cycle(sources);
+
+    // The first half of the settle period: the five updating clusters are reused, still registered.
+    fake.stats.reset();
+    await clock.advance(4 * 60_000);
+    const steady = inventory(await cycle(sources));
+    expect(calls('DescribeCluster')).toBe(0);
+    expect(steady.clusters.filter((c) => c.status === 'UPDATING' && c.statusOk)).toHaveLength(5);
+
+    // The updates end (new version); within one settle period every one of them is described again.
+    for (let i = 0; i < 5; i++) world.updateCluster(ACCOUNT, 'us-east-1', `c${String(i).padStart(4, '0')}`, {status: 'ACTIVE', version: '1.32'});
+    fake.stats.reset();
+    await clock.advance(6 * 60_000);
+    const settled = inventory(await cycle(sources));
+    expect(calls('DescribeCluster')).toBe(5);
+    expect(settled.clusters.filter((c) => c.status === 'UPDATING')).toEqual([]);
+    expect(visible(settled)).toEqual(visible(steady));
+  });
+
   const fallbacks: [string, () => void, string][] = [
     ['denied', () => (fake.fault = (ctx) => (ctx.operation === 'GetResources' ? {code: 'AccessDeniedException'} : undefined)), 'access_denied'],
     ['a 5xx', () => (fake.fault = (ctx) => (ctx.operation === 'GetResources' ? {code: 'InternalServiceException', status: 500} : undefined)), 'other'],
@@ -168,9 +202,9 @@ describe('incremental EKS discovery', () => {
   }
 
   it('property: under random churn the incremental and the full-describe paths give the same inventory', async () => {
-    type Step = {kind: 'add' | 'remove' | 'retag' | 'activate' | 'create'; region: number; index: number; value: number};
+    type Step = {kind: 'add' | 'remove' | 'retag' | 'activate' | 'create' | 'update' | 'settle'; region: number; index: number; value: number};
     const step = fc.record({
-      kind: fc.constantFrom<Step['kind']>('add', 'remove', 'retag', 'activate', 'create'),
+      kind: fc.constantFrom<Step['kind']>('add', 'remove', 'retag', 'activate', 'create', 'update', 'settle'),
       region: fc.integer({min: 0, max: REGIONS.length - 1}),
       index: fc.integer({min: 0, max: 11}),
       value: fc.integer({min: 0, max: 3}),
@@ -194,11 +228,14 @@ describe('incremental EKS discovery', () => {
             else if (s.kind === 'remove' && existing) world.removeCluster(ACCOUNT, region, name);
             else if (s.kind === 'retag' && existing) world.retagCluster(ACCOUNT, region, name, s.value === 0 ? {} : {env: String(s.value), v: String(s.index)});
             else if (s.kind === 'activate' && existing?.status === 'CREATING') world.updateCluster(ACCOUNT, region, name, {status: 'ACTIVE', endpoint: `https://${name}.example`, caData: ca()});
+            else if (s.kind === 'update' && existing?.status === 'ACTIVE') world.updateCluster(ACCOUNT, region, name, {status: 'UPDATING'});
+            else if (s.kind === 'settle' && existing?.status === 'UPDATING') world.updateCluster(ACCOUNT, region, name, {status: 'ACTIVE', version: `1.3${s.value}`});
           }
           await clock.advance(5 * 60_000);
           const got = inventory(await cycle(incremental));
           const want = inventory(await cycle(new AwsSources({clock, refreshMs: 0})));
-          expect(got).toEqual(want);
+          // Identical but for the status/version of updates still inside their settle period.
+          expect(visible(got)).toEqual(visible(want));
         }
       }),
       {numRuns: 15},

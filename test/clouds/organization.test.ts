@@ -5,7 +5,8 @@
  */
 import {afterAll, afterEach, beforeAll, beforeEach, describe, expect, it} from 'vitest';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
-import {FakeClock, systemClock} from '../../src/core/clock.ts';
+import {systemClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {parseConfig} from '../../src/config/load.ts';
 import {AwsCredentialProviders} from '../../src/credentials/aws-credentials.ts';
 import type {CycleReport} from '../../src/discovery/cycle.ts';

@@ -6,7 +6,7 @@ import type {CliIo} from '../../src/cli/io.ts';
 import {tokenCommand} from '../../src/cli/token.ts';
 import type {AzureCredentialOptions} from '../../src/credentials/aks-credential.ts';
 import {AKS_SERVER_ID} from '../../src/credentials/aks-token.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {FAKE_ARM_TOKEN, startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
 import {ArmWorld} from '../fakes/arm-world.ts';
 

@@ -3,7 +3,7 @@
 // recorded from listClusterUserCredential, accepted by a Kubernetes API.
 import type {AccessToken, GetTokenOptions, TokenCredential} from '@azure/core-auth';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {AKS_SERVER_ID, aksTokenSource, type AksKubeAccess} from '../../src/credentials/aks-token.ts';
 import {SUB_A, TENANT, fakeSources, matcher, runPlan} from '../clouds/aks-helpers.ts';
 import {startFakeArm, type FakeArm} from '../fakes/arm-server.ts';

@@ -1,5 +1,5 @@
 import {afterAll, beforeAll, describe, expect, it, vi} from 'vitest';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {AwsCredentialError, AwsCredentialProviders, awsCredentialProvider} from '../../src/credentials/aws-credentials.ts';
 import {mintEksToken} from '../../src/credentials/eks-token.ts';
 import {startFakeAws, type FakeAws} from '../fakes/aws-server.ts';

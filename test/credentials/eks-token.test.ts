@@ -1,6 +1,6 @@
 import {readFileSync} from 'node:fs';
 import {describe, expect, it} from 'vitest';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {InputError} from '../../src/core/errors.ts';
 import {mintEksToken, type AwsCredentials} from '../../src/credentials/eks-token.ts';
 import {stsEndpoint} from '../../src/credentials/sts-endpoint.ts';

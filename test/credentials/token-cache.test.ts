@@ -1,5 +1,5 @@
 import {describe, expect, it} from 'vitest';
-import {FakeClock, flushMicrotasks} from '../../src/core/clock.ts';
+import {FakeClock, flushMicrotasks} from '../helpers/fake-clock.ts';
 import {TokenCache} from '../../src/credentials/token-cache.ts';
 
 interface Tok {

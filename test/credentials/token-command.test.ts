@@ -1,7 +1,7 @@
 import {afterAll, afterEach, beforeAll, describe, expect, it} from 'vitest';
 import type {CliIo} from '../../src/cli/io.ts';
 import {runToken, tokenCommand} from '../../src/cli/token.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {startFakeAws, type FakeAws} from '../fakes/aws-server.ts';
 import {FakeAwsWorld} from '../fakes/aws-world.ts';
 import {verifyEksTokenRules} from './eks-token-rules.ts';

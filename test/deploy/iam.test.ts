@@ -6,6 +6,7 @@ import {readdirSync, readFileSync} from 'node:fs';
 import path from 'node:path';
 import {describe, expect, it} from 'vitest';
 import {parse} from 'yaml';
+import {AKS_RBAC_READER_ROLE_ID} from '../../src/access/aks-setup-step.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const read = (file: string): string => readFileSync(path.join(ROOT, file), 'utf8');
@@ -55,7 +56,15 @@ const AZURE_ACTIONS: Readonly<Record<string, string>> = {
   'managedClusters.listClusterUserCredentials': 'Microsoft.ContainerService/managedClusters/listClusterUserCredential/action',
   'subscriptions.list': 'Microsoft.Resources/subscriptions/read',
   'subscriptions.get': 'Microsoft.Resources/subscriptions/read',
+  // setup_access_for_principal_id only (deploy/azure/access-setup-role.json).
+  'roleAssignments.listForScope': 'Microsoft.Authorization/roleAssignments/read',  // ARM REST via armCall('roleAssignments.…')
+  'roleAssignments.get': 'Microsoft.Authorization/roleAssignments/read',
+  'roleAssignments.create': 'Microsoft.Authorization/roleAssignments/write',
+  'roleAssignments.delete': 'Microsoft.Authorization/roleAssignments/delete',
 };
+
+/** Files whose ARM calls belong to AKS access set-up, granted apart from discovery-role.json. */
+const AZURE_ACCESS_SETUP_FILES = new Set(['src/clouds/azure/role-assignments-client.ts']);
 
 const ARRAY_METHODS = new Set(Object.getOwnPropertyNames(Array.prototype));
 
@@ -120,8 +129,10 @@ function scanAzure(): Use[] {
     for (const m of text.matchAll(/Pick<\w+\['(\w+)'\],\s*([^>]+)>/g)) {
       for (const method of (m[2] ?? '').matchAll(/'(\w+)'/g)) uses.push({operation: `${m[1]}.${method[1]}`, file});
     }
+    // ...REST requests sent through the pipeline name their operation (src/clouds/azure/role-assignments-client.ts)...
+    for (const m of text.matchAll(/armCall\('(\w+\.\w+)'/g)) uses.push({operation: m[1] ?? '', file});
     // ...and direct calls name the rest (config lists such as `matcher.subscriptions.includes(` are arrays, not ARM).
-    for (const m of text.matchAll(/\.(managedClusters|subscriptions|resourceGroups|agentPools|tenants)\.(\w+)\(/g)) {
+    for (const m of text.matchAll(/\.(managedClusters|subscriptions|resourceGroups|agentPools|tenants|roleAssignments|roleDefinitions)\.(\w+)\(/g)) {
       if (!ARRAY_METHODS.has(m[2] ?? '')) uses.push({operation: `${m[1]}.${m[2]}`, file});
     }
   }
@@ -254,10 +265,12 @@ describe('AWS', () => {
 describe('Azure', () => {
   const uses = scanAzure();
 
+  const actionsOf = (list: readonly Use[]): Set<string> => new Set(list.map((u) => AZURE_ACTIONS[u.operation] ?? ''));
+
   it('discovery-role.json grants exactly the actions of the ARM operations the code calls', () => {
     expect(uses.map((u) => u.operation)).toEqual(expect.arrayContaining(['managedClusters.listClusterUserCredentials']));
     const needed = new Set<string>();
-    for (const use of uses) {
+    for (const use of uses.filter((u) => !AZURE_ACCESS_SETUP_FILES.has(u.file))) {
       expect(Object.keys(AZURE_ACTIONS), `${use.file} calls ${use.operation}: add it to AZURE_ACTIONS with its Azure action`).toContain(use.operation);
       needed.add(AZURE_ACTIONS[use.operation] ?? '');
     }
@@ -265,5 +278,27 @@ describe('Azure', () => {
     expect(sorted(role.Actions)).toEqual(sorted(needed));
     expect(role.DataActions).toEqual([]);
     expect(role.AssignableScopes.length).toBeGreaterThan(0);
+  });
+
+  it('access-setup-role.json grants exactly the role assignment actions setup_access_for_principal_id calls, apart from discovery-role.json', () => {
+    const setup = uses.filter((u) => AZURE_ACCESS_SETUP_FILES.has(u.file));
+    for (const use of setup) expect(Object.keys(AZURE_ACTIONS), `${use.file} calls ${use.operation}`).toContain(use.operation);
+    expect(sorted(actionsOf(setup))).toEqual([
+      'Microsoft.Authorization/roleAssignments/delete', 'Microsoft.Authorization/roleAssignments/read', 'Microsoft.Authorization/roleAssignments/write',
+    ]);
+    const role = JSON.parse(read('deploy/azure/access-setup-role.json')) as {Actions: string[]; DataActions: string[]};
+    expect(sorted(role.Actions)).toEqual(sorted(actionsOf(setup)));
+    expect(role.DataActions).toEqual([]);
+    // Operators who do not opt in grant none of it.
+    const discovery = JSON.parse(read('deploy/azure/discovery-role.json')) as {Actions: string[]};
+    for (const action of role.Actions) expect(discovery.Actions).not.toContain(action);
+  });
+
+  it('access-setup-condition.txt lets the identity write and delete assignments of the AKS RBAC Reader role only', () => {
+    const condition = read('deploy/azure/access-setup-condition.txt');
+    expect(condition).toContain("ActionMatches{'Microsoft.Authorization/roleAssignments/write'}");
+    expect(condition).toContain("ActionMatches{'Microsoft.Authorization/roleAssignments/delete'}");
+    const guids = [...condition.matchAll(/GuidEquals \{([0-9a-f-]+)\}/g)].map((m) => m[1]);
+    expect(guids).toEqual([AKS_RBAC_READER_ROLE_ID, AKS_RBAC_READER_ROLE_ID]);
   });
 });

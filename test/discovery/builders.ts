@@ -1,9 +1,9 @@
 /** Builders of discovered clusters, source results and stored kube_servers for the pure-core tests. */
-import type {KubeServer} from '../../heartbeats/kube-server.ts';
+import type {KubeServer, KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import {compileTagMatcher} from '../../matchers/index.ts';
 import {eksSource} from '../../src/clouds/aws/sources.ts';
 import type {DiscoveredCluster, SourceResult} from '../../src/core/types.ts';
-import type {EvaluateContext, KubeServerDraft} from '../../src/discovery/evaluate.ts';
+import type {EvaluateContext} from '../../src/discovery/evaluate.ts';
 
 export const CA = Buffer.from('-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n').toString('base64');
 

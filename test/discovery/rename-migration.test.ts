@@ -4,11 +4,10 @@
  * with one log line per rename and no moment where the cluster is missing.
  */
 import {describe, expect, it} from 'vitest';
-import type {KubeServer} from '../../heartbeats/kube-server.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import type {KubeServer, KubeServerDraft} from '../../heartbeats/kube-server.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import type {SourceResult} from '../../src/core/types.ts';
 import {runCycle, type Registrar} from '../../src/discovery/cycle.ts';
-import type {KubeServerDraft} from '../../src/discovery/evaluate.ts';
 import {evaluate} from '../../src/discovery/evaluate.ts';
 import {reconcile} from '../../src/discovery/reconcile.ts';
 import {logCycleSummary} from '../../src/observability/log-events.ts';

@@ -9,6 +9,8 @@ import {ContainerServiceClient} from '@azure/arm-containerservice';
 import {SubscriptionClient} from '@azure/arm-resources-subscriptions';
 import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
 import {parse} from 'yaml';
+import {createRoleAssignmentsApi} from '../../src/clouds/azure/role-assignments-client.ts';
+import {armClientOptions} from '../../src/clouds/azure/pipeline.ts';
 import {AKS_AAD_SERVER_ID} from './arm-json.ts';
 import type {FakeArm} from './arm-server.ts';
 import {ARM_API_VERSIONS, FAKE_ARM_TOKEN, startFakeArm} from './arm-server.ts';
@@ -234,5 +236,38 @@ describe('auth, api-version and faults', () => {
     await expect.poll(() => arm.stats.count({operation: 'managedClusters.list'})).toBe(1);
     aborter.abort();
     await expect(pending).rejects.toMatchObject({name: 'AbortError'});
+  });
+});
+
+describe('role assignments (the set-up client over @azure/core-client)', () => {
+  const PRINCIPAL = '0d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6';
+  const READER = `/subscriptions/${OTHER_SUB}/providers/Microsoft.Authorization/roleDefinitions/7f6c6a51-bcf8-42ba-9220-52d62157d7db`;
+  const scope = `/subscriptions/${OTHER_SUB}/resourceGroups/rg-c/providers/Microsoft.ContainerService/managedClusters/other-1`;
+  const signal = new AbortController().signal;
+  const api = () => createRoleAssignmentsApi({
+    credential: fakeTokenCredential(),
+    clientOptions: armClientOptions(arm.url, 'https://management.azure.com/.default', {tlsOptions: {ca: arm.caPem}, retryOptions: {maxRetries: 0}}),
+  });
+
+  it('creates (201), reads, lists by principal over several pages, refuses a duplicate, and deletes (200, then 204)', async () => {
+    const client = api();
+    const names = ['10000000-0000-4000-8000-000000000001', '10000000-0000-4000-8000-000000000002', '10000000-0000-4000-8000-000000000003'];
+    const roles = [READER, READER.replace('7f6c6a51-bcf8-42ba-9220-52d62157d7db', 'a7ffa36f-339b-4b5c-8bdf-e2c188b2c0eb'), READER.replace('7f6c6a51-bcf8-42ba-9220-52d62157d7db', '3498e952-d568-435e-9b2c-8d77e338d7f7')];
+    for (const [i, name] of names.entries()) await client.create(scope, name, {principalId: PRINCIPAL, roleDefinitionId: roles[i] ?? READER, description: `n${i}`}, signal);
+    expect(arm.stats.requests.filter((r) => r.operation === 'roleAssignments.create').map((r) => r.status)).toEqual([201, 201, 201]);
+    expect(await client.get(scope, names[0] ?? '', signal)).toEqual({name: names[0], scope, principalId: PRINCIPAL, roleDefinitionId: READER, description: 'n0'});
+
+    expect((await client.listForPrincipal(scope, PRINCIPAL, signal)).map((a) => a.name)).toEqual(names);
+    expect(arm.stats.count({operation: 'roleAssignments.list'})).toBe(2);
+    expect(await client.listForPrincipal(scope, '99999999-8888-4777-8666-555555555555', signal)).toEqual([]);
+
+    await expect(client.create(scope, '10000000-0000-4000-8000-00000000000f', {principalId: PRINCIPAL, roleDefinitionId: READER, description: 'x'}, signal))
+      .rejects.toMatchObject({code: 'RoleAssignmentExists', action: 'Microsoft.Authorization/roleAssignments/write'});
+    expect(await client.get(scope, '10000000-0000-4000-8000-00000000000f', signal)).toBeUndefined();
+    for (const name of names) await client.delete(scope, name, signal);
+    await client.delete(scope, names[0] ?? '', signal);
+    expect(arm.stats.requests.filter((r) => r.operation === 'roleAssignments.delete').map((r) => r.status)).toEqual([200, 200, 200, 204]);
+    expect(world.roleAssignments()).toEqual([]);
+    expect(new Set(arm.stats.requests.map((r) => r.apiVersion))).toEqual(new Set(ARM_API_VERSIONS.authorization));
   });
 });

@@ -2,8 +2,8 @@
  * Wire shapes of the ARM answers the fake serves, copied from real responses of
  * `subscriptions.list` (api-version 2022-12-01) and `managedClusters` (2026-04-01).
  */
-import type {FakeManagedCluster, FakeSubscription} from './arm-world.ts';
-import {managedClusterId} from './arm-world.ts';
+import type {FakeManagedCluster, FakeRoleAssignment, FakeSubscription} from './arm-world.ts';
+import {managedClusterId, roleAssignmentId} from './arm-world.ts';
 import {buildKubeconfig} from './kube-kubeconfig.ts';
 
 /** Entra ID application of the AKS API server: the audience of AKS access tokens. */
@@ -99,4 +99,27 @@ export function userKubeconfig(cluster: FakeManagedCluster, tenantId: string, fo
     interactiveMode: 'IfAvailable',
     provideClusterInfo: false,
   }}});
+}
+
+/** A role assignment as `Microsoft.Authorization/roleAssignments` (api-version 2022-04-01) returns it. */
+export function roleAssignmentJson(a: FakeRoleAssignment): Record<string, unknown> {
+  return {
+    properties: {
+      roleDefinitionId: a.roleDefinitionId,
+      principalId: a.principalId,
+      principalType: a.principalType ?? 'ServicePrincipal',
+      scope: a.scope,
+      condition: null,
+      conditionVersion: null,
+      createdOn: a.createdOn,
+      updatedOn: a.createdOn,
+      createdBy: '00000000-0000-0000-0000-00000000c0de',
+      updatedBy: '00000000-0000-0000-0000-00000000c0de',
+      delegatedManagedIdentityResourceId: null,
+      description: a.description ?? null,
+    },
+    id: roleAssignmentId(a.scope, a.name),
+    type: 'Microsoft.Authorization/roleAssignments',
+    name: a.name,
+  };
 }

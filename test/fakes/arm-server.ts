@@ -2,13 +2,14 @@
  * A local HTTPS Azure Resource Manager that answers what `@azure/arm-containerservice` and
  * `@azure/arm-resources-subscriptions` send: subscriptions and AKS managed cluster lists
  * (always paged through absolute `nextLink`s), `listClusterUserCredential`, bearer-token
- * checks, api-version checks, and injectable latency and faults. HTTPS because the SDK's
+ * checks, api-version checks, role assignments (list with `$filter=principalId eq '…'`, get,
+ * create, delete at any scope), and injectable latency and faults. HTTPS because the SDK's
  * bearer-token policy refuses to send tokens over plain HTTP; clients trust `caPem`.
  */
 import {randomUUID} from 'node:crypto';
 import type {IncomingMessage, ServerResponse} from 'node:http';
 import type {CredentialFormat} from './arm-json.ts';
-import {managedClusterJson, subscriptionJson, userKubeconfig} from './arm-json.ts';
+import {managedClusterJson, roleAssignmentJson, subscriptionJson, userKubeconfig} from './arm-json.ts';
 import type {ArmOperation} from './arm-stats.ts';
 import {ArmStats} from './arm-stats.ts';
 import type {ArmWorld} from './arm-world.ts';
@@ -26,6 +27,7 @@ export const FAKE_ARM_TOKEN = 'fake-arm-access-token';
 export const ARM_API_VERSIONS = {
   subscriptions: ['2022-12-01'],
   containerService: ['2026-04-01'],
+  authorization: ['2022-04-01'],
 } as const;
 
 /** What the fault and latency hooks learn about a request. */
@@ -66,7 +68,7 @@ export interface FakeArmOptions {
   /** Accepted bearer tokens, or a predicate; default only {@link FAKE_ARM_TOKEN}. */
   readonly acceptToken?: ((token: string) => boolean) | Iterable<string>;
   /** Accepted api-versions per API; default {@link ARM_API_VERSIONS}. */
-  readonly apiVersions?: {readonly subscriptions?: readonly string[]; readonly containerService?: readonly string[]};
+  readonly apiVersions?: {readonly subscriptions?: readonly string[]; readonly containerService?: readonly string[]; readonly authorization?: readonly string[]};
   /** Server certificate; default the per-process shared loopback certificate. */
   readonly tls?: ServerTls;
 }
@@ -88,11 +90,13 @@ export interface FakeArm {
 
 interface Route {
   readonly operation: ArmOperation;
-  readonly method: 'GET' | 'POST';
+  readonly method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   readonly pattern: RegExp;
 }
 
 const MC = 'providers/Microsoft\\.ContainerService/managedClusters';
+// A role assignment's scope: a subscription, a resource group or a managed cluster.
+const RA_SCOPE = `(?<scope>/subscriptions/(?<sub>[^/]+)(?:/resourceGroups/(?<rg>[^/]+)(?:/${MC}/(?<name>[^/]+))?)?)/providers/Microsoft\\.Authorization/roleAssignments`;
 const routes: readonly Route[] = [
   {operation: 'subscriptions.list', method: 'GET', pattern: /^\/subscriptions\/?$/i},
   {operation: 'subscriptions.get', method: 'GET', pattern: /^\/subscriptions\/(?<sub>[^/]+)\/?$/i},
@@ -100,6 +104,10 @@ const routes: readonly Route[] = [
   {operation: 'managedClusters.listByResourceGroup', method: 'GET', pattern: new RegExp(`^/subscriptions/(?<sub>[^/]+)/resourceGroups/(?<rg>[^/]+)/${MC}/?$`, 'i')},
   {operation: 'managedClusters.get', method: 'GET', pattern: new RegExp(`^/subscriptions/(?<sub>[^/]+)/resourceGroups/(?<rg>[^/]+)/${MC}/(?<name>[^/]+)/?$`, 'i')},
   {operation: 'managedClusters.listClusterUserCredentials', method: 'POST', pattern: new RegExp(`^/subscriptions/(?<sub>[^/]+)/resourceGroups/(?<rg>[^/]+)/${MC}/(?<name>[^/]+)/listClusterUserCredential/?$`, 'i')},
+  {operation: 'roleAssignments.list', method: 'GET', pattern: new RegExp(`^${RA_SCOPE}/?$`, 'i')},
+  {operation: 'roleAssignments.get', method: 'GET', pattern: new RegExp(`^${RA_SCOPE}/(?<ra>[^/]+)/?$`, 'i')},
+  {operation: 'roleAssignments.create', method: 'PUT', pattern: new RegExp(`^${RA_SCOPE}/(?<ra>[^/]+)/?$`, 'i')},
+  {operation: 'roleAssignments.delete', method: 'DELETE', pattern: new RegExp(`^${RA_SCOPE}/(?<ra>[^/]+)/?$`, 'i')},
 ];
 
 const defaultCodes: Readonly<Record<number, string>> = {
@@ -115,6 +123,10 @@ const actions: Readonly<Record<ArmOperation, string>> = {
   'managedClusters.listByResourceGroup': 'Microsoft.ContainerService/managedClusters/read',
   'managedClusters.get': 'Microsoft.ContainerService/managedClusters/read',
   'managedClusters.listClusterUserCredentials': 'Microsoft.ContainerService/managedClusters/listClusterUserCredential/action',
+  'roleAssignments.list': 'Microsoft.Authorization/roleAssignments/read',
+  'roleAssignments.get': 'Microsoft.Authorization/roleAssignments/read',
+  'roleAssignments.create': 'Microsoft.Authorization/roleAssignments/write',
+  'roleAssignments.delete': 'Microsoft.Authorization/roleAssignments/delete',
 };
 
 /** An answer the handler computed; `error` answers use ARM's `{error: {code, message}}` body. */
@@ -134,6 +146,7 @@ export async function startFakeArm(options: FakeArmOptions): Promise<FakeArm> {
   const versions = {
     subscriptions: options.apiVersions?.subscriptions ?? ARM_API_VERSIONS.subscriptions,
     containerService: options.apiVersions?.containerService ?? ARM_API_VERSIONS.containerService,
+    authorization: options.apiVersions?.authorization ?? ARM_API_VERSIONS.authorization,
   };
   let fault = options.fault;
   let latency: ArmLatency = options.latencyMs ?? 0;
@@ -141,16 +154,22 @@ export async function startFakeArm(options: FakeArmOptions): Promise<FakeArm> {
   let baseUrl = '';
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    req.resume();
+    // Read the whole body (role assignment PUTs carry one) before answering.
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const requestBody = Buffer.concat(chunks).toString('utf8');
     const requestId = randomUUID();
     const url = new URL(req.url ?? '/', baseUrl);
     const method = req.method ?? 'GET';
     const apiVersion = url.searchParams.get('api-version') ?? undefined;
-    const match = matchRoute(url.pathname);
+    const match = matchRoute(url.pathname, req.method ?? 'GET');
     const base = {method, path: url.pathname, requestId, ...(apiVersion === undefined ? {} : {apiVersion})};
     const finish = (answer: Answer, extra: {fault?: 'status' | 'malformed'} = {}): void => {
       const headers = {'x-ms-request-id': requestId, 'x-ms-correlation-request-id': requestId};
-      if (answer.kind === 'json') {
+      if (answer.kind === 'json' && answer.status === 204) {
+        res.writeHead(204, headers);
+        res.end();
+      } else if (answer.kind === 'json') {
         sendJson(res, answer.status, answer.body, headers);
       } else {
         sendJson(res, answer.status, {error: {code: answer.code, message: answer.message}}, {...headers, ...answer.headers});
@@ -174,7 +193,8 @@ export async function startFakeArm(options: FakeArmOptions): Promise<FakeArm> {
       finish(authError);
       return;
     }
-    const known = match.route.operation.startsWith('subscriptions.') ? versions.subscriptions : versions.containerService;
+    const op = match.route.operation;
+    const known = op.startsWith('subscriptions.') ? versions.subscriptions : op.startsWith('roleAssignments.') ? versions.authorization : versions.containerService;
     if (apiVersion === undefined) {
       finish({kind: 'error', status: 400, code: 'MissingApiVersionParameter', message: 'The api-version query parameter (?api-version=) is required for all requests.'});
       return;
@@ -186,7 +206,7 @@ export async function startFakeArm(options: FakeArmOptions): Promise<FakeArm> {
 
     const scope = scopeOf(match);
     const skipToken = url.searchParams.get('$skipToken') ?? '';
-    const attemptKey = [match.route.operation, scope.subscription, scope.resourceGroup, scope.clusterName, skipToken].join('\u0000').toLowerCase();
+    const attemptKey = [match.route.operation, scope.subscription, scope.resourceGroup, scope.clusterName, match.groups['ra'], skipToken].join('\u0000').toLowerCase();
     const ctx: ArmRequestContext = {operation: match.route.operation, ...scope, apiVersion, attempt: stats.nextAttempt(attemptKey)};
     const injected = fault?.(ctx);
     await delay(typeof latency === 'function' ? latency(ctx) : latency);
@@ -210,7 +230,7 @@ export async function startFakeArm(options: FakeArmOptions): Promise<FakeArm> {
       finish(faultAnswer(injected, ctx), {fault: 'status'});
       return;
     }
-    finish(answerFor(ctx, url, world, pageSize, baseUrl));
+    finish(ctx.operation.startsWith('roleAssignments.') ? roleAssignmentAnswer(ctx, match.groups, url, requestBody, world, pageSize, baseUrl) : answerFor(ctx, url, world, pageSize, baseUrl));
   };
 
   const listener = await listenHttps(tls, handle);
@@ -231,8 +251,10 @@ interface RouteMatch {
   readonly groups: Readonly<Record<string, string>>;
 }
 
-function matchRoute(pathname: string): RouteMatch | undefined {
-  for (const route of routes) {
+function matchRoute(pathname: string, method: string): RouteMatch | undefined {
+  // The route of this method when the path has several (role assignments), else any (answered 405).
+  const candidates = routes.filter((r) => r.pattern.test(pathname));
+  for (const route of [...candidates.filter((r) => r.method === method), ...candidates]) {
     const m = route.pattern.exec(pathname);
     if (m === null) continue;
     const groups: Record<string, string> = {};
@@ -329,7 +351,7 @@ function answerFor(ctx: ArmRequestContext, url: URL, world: ArmWorld, pageSize: 
 }
 
 /** One page of a list, with an absolute nextLink back to this server while items remain. */
-function page<T>(items: readonly T[], toJson: (item: T) => unknown, url: URL, pageSize: number, baseUrl: string, apiVersion: string): Answer {
+function page<T>(items: readonly T[], toJson: (item: T) => unknown, url: URL, pageSize: number, baseUrl: string, apiVersion: string, extraQuery = ''): Answer {
   const token = url.searchParams.get('$skipToken');
   let offset = 0;
   if (token !== null) {
@@ -343,7 +365,7 @@ function page<T>(items: readonly T[], toJson: (item: T) => unknown, url: URL, pa
   const body: Record<string, unknown> = {value};
   if (offset + pageSize < items.length) {
     const next = Buffer.from(JSON.stringify({o: offset + pageSize}), 'utf8').toString('base64url');
-    body['nextLink'] = `${baseUrl}${url.pathname}?api-version=${apiVersion}&$skipToken=${next}`;
+    body['nextLink'] = `${baseUrl}${url.pathname}?api-version=${apiVersion}${extraQuery}&$skipToken=${next}`;
   }
   return {kind: 'json', status: 200, body};
 }
@@ -356,4 +378,57 @@ function decodeSkipToken(token: string): number | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** Role assignment list, get, create and delete, with ARM's answers and error codes. */
+function roleAssignmentAnswer(ctx: ArmRequestContext, groups: Readonly<Record<string, string>>, url: URL, body: string, world: ArmWorld, pageSize: number, baseUrl: string): Answer {
+  const scope = groups['scope'] ?? '';
+  if (world.getSubscription(ctx.subscription ?? '') === undefined) {
+    return {kind: 'error', status: 404, code: 'SubscriptionNotFound', message: `The subscription '${ctx.subscription ?? ''}' could not be found.`};
+  }
+  if (ctx.operation === 'roleAssignments.list') {
+    const filter = url.searchParams.get('$filter');
+    let principalId: string | undefined;
+    if (filter !== null) {
+      const m = /^principalId eq '([0-9a-f-]{36})'$/i.exec(filter);
+      if (!m?.[1]) return {kind: 'error', status: 400, code: 'UnsupportedQuery', message: `The fake ARM server does not support the filter '${filter}'.`};
+      principalId = m[1];
+    }
+    return page(world.listRoleAssignments(scope, principalId), roleAssignmentJson, url, pageSize, baseUrl, ctx.apiVersion, filter === null ? '' : `&$filter=${encodeURIComponent(filter)}`);
+  }
+  const name = groups['ra'] ?? '';
+  const existing = world.getRoleAssignment(scope, name);
+  if (ctx.operation === 'roleAssignments.get') {
+    return existing === undefined
+      ? {kind: 'error', status: 404, code: 'RoleAssignmentNotFound', message: `The role assignment '${name}' is not found.`}
+      : {kind: 'json', status: 200, body: roleAssignmentJson(existing)};
+  }
+  if (ctx.operation === 'roleAssignments.delete') {
+    if (existing === undefined) return {kind: 'json', status: 204, body: undefined};
+    world.deleteRoleAssignment(scope, name);
+    return {kind: 'json', status: 200, body: roleAssignmentJson(existing)};
+  }
+  let props: {principalId?: unknown; roleDefinitionId?: unknown; description?: unknown; principalType?: unknown} | undefined;
+  try {
+    props = (JSON.parse(body) as {properties?: typeof props}).properties;
+  } catch {
+    props = undefined;
+  }
+  if (typeof props?.principalId !== 'string' || typeof props.roleDefinitionId !== 'string') {
+    return {kind: 'error', status: 400, code: 'InvalidRequestContent', message: 'The request content was invalid: properties.principalId and properties.roleDefinitionId are required.'};
+  }
+  if (!/^[0-9a-f-]{36}$/i.test(name)) return {kind: 'error', status: 400, code: 'InvalidRoleAssignmentId', message: `The role assignment ID '${name}' is not valid. The role assignment ID must be a GUID.`};
+  const {principalId, roleDefinitionId} = props;
+  const duplicate = world.listRoleAssignments(scope, principalId)
+    .find((a) => a.name.toLowerCase() !== name.toLowerCase() && a.scope.toLowerCase() === scope.toLowerCase() && a.roleDefinitionId.toLowerCase() === roleDefinitionId.toLowerCase());
+  if (duplicate !== undefined) return {kind: 'error', status: 409, code: 'RoleAssignmentExists', message: 'The role assignment already exists.'};
+  if (existing !== undefined && (existing.principalId.toLowerCase() !== principalId.toLowerCase() || existing.roleDefinitionId.toLowerCase() !== roleDefinitionId.toLowerCase())) {
+    return {kind: 'error', status: 400, code: 'RoleAssignmentUpdateNotPermitted', message: 'Tenant ID, application ID, principal ID, and scope are not allowed to be updated.'};
+  }
+  const created = world.putRoleAssignment({
+    name, scope, principalId, roleDefinitionId,
+    ...(typeof props.description === 'string' ? {description: props.description} : {}),
+    ...(typeof props.principalType === 'string' ? {principalType: props.principalType} : {}),
+  });
+  return {kind: 'json', status: 201, body: roleAssignmentJson(created)};
 }

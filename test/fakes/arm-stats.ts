@@ -7,7 +7,11 @@ export type ArmOperation =
   | 'managedClusters.list'
   | 'managedClusters.listByResourceGroup'
   | 'managedClusters.get'
-  | 'managedClusters.listClusterUserCredentials';
+  | 'managedClusters.listClusterUserCredentials'
+  | 'roleAssignments.list'
+  | 'roleAssignments.get'
+  | 'roleAssignments.create'
+  | 'roleAssignments.delete';
 
 /** One request as the fake answered it. */
 export interface ArmRequestRecord {

@@ -63,6 +63,22 @@ export interface LocalAccountIdentity {
   readonly groups: readonly string[];
 }
 
+/** A role assignment (`Microsoft.Authorization/roleAssignments`). */
+export interface FakeRoleAssignment {
+  readonly name: string;
+  readonly scope: string;
+  readonly principalId: string;
+  readonly principalType?: string;
+  readonly roleDefinitionId: string;
+  readonly description?: string;
+  readonly createdOn: string;
+}
+
+/** ARM resource id of a role assignment. */
+export function roleAssignmentId(scope: string, name: string): string {
+  return `${scope.replace(/\/+$/, '')}/providers/Microsoft.Authorization/roleAssignments/${name}`;
+}
+
 /** ARM resource id of a managed cluster, spelled as AKS returns it (lower-case `resourcegroups`). */
 export function managedClusterId(ref: ClusterRef): string {
   return `/subscriptions/${ref.subscriptionId}/resourcegroups/${ref.resourceGroup}/providers/Microsoft.ContainerService/managedClusters/${ref.name}`;
@@ -75,6 +91,41 @@ export class ArmWorld {
   readonly #clusters = new Map<string, FakeManagedCluster>();
   /** Local-account token -> cluster key, so a Kubernetes fake serving thousands of clusters authenticates in O(1). */
   readonly #byToken = new Map<string, string>();
+  /** Role assignments by lower-cased resource id. */
+  readonly #roleAssignments = new Map<string, FakeRoleAssignment>();
+
+  /** Adds (or replaces) a role assignment, as `az role assignment create` or the PUT of the fake server would. */
+  putRoleAssignment(input: Omit<FakeRoleAssignment, 'createdOn'> & {createdOn?: string}): FakeRoleAssignment {
+    const assignment: FakeRoleAssignment = {createdOn: new Date().toISOString(), ...input};
+    this.#roleAssignments.set(roleAssignmentId(input.scope, input.name).toLowerCase(), assignment);
+    return assignment;
+  }
+
+  /** The role assignment `name` at `scope` (case-insensitive), if any. */
+  getRoleAssignment(scope: string, name: string): FakeRoleAssignment | undefined {
+    return this.#roleAssignments.get(roleAssignmentId(scope, name).toLowerCase());
+  }
+
+  /** Deletes a role assignment; false when there was none. */
+  deleteRoleAssignment(scope: string, name: string): boolean {
+    return this.#roleAssignments.delete(roleAssignmentId(scope, name).toLowerCase());
+  }
+
+  /** Every role assignment, in insertion order. */
+  roleAssignments(): FakeRoleAssignment[] {
+    return [...this.#roleAssignments.values()];
+  }
+
+  /** As ARM lists them for a scope: assignments at, above or below it, optionally of one principal. */
+  listRoleAssignments(scope: string, principalId?: string): FakeRoleAssignment[] {
+    const within = (outer: string, inner: string): boolean => {
+      const o = outer.toLowerCase().replace(/\/+$/, '');
+      const i = inner.toLowerCase().replace(/\/+$/, '');
+      return i === o || i.startsWith(`${o}/`);
+    };
+    return this.roleAssignments().filter((a) =>
+      (within(a.scope, scope) || within(scope, a.scope)) && (principalId === undefined || a.principalId.toLowerCase() === principalId.toLowerCase()));
+  }
 
   /** Adds (or replaces) a subscription; a random GUID is used when no id is given. */
   addSubscription(input: Partial<FakeSubscription> = {}): FakeSubscription {

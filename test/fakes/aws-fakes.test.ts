@@ -14,7 +14,7 @@ import {
 } from '@aws-sdk/client-eks';
 import {AssumeRoleCommand, GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
 import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {failRegion, FakeAwsWorld, startFakeAws, throttleFirst, type FakeAws} from './aws-fakes.ts';
 
 const MGMT = '111111111111';

@@ -7,7 +7,7 @@
 import {join} from 'node:path';
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
 import {ConfigError, parseConfig} from '../../src/config/load.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {FencedError} from '../../src/core/errors.ts';
 import {electionLeaseName} from '../../src/ha/lease-election.ts';
 import {silentLogger} from '../../src/observability/logger.ts';

@@ -1,6 +1,6 @@
 // Leader election on a coordination.k8s.io Lease, against the fake API server, on a FakeClock.
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {FencedError} from '../../src/core/errors.ts';
 import {LeaseElection, electionLeaseName} from '../../src/ha/lease-election.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';

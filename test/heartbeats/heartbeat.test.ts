@@ -2,14 +2,14 @@ import {mkdtempSync, rmSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import {join} from 'node:path';
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import type {RegistryBackend, WatchEvent} from '../../src/registry/backend.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
 import {SqliteBackend} from '../../src/registry/sqlite.ts';
-import type {HeartbeatFailureKind, HeartbeatOptions, KubeServerDraft} from '../../heartbeats/heartbeat.ts';
-import {Heartbeat, kubeServerFromItem} from '../../heartbeats/heartbeat.ts';
+import type {HeartbeatFailureKind, HeartbeatOptions} from '../../heartbeats/heartbeat.ts';
+import {Heartbeat} from '../../heartbeats/heartbeat.ts';
 import {loadOrCreateHostId} from '../../heartbeats/host-id.ts';
-import {kubeServerKey} from '../../heartbeats/kube-server.ts';
+import {kubeServerFromItem, kubeServerKey, type KubeServerDraft} from '../../heartbeats/kube-server.ts';
 
 const TTL = 60_000;
 const KEY = kubeServerKey('mgmt', 'prod-eks-us-east-1-111111111111');

@@ -2,7 +2,7 @@
 // cluster (a fake API server on the wire), authenticated with the credential we hold for it.
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {createAuthenticator} from '../../src/http/auth.ts';
 import {clusterTokenReviewer, parseAllowEntry} from '../../src/http/cluster-token-review.ts';
 import type {KubeApiServer} from '../fakes/kube-apiserver-crud.ts';

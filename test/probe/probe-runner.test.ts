@@ -3,7 +3,7 @@
 import net from 'node:net';
 import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {AwsCredentialProviders} from '../../src/credentials/aws-credentials.ts';
 import {eksTokenSource} from '../../src/probe/eks-token-source.ts';
 import {ProbeRunner} from '../../src/probe/probe-runner.ts';

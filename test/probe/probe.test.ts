@@ -2,7 +2,7 @@
 // accepts correctly signed EKS tokens for its cluster, mapped through access entries.
 import net from 'node:net';
 import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {mintEksToken} from '../../src/credentials/eks-token.ts';
 import {probeCluster, type ProbeOptions} from '../../src/probe/probe.ts';
 import {FakeAwsWorld} from '../fakes/aws-world.ts';

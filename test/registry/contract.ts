@@ -5,7 +5,7 @@
  * `advance` that waits in real time, or leaves `realTimeTtlMs` out to skip the time-dependent cases.
  */
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import type {Lease, RegistryBackend, WatchEvent} from '../../src/registry/backend.ts';
 import {LeaseNotFoundError} from '../../src/registry/backend.ts';
 

@@ -13,7 +13,7 @@ import {afterAll, afterEach, beforeAll, describe, expect, it} from 'vitest';
 import {systemClock} from '../../src/core/clock.ts';
 import {LeaderElection} from '../../src/ha/election.ts';
 import type {WatchEvent} from '../../src/registry/backend.ts';
-import {etcdBackendFromConfig, type EtcdBackend, type EtcdStorageConfig} from '../../src/registry/etcd.ts';
+import {etcdBackendFromConfig, type EtcdBackend, type EtcdConnectionConfig} from '../../src/registry/etcd.ts';
 import {createTestCa} from '../fakes/tls-ca.ts';
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
 import {eventually} from './contract.ts';
@@ -37,7 +37,7 @@ describeWithEtcd('etcd backend security options', () => {
   const file = (name: string): string => path.join(dir, name);
 
   /** Opens a backend from a storage config, as the service does, logging into `logs`. */
-  async function open(config: Partial<EtcdStorageConfig> & Pick<EtcdStorageConfig, 'endpoints'>, env: NodeJS.ProcessEnv = {}): Promise<EtcdBackend> {
+  async function open(config: Partial<EtcdConnectionConfig> & Pick<EtcdConnectionConfig, 'endpoints'>, env: NodeJS.ProcessEnv = {}): Promise<EtcdBackend> {
     const backend = await etcdBackendFromConfig({type: 'etcd', prefix: '/kd-tls/', dial_timeout: 1_000, ...config}, {clock: systemClock, logger}, env);
     opened.push(backend);
     return backend;
@@ -177,7 +177,7 @@ describeWithEtcd('etcd backend security options', () => {
   });
 
   describe('username and password', () => {
-    const auth = (config: Partial<EtcdStorageConfig> = {}, env: NodeJS.ProcessEnv = {}) =>
+    const auth = (config: Partial<EtcdConnectionConfig> = {}, env: NodeJS.ProcessEnv = {}) =>
       open({endpoints: [authEtcd.endpoint], prefix: USER_PREFIX, username: USER, ...config}, env);
 
     it('a user limited to its prefix works with the password from password_file', async () => {

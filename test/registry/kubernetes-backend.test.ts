@@ -7,7 +7,7 @@ import {join} from 'node:path';
 import {promisify} from 'node:util';
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
 import {loadOrCreateHostId} from '../../heartbeats/host-id.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import type {WatchEvent} from '../../src/registry/backend.ts';
 import {classifyRegistryError} from '../../src/registry/health.ts';
 import {createBackend} from '../../src/registry/index.ts';

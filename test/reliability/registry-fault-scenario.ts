@@ -5,7 +5,7 @@
  * user would have seen, for the table-driven test (and the mount-namespace worker) to judge.
  */
 import {Writable} from 'node:stream';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {parseConfig} from '../../src/config/load.ts';
 import {createLogger} from '../../src/observability/logger.ts';
 import {startService, type RunningService} from '../../src/service/service.ts';

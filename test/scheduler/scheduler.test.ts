@@ -1,5 +1,5 @@
 import {describe, expect, it} from 'vitest';
-import {FakeClock, flushMicrotasks} from '../../src/core/clock.ts';
+import {FakeClock, flushMicrotasks} from '../helpers/fake-clock.ts';
 import {cronSchedule, intervalSchedule} from '../../src/scheduler/schedule.ts';
 import {Scheduler} from '../../src/scheduler/scheduler.ts';
 

@@ -7,7 +7,7 @@
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
 import {parseConfig} from '../../src/config/load.ts';
 import type {Config} from '../../src/config/schema.ts';
-import {FakeClock} from '../../src/core/clock.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import type {CycleReport} from '../../src/discovery/cycle.ts';
 import {silentLogger} from '../../src/observability/logger.ts';
 import type {KubeClient} from '../../src/registry/kube-client.ts';

@@ -8,6 +8,7 @@ import {CreateAccessEntryCommand, DescribeAccessEntryCommand, DescribeClusterCom
 import type {AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
 import type {Env} from '../../credentials/sts-endpoint.ts';
 import {awsErrorCode} from './errors.ts';
+import {errorMessage} from '../../core/errors.ts';
 
 /** What configure needs to know about a cluster. */
 export interface EksClusterAccess {
@@ -117,7 +118,7 @@ function toEntry(entry: {principalArn?: string; kubernetesGroups?: string[]; use
 function eksError(operation: string, error: unknown): EksAccessError {
   if (error instanceof EksAccessError) return error;
   const code = awsErrorCode(error);
-  const message = (error instanceof Error ? error.message : String(error)).split('\n')[0] ?? '';
+  const message = errorMessage(error).split('\n')[0] ?? '';
   const hint =
     code === 'AccessDeniedException'
       ? ' (grant the identity running configure deploy/aws/configure-policy.json)'

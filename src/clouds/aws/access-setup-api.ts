@@ -17,6 +17,7 @@ import {
 import {GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
 import type {AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
 import {awsErrorCode} from './errors.ts';
+import {errorMessage} from '../../core/errors.ts';
 
 /** An access entry as set-up reads it. */
 export interface SetupAccessEntry {
@@ -101,7 +102,7 @@ export function createAccessSetupApi(options: AccessSetupApiOptions): AccessSetu
       if (error instanceof AccessSetupCallError) throw error;
       const code = awsErrorCode(error);
       if (code === NOT_FOUND && onNotFound) return onNotFound();
-      const text = (error instanceof Error ? error.message : String(error)).split('\n')[0] ?? '';
+      const text = errorMessage(error).split('\n')[0] ?? '';
       throw new AccessSetupCallError(operation, code, `${operation} failed: ${code}: ${text}`, {cause: error});
     }
   };

@@ -8,7 +8,7 @@ import {OPT_IN_REGIONS} from './regions.ts';
 import {isBase64Pem, isHttpsUrl} from '../../core/validate.ts';
 import type {TagReader} from './tag-reader.ts';
 
-/** EKS statuses whose clusters are kept (design §5). */
+/** EKS statuses whose clusters are kept; a cluster being created, deleted or failed has no API to announce. */
 export const EKS_KEPT_STATUSES: ReadonlySet<string> = new Set(['ACTIVE', 'UPDATING']);
 
 /**

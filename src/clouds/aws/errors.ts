@@ -70,11 +70,14 @@ export function awsFailure(error: unknown, operation: string): SourceFailure {
   // Cloud messages reach /v1/status and CLI output: strip anything credential-shaped first.
   const message = redactText((e?.message ?? String(error)).split('\n')[0]?.slice(0, 300) ?? '');
   const requestId = e?.$metadata?.requestId;
+  const code = awsErrorCode(error);
   return {
     reason: classifyAwsError(error),
-    code: awsErrorCode(error),
+    code,
     message,
     operation,
     ...(requestId ? {requestId} : {}),
+    // The SDK's provider chain and our credential wrapper both name "nothing found" this way.
+    ...(code === 'CredentialsProviderError' ? {noCredentials: true as const} : {}),
   };
 }

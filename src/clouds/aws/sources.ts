@@ -3,13 +3,14 @@ import {EKSClient} from '@aws-sdk/client-eks';
 import {ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import {GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
 import PQueue from 'p-queue';
-import type {ClusterFetcher} from '../fetcher.ts';
+import type {ClusterFetcher, PlannedSources} from '../fetcher.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
 import {awsCredentialProvider, type AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
 import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
 import {awsFailure} from './errors.ts';
 import {OrganizationPlanner, type OrganizationPlannerOptions, type OrganizationSourceMatcher} from './org-sources.ts';
 import {TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
+import {shapeClient, type RateShaper, type ShapeableClient} from './rate-shaper.ts';
 import {systemClock, type Clock} from '../../core/clock.ts';
 import {expandRegions, partitionOfArn, partitionOfRegion, type AwsPartition} from './regions.ts';
 
@@ -47,6 +48,14 @@ export interface AwsSourcesOptions {
    * 0 turns incremental discovery off (every cluster described every cycle).
    */
   readonly refreshMs?: number;
+  /**
+   * Client-side rate shaping of EKS and tagging calls per (account, region, operation); off
+   * unless given (`discovery_service.aws_rate_limits`): with the default ceilings it made the
+   * throttled full-describe bench cycle slower, not faster (README, "Rate shaping").
+   */
+  readonly rateShaper?: RateShaper;
+  /** Refresh period of UPDATING clusters in incremental discovery (default 10 min, capped by `refreshMs`). */
+  readonly settleMs?: number;
   readonly clock?: Clock;
   /** Builds a tagging client; without it, and with `makeEksClient` given, tag reads are off (tests of the EKS path alone). */
   readonly makeTaggingClient?: (region: string, credentials: AwsCredentialProvider) => TaggingApi;
@@ -58,12 +67,6 @@ export interface AwsSourcesOptions {
 
 /** Default period of each cluster's full refresh in incremental discovery. */
 export const DEFAULT_REFRESH_MS = 3_600_000;
-
-/** Sources of one cycle: fetchers to run, and sources that already failed while being planned. */
-export interface PlannedSources {
-  readonly fetchers: ClusterFetcher[];
-  readonly failed: SourceResult[];
-}
 
 /** Plans AWS sources; clients, credentials and queues are kept across cycles. */
 export class AwsSources {
@@ -203,6 +206,7 @@ export class AwsSources {
           retryMode: env['AWS_RETRY_MODE'] ?? 'adaptive',
           requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
         });
+        this.#shape(eks, region, role);
         this.#options.onClient?.(eks);
         client = eks;
       }
@@ -221,6 +225,7 @@ export class AwsSources {
         client: this.#taggingClient(source.region, role),
         clock: this.#options.clock ?? systemClock,
         refreshMs,
+        ...(this.#options.settleMs === undefined ? {} : {settleMs: this.#options.settleMs}),
         ...(this.#options.tagReadTimeoutMs === undefined ? {} : {timeoutMs: this.#options.tagReadTimeoutMs}),
         ...(onTagFallback ? {onFallback: (fallback: TagReadFallback) => onTagFallback(source, fallback)} : {}),
       });
@@ -244,12 +249,20 @@ export class AwsSources {
           maxAttempts: 3,
           requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
         });
+        this.#shape(tagging, region, role);
         this.#options.onClient?.(tagging);
         client = tagging;
       }
       this.#taggingClients.set(key, client);
     }
     return client;
+  }
+
+  #shape(client: ShapeableClient, region: string, role: {roleArn?: string}): void {
+    const shaper = this.#options.rateShaper;
+    if (!shaper) return;
+    // AWS throttles per account and region: a role's account from its ARN, the caller's own otherwise.
+    shapeClient(client, shaper, role.roleArn?.split(':')[4] || 'caller', region);
   }
 
   #queue(region: string): PQueue {

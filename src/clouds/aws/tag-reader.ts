@@ -1,5 +1,5 @@
 /**
- * Incremental EKS discovery (design §5 "Incremental"): instead of one DescribeCluster per
+ * Incremental EKS discovery: instead of one DescribeCluster per
  * cluster per cycle, read the tags of a whole region in pages of 100 with the Resource
  * Groups Tagging API and describe only the clusters that need it:
  *
@@ -7,8 +7,12 @@
  * - whose tags changed, or that had tags and the tag read does not mention (eventual
  *   consistency, emulators without the API — described, never dropped; a cluster described
  *   with no tags is absent from the read by design and is reused);
- * - not ACTIVE last time (status changes do not show in tags: CREATING, UPDATING ... are
- *   described every cycle until they settle);
+ * - not kept last time (status changes do not show in tags: CREATING, PENDING ... are
+ *   described every cycle until they settle, so a cluster that becomes ACTIVE is registered
+ *   on the next cycle);
+ * - UPDATING (kept: registered either way) and due for its own shorter refresh (`settleMs`),
+ *   so the end of an update shows within minutes without describing every updating cluster
+ *   every cycle;
  * - due for the periodic full refresh (`refreshMs`), spread across cycles by a per-cluster
  *   offset so no cycle describes everything at once.
  *
@@ -39,6 +43,12 @@ export interface TagReaderOptions {
   readonly clock: Clock;
   /** Full refresh period of each cluster's description; 0 describes every cluster every cycle. */
   readonly refreshMs: number;
+  /**
+   * Refresh period of a kept cluster that is not ACTIVE (UPDATING); capped by `refreshMs`.
+   * Default 10 minutes: an EKS update takes tens of minutes, and the registration does not
+   * depend on which of the two kept statuses it has.
+   */
+  readonly settleMs?: number;
   /** Bound on the whole tag read of a cycle (all pages); past it the cycle describes everything. */
   readonly timeoutMs?: number;
   readonly onFallback?: (fallback: TagReadFallback) => void;
@@ -58,6 +68,9 @@ interface Remembered {
 }
 
 const PAGE_SIZE = 100;
+
+/** Default refresh period of UPDATING clusters (see `TagReaderOptions.settleMs`). */
+export const DEFAULT_SETTLE_MS = 600_000;
 
 /** Remembers one source's descriptions across cycles and decides which to refresh. */
 export class TagReader {
@@ -103,13 +116,22 @@ export class TagReader {
     return {describe, reuse};
   }
 
-  /** Records a description: usable ACTIVE ones are reused until their tags change or they are due. */
+  /**
+   * Records a description: usable kept ones are reused until their tags change or they are due
+   * (ACTIVE: the full refresh period; UPDATING: the shorter settle period).
+   */
   described(name: string, cluster: DiscoveredCluster | undefined): void {
-    if (!cluster || cluster.status !== 'ACTIVE' || this.#options.refreshMs <= 0) {
+    if (!cluster || !cluster.statusOk || this.#options.refreshMs <= 0) {
       this.#known.delete(name);
       return;
     }
     const now = this.#options.clock.now();
+    if (cluster.status !== 'ACTIVE') {
+      // Spread over the second half of the settle period so updates started together are not re-described together.
+      const settleMs = Math.min(this.#options.settleMs ?? DEFAULT_SETTLE_MS, this.#options.refreshMs);
+      this.#known.set(name, {cluster, refreshAt: now + Math.floor(settleMs * (0.5 + 0.5 * spread(name)))});
+      return;
+    }
     const previous = this.#known.get(name);
     // The first refresh lands in the period's own slot of this name (never in its first 5 %, so the
     // cycles right after a first full describe stay cheap), later ones a period apart: refreshes stay spread.

@@ -13,6 +13,7 @@ import {AKS_SERVER_ID} from '../../credentials/aks-token.ts';
 import {silentLogger, type Logger} from '../../observability/logger.ts';
 import type {ClusterFetcher} from '../fetcher.ts';
 import {azureErrorCode, azureFailure} from './errors.ts';
+import {errorMessage} from '../../core/errors.ts';
 
 /** Provisioning states of a running cluster that discovery keeps: an upgrade or update must not deregister it. */
 export const AKS_KEPT_PROVISIONING_STATES: ReadonlySet<string> = new Set(['Succeeded', 'Updating', 'Upgrading']);
@@ -256,7 +257,7 @@ async function userKubeconfig(record: ManagedCluster, ref: AksClusterRef, option
   try {
     kubeconfig = parseAksKubeconfig(value);
   } catch (error) {
-    throw Object.assign(new Error((error as Error).message), {code: 'InvalidResponse'});
+    throw Object.assign(new Error(errorMessage(error)), {code: 'InvalidResponse'});
   }
   options.credentialCache?.set(id, {version, at: now, kubeconfig});
   return kubeconfig;

@@ -65,7 +65,8 @@ export function classifyAzureError(error: unknown): FailureReason {
  */
 export function azureFailure(error: unknown, operation: string): SourceFailure {
   const e = error as AzureErrorShape | undefined;
-  const raw = noAzureCredentialsMessage(error) ?? armBody(e)?.message ?? e?.message ?? String(error);
+  const noCredentials = noAzureCredentialsMessage(error);
+  const raw = noCredentials ?? armBody(e)?.message ?? e?.message ?? String(error);
   const message = raw.replace(/\s*\n\s*/g, ' ').trim().slice(0, 300);
   const requestId = e?.response?.headers?.get('x-ms-request-id');
   return {
@@ -74,6 +75,7 @@ export function azureFailure(error: unknown, operation: string): SourceFailure {
     message,
     operation,
     ...(requestId ? {requestId} : {}),
+    ...(noCredentials === undefined ? {} : {noCredentials: true as const}),
   };
 }
 

@@ -91,7 +91,7 @@ export function discoveryPolicies(options: DiscoveryPolicyOptions = {}): AzurePo
   ];
 }
 
-const LIST_PATHS = [/\/subscriptions\/?$/i, /\/providers\/Microsoft\.ContainerService\/managedClusters\/?$/i];
+const LIST_PATHS = [/\/subscriptions\/?$/i, /\/providers\/Microsoft\.ContainerService\/managedClusters\/?$/i, /\/providers\/Microsoft\.Authorization\/roleAssignments\/?$/i];
 
 function isListPath(url: string): boolean {
   const path = new URL(url).pathname;

@@ -13,7 +13,7 @@ import {parseAksKubeconfig} from '../../credentials/aks-kubeconfig.ts';
 import {AksLocalAccounts} from '../../credentials/aks-local-accounts.ts';
 import {aksTokenSource, type AksTokenSource} from '../../credentials/aks-token.ts';
 import {silentLogger, type Logger} from '../../observability/logger.ts';
-import type {ClusterFetcher} from '../fetcher.ts';
+import type {ClusterFetcher, PlannedSources} from '../fetcher.ts';
 import {createAksFetcher, type AksApi, type CachedUserCredential} from './aks-fetcher.ts';
 import {azureCloud, type AzureCloudName} from './clouds.ts';
 import {azureFailure} from './errors.ts';
@@ -49,12 +49,6 @@ export interface AzureSourcesOptions {
   readonly onTokenError?: () => void;
   /** Longest a cluster's kubeconfig is reused while its record is unchanged. Default 1 h. */
   readonly credentialMaxAgeMs?: number;
-}
-
-/** Sources of one cycle: fetchers to run, and sources that already failed while being planned. */
-export interface PlannedSources {
-  readonly fetchers: ClusterFetcher[];
-  readonly failed: SourceResult[];
 }
 
 /**
@@ -233,6 +227,11 @@ export class AzureSources {
       this.#credentials.set(key, credential);
     }
     return credential;
+  }
+
+  /** The credential and client options of a matcher, for other ARM clients (AKS access set-up) on the same identity and policies. */
+  armAccess(matcher: AzureSourceMatcher): {credential: TokenCredential; options: ReturnType<typeof armClientOptions>} {
+    return {credential: this.#credential(matcher), options: this.#clientOptions(matcher).options};
   }
 
   #credential(matcher: AzureSourceMatcher): TokenCredential {

@@ -1,0 +1,246 @@
+/**
+ * Automatic AKS access set-up (`setup_access_for_principal_id`), run right after the EKS step.
+ * Per registered AKS cluster of an opted-in `azure:` matcher that uses Azure RBAC for Kubernetes
+ * authorization, it makes sure the principal holds "Azure Kubernetes Service RBAC Reader" at the
+ * cluster's scope: read first (one list per cluster, then cached), create only what is missing,
+ * under a name derived from scope, principal and role so a repeat is a no-op. The assignment's
+ * description names the discovery group: only such an assignment is ever deleted, when its
+ * cluster is deregistered. Clusters on Kubernetes RBAC are left alone (their probe message says
+ * what to bind). Failures never touch registration: they become the cluster's health message.
+ */
+import PQueue from 'p-queue';
+import type {TargetHealth} from '../../heartbeats/kube-server.ts';
+import type {RoleAssignmentsApi} from '../clouds/azure/role-assignments-api.ts';
+import type {ArmAccessSource} from '../clouds/azure/role-assignments-client.ts';
+import {RoleAssignmentCallError, roleAssignmentName} from '../clouds/azure/role-assignments-api.ts';
+import type {Clock} from '../core/clock.ts';
+import type {Config} from '../config/schema.ts';
+import type {CycleReport} from '../discovery/cycle.ts';
+import type {KubeServerDraft} from '../../heartbeats/kube-server.ts';
+import type {RegistryBackend} from '../registry/backend.ts';
+import {aksClusterScope} from './aks-access.ts';
+import {FULL_REFRESH_MS, type SetupLogger, type SetupOutcome} from './setup-step.ts';
+
+/** Built-in role "Azure Kubernetes Service RBAC Reader" (the same GUID in every Azure cloud). */
+export const AKS_RBAC_READER_ROLE_ID = '7f6c6a51-bcf8-42ba-9220-52d62157d7db';
+/** Display name of {@link AKS_RBAC_READER_ROLE_ID}, for messages. */
+export const AKS_RBAC_READER_ROLE = 'Azure Kubernetes Service RBAC Reader';
+/** `status.auth_mode` of an AKS cluster whose Kubernetes authorization is Azure RBAC. */
+export const AZURE_RBAC_AUTH_MODE = 'EntraID+AzureRBAC';
+
+/** The description marking an assignment as created by `group`: the ownership test of cleanup. */
+export function ownedDescription(group: string): string {
+  return `Created by kube-discovery for discovery group ${group} (setup_access_for_principal_id); deleted when the cluster leaves the inventory.`;
+}
+
+/** Role assignment calls with the identity of `azure[matcherIndex]` in a subscription. */
+export type ApiFor = (matcherIndex: number, subscriptionId: string) => Promise<RoleAssignmentsApi>;
+
+/** {@link ApiFor} over the Azure planner; the Azure SDK is loaded on the first call only. */
+export function lazyRoleAssignmentsApis(config: Config, source: ArmAccessSource): ApiFor {
+  let apis: Promise<ApiFor> | undefined;
+  return async (matcherIndex, subscriptionId) =>
+    (await (apis ??= import('../clouds/azure/role-assignments-client.ts').then((m) => m.roleAssignmentsApis(config, source))))(matcherIndex, subscriptionId);
+}
+
+/** Options of createAksAccessSetupStep. */
+export interface AksAccessSetupOptions {
+  readonly config: Config;
+  readonly clock: Clock;
+  readonly backend: RegistryBackend;
+  readonly logger: SetupLogger;
+  /** Role assignment calls with the identity of `azure[matcherIndex]` in a subscription; undefined without Azure discovery. */
+  readonly apiFor?: ApiFor;
+  /** Counts outcomes (metrics). */
+  readonly onOutcome?: (outcome: SetupOutcome) => void;
+  readonly fullRefreshMs?: number;
+}
+
+/** The step as the service runs it (same shape as the EKS step). */
+export interface AksAccessSetupStep {
+  /** Sets up this cycle's clusters and cleans up after deregistered ones. Never throws. */
+  run(report: CycleReport, signal: AbortSignal): Promise<void>;
+  /** A probe result, with a set-up failure added. */
+  adjustHealth(server: KubeServerDraft, health: TargetHealth): TargetHealth;
+}
+
+/** Registry record of an assignment this group created (`access_setup/<group>/aks/<kube_server>`). */
+interface AssignmentRecord {
+  readonly matcherIndex: number;
+  readonly subscriptionId: string;
+  readonly scope: string;
+  readonly name: string;
+  readonly principalId: string;
+}
+
+interface Wanted extends AssignmentRecord {
+  readonly server: string;
+  readonly cluster: string;
+}
+
+interface FailedNote {
+  readonly operation: string;
+  readonly action: string;
+  readonly code: string;
+  readonly reason: string;
+  readonly message: string;
+}
+
+/** Builds the step. Without opted-in matchers it only cleans up what earlier runs left. */
+export function createAksAccessSetupStep(options: AksAccessSetupOptions): AksAccessSetupStep {
+  const {config, clock, backend, logger} = options;
+  const group = config.discovery_service.discovery_group;
+  const prefix = `access_setup/${group}/aks/`;
+  const refreshMs = options.fullRefreshMs ?? FULL_REFRESH_MS;
+  const description = ownedDescription(group);
+  const cache = new Map<string, {fingerprint: string; at: number}>();
+  const notes = new Map<string, FailedNote>();
+  const count = (outcome: SetupOutcome): void => options.onOutcome?.(outcome);
+  const apiFor: ApiFor = async (matcherIndex, subscriptionId) => {
+    if (!options.apiFor) throw new Error('Azure discovery is not configured');
+    return options.apiFor(matcherIndex, subscriptionId);
+  };
+
+  const setUp = async (w: Wanted, signal: AbortSignal): Promise<SetupOutcome> => {
+    const fingerprint = `${w.scope.toLowerCase()}|${w.principalId}`;
+    const cached = cache.get(w.server);
+    if (cached?.fingerprint === fingerprint && clock.now() - cached.at < refreshMs) return 'cached';
+    const api = await apiFor(w.matcherIndex, w.subscriptionId);
+    const recordKey = `${prefix}${w.server}`;
+    const existing = (await api.listForPrincipal(w.scope, w.principalId, signal)).find(
+      (a) => a.scope.toLowerCase() === w.scope.toLowerCase() && a.principalId.toLowerCase() === w.principalId && a.roleDefinitionId.toLowerCase().endsWith(`/${AKS_RBAC_READER_ROLE_ID}`),
+    );
+    let outcome: SetupOutcome;
+    if (!existing) {
+      // Ownership first: a crash after the PUT still leaves the record that lets cleanup find it.
+      await backend.put(recordKey, JSON.stringify(recordOf(w)));
+      const roleDefinitionId = `/subscriptions/${w.subscriptionId}/providers/Microsoft.Authorization/roleDefinitions/${AKS_RBAC_READER_ROLE_ID}`;
+      await api.create(w.scope, w.name, {principalId: w.principalId, roleDefinitionId, description}, signal);
+      logger.info({event: 'access_setup', kube_server: w.server, cluster: w.cluster}, `assigned ${AKS_RBAC_READER_ROLE} to ${w.principalId} on AKS cluster ${w.cluster}`);
+      outcome = 'configured';
+    } else if (existing.name.toLowerCase() === w.name && existing.description === description) {
+      if (!(await backend.get(recordKey))) await backend.put(recordKey, JSON.stringify(recordOf(w)));
+      outcome = 'unchanged';
+    } else {
+      // Granted by someone else: the principal has its access; it is theirs to keep or remove.
+      outcome = 'foreign_entry';
+    }
+    notes.delete(w.server);
+    cache.set(w.server, {fingerprint, at: clock.now()});
+    return outcome;
+  };
+
+  const cleanUp = async (server: string, live: ReadonlySet<string>, signal: AbortSignal): Promise<SetupOutcome | undefined> => {
+    const key = `${prefix}${server}`;
+    const item = await backend.get(key);
+    notes.delete(server);
+    if (!item) return undefined;
+    const record = JSON.parse(item.value) as AssignmentRecord;
+    // Renamed, or registered under another name: the assignment is still in use.
+    if (live.has(record.scope.toLowerCase())) {
+      await backend.delete(key);
+      return undefined;
+    }
+    const api = await apiFor(record.matcherIndex, record.subscriptionId);
+    const assignment = await api.get(record.scope, record.name, signal);
+    let removed = false;
+    if (assignment?.description === description && assignment.principalId.toLowerCase() === record.principalId) {
+      await api.delete(record.scope, record.name, signal);
+      removed = true;
+    }
+    await backend.delete(key);
+    if (removed) logger.info({event: 'access_setup', kube_server: server}, `deleted the ${AKS_RBAC_READER_ROLE} assignment of ${record.principalId} on deregistered AKS cluster ${record.scope}`);
+    return removed ? 'removed' : undefined;
+  };
+
+  return {
+    async run(report, signal) {
+      try {
+        const wanted = wantedClusters(report, config);
+        const live = new Set(wanted.map((w) => w.scope.toLowerCase()));
+        // Stale entries stay registered (their source failed): never clean up after them.
+        const registered = new Set(report.items.filter((i) => i.action !== 'delete' && i.action !== 'skip').map((i) => i.name));
+        const records = (await backend.list(prefix)).map((item) => item.key.slice(prefix.length));
+        for (const name of [...cache.keys()]) if (!registered.has(name)) cache.delete(name);
+        const queue = new PQueue({concurrency: config.probe.concurrency});
+        await Promise.all([
+          ...wanted.map((w) =>
+            queue.add(async () => {
+              if (signal.aborted) return;
+              try {
+                count(await setUp(w, signal));
+              } catch (error) {
+                cache.delete(w.server);
+                notes.set(w.server, failureNote(error));
+                count('failed');
+                logger.warn({event: 'access_setup', kube_server: w.server, err: error}, `AKS access set-up for cluster ${w.cluster} failed; it stays registered and is retried next cycle`);
+              }
+            }),
+          ),
+          ...records
+            .filter((name) => !registered.has(name))
+            .map((name) =>
+              queue.add(async () => {
+                try {
+                  const outcome = await cleanUp(name, live, signal);
+                  if (outcome) count(outcome);
+                } catch (error) {
+                  count('cleanup_failed');
+                  logger.warn({event: 'access_setup', kube_server: name, err: error}, `could not delete the role assignment of deregistered ${name}; retrying next cycle`);
+                }
+              }),
+            ),
+        ]);
+      } catch (error) {
+        // The registry could not be read or written: set-up waits for the next cycle; registration is untouched.
+        logger.warn({event: 'access_setup', err: error}, 'AKS access set-up skipped this cycle');
+      }
+    },
+    adjustHealth(server, health) {
+      const note = notes.get(server.metadata.name);
+      if (!note) return health;
+      const denied = note.reason === 'access_denied';
+      const fix = denied
+        ? `the discovery identity lacks ${note.action} on the cluster: assign it the role in deploy/azure/access-setup-role.json`
+        : `${note.operation} is retried next cycle`;
+      const text = `automatic access set-up (setup_access_for_principal_id) for AKS cluster ${server.spec.cluster.spec.azure?.resource_name ?? server.metadata.name} failed at ${note.operation}: ${note.code}: ${note.message}; ${fix}`;
+      if (health.status === 'healthy') return {...health, message: `${health.message ?? 'healthy'}; but ${text}`};
+      return {...health, status: 'unhealthy', reason: 'access_setup_failed', message: `${text}.${health.message ? ` Probe: ${health.message}` : ''}`};
+    },
+  };
+}
+
+/** The clusters of this cycle that an opted-in matcher wants set up: registered AKS clusters on Azure RBAC. */
+function wantedClusters(report: CycleReport, config: Config): Wanted[] {
+  const matcherOf = new Map(report.results.filter((r) => r.source.cloud === 'Azure').map((r) => [r.source.id, r.source.matcherIndex]));
+  const out: Wanted[] = [];
+  for (const item of report.items) {
+    if (item.action !== 'create' && item.action !== 'update' && item.action !== 'unchanged') continue;
+    const index = matcherOf.get(item.source);
+    const principal = index === undefined ? undefined : config.discovery_service.azure[index]?.setup_access_for_principal_id;
+    const access = item.server?.status?.access;
+    if (index === undefined || !principal || access?.kind !== 'aks' || item.server?.status?.auth_mode !== AZURE_RBAC_AUTH_MODE) continue;
+    const scope = aksClusterScope({subscription: access.subscription_id, resourceGroup: access.resource_group, name: access.resource_name});
+    const principalId = principal.toLowerCase();
+    out.push({
+      server: item.name,
+      cluster: access.resource_name,
+      matcherIndex: index,
+      subscriptionId: access.subscription_id,
+      scope,
+      name: roleAssignmentName(scope, principalId, AKS_RBAC_READER_ROLE_ID),
+      principalId,
+    });
+  }
+  return out;
+}
+
+function recordOf(w: Wanted): AssignmentRecord {
+  return {matcherIndex: w.matcherIndex, subscriptionId: w.subscriptionId, scope: w.scope, name: w.name, principalId: w.principalId};
+}
+
+function failureNote(error: unknown): FailedNote {
+  if (error instanceof RoleAssignmentCallError) return {operation: error.operation, action: error.action, code: error.code, reason: error.reason, message: error.message};
+  const e = error as {name?: string; message?: string};
+  return {operation: 'set-up', action: 'none', code: e.name ?? 'Error', reason: 'other', message: e.message ?? String(error)};
+}
