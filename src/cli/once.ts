@@ -43,6 +43,7 @@ export const runOnce: Command = async (argv, io) => {
       storageType: config.storage.type,
       group: config.discovery_service.discovery_group,
       replica: `${runtime.replica}-once`,
+      leaderElection: config.leader_election,
       clock: systemClock,
       logger: runtime.logger,
     });

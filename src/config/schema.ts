@@ -516,6 +516,22 @@ const logSchema = z.strictObject({
   format: z.enum(['json', 'text']).default('json'),
 });
 
+// A Lease election for storages whose own election is not wanted (etcd) or not shared (see README).
+const leaderElectionSchema = z.discriminatedUnion(
+  'type',
+  [
+    z.strictObject({
+      type: z.literal('kubernetes_lease'),
+      namespace: patterned('a namespace name such as kube-discovery', /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/).optional(),
+      kubeconfig: filePath.optional(),
+      context: z.string({error: 'a string'}).min(1, {error: 'a non-empty string'}).optional(),
+      // leaseDurationSeconds: how long a crashed leader blocks its successor.
+      lease_duration: duration({min: 2000, max: 3_600_000}).default(15_000),
+    }),
+  ],
+  {error: onlyType('a map with type kubernetes_lease')},
+);
+
 /** The whole config file. Parse with `parseConfig` (src/config/load.ts) to get line-accurate errors. */
 export const configSchema = z.strictObject({
   version: z.literal('v1', {error: 'v1 (or a Teleport config version v2, v3)'}),
@@ -527,6 +543,17 @@ export const configSchema = z.strictObject({
   http: httpSchema.prefault({}),
   metrics: metricsSchema.prefault({}),
   log: logSchema.prefault({}),
+  leader_election: leaderElectionSchema.optional(),
+}).superRefine((config, ctx) => {
+  // Followers serve their own storage: a file only the leader writes would leave them empty.
+  if (config.leader_election && (config.storage.type === 'sqlite' || config.storage.type === 'memory')) {
+    ctx.addIssue({
+      code: 'custom',
+      message: 'a storage the replicas share (etcd or kubernetes): with sqlite or memory each replica has its own registry',
+      path: ['leader_election', 'type'],
+      params: {found: `${config.leader_election.type} with storage ${config.storage.type}`},
+    });
+  }
 });
 
 /** The effective config: YAML keys kept, defaults filled, durations in milliseconds. */
@@ -555,6 +582,8 @@ export type StorageConfig = Config['storage'];
 export type EtcdStorageConfig = Extract<StorageConfig, {type: 'etcd'}>;
 /** `storage` with `type: kubernetes`. */
 export type KubernetesStorageConfig = Extract<StorageConfig, {type: 'kubernetes'}>;
+/** `leader_election` with `type: kubernetes_lease`; `lease_duration` in ms. */
+export type LeaderElectionConfig = NonNullable<Config['leader_election']>;
 /** `storage` with `type: sqlite`. */
 export type SqliteStorageConfig = Extract<StorageConfig, {type: 'sqlite'}>;
 /** `http`: API listener and its authentication. */

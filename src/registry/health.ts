@@ -58,6 +58,10 @@ export function classifyRegistryError(error: unknown): RegistryFaultReason {
     if (primary === SQLITE_READONLY || /\bEROFS\b|readonly database|read-only file system/i.test(text)) return 'read_only';
     if (primary === SQLITE_IOERR || primary === SQLITE_CANTOPEN || /\bEIO\b|disk I\/O error/i.test(text)) return 'io_error';
     if (primary === SQLITE_CORRUPT || primary === SQLITE_NOTADB || /not valid JSON|expected kind|malformed/i.test(text)) return 'malformed';
+    // The Kubernetes API: an answer against the protocol, or a server that is not serving (5xx, 429).
+    if (err.name === 'MalformedAnswerError') return 'malformed';
+    const status = (e as {status?: unknown}).status;
+    if (err.name === 'KubeApiError' && typeof status === 'number' && (status >= 500 || status === 429)) return 'unreachable';
     if (/unavailable|ECONNREFUSED|ECONNRESET|ETIMEDOUT|deadline|timed out|timeout|GRPC|connect|No connection/i.test(text)) return 'unreachable';
   }
   return 'other';

@@ -16,7 +16,6 @@ import {KubeApiError} from './kube-client.ts';
 import {objectNameForKey, summarise} from './kube-names.ts';
 import {checkInterval, checkTtl, compareKeys} from './local-common.ts';
 import {WatchHub} from './watch-hub.ts';
-import {errorMessage} from '../core/errors.ts';
 
 /** API group of the custom resources (CRDs in deploy/kubernetes/crds). */
 export const KUBE_GROUP = 'kube-discovery.io';
@@ -43,6 +42,8 @@ export interface KubernetesBackendOptions {
   readonly identitySecretPrefix?: string;
   /** Delete entries whose Lease expired (and the expired Leases) on each purge tick. The leader sets it. */
   readonly reap?: boolean;
+  /** Background failures (Lease checks, watch events), for the service's registry health. */
+  readonly onError?: (error: Error) => void;
 }
 
 /** An answer of the API server that is not what the protocol says: the read fails, nothing is dropped. */
@@ -81,6 +82,7 @@ export class KubernetesBackend implements RegistryBackend {
   readonly #identity: string;
   readonly #identityPrefix: string;
   readonly #purgeMs: number;
+  readonly #onError: ((error: Error) => void) | undefined;
   readonly #leases = new Map<string, LocalLease>();
   readonly #rv = new Map<string, string>();
   readonly #watchers = new Set<KubeWatch>();
@@ -121,6 +123,7 @@ export class KubernetesBackend implements RegistryBackend {
     this.#identityPrefix = options.identitySecretPrefix ?? 'kube-discovery';
     this.#purgeMs = checkInterval(options.purgeIntervalMs);
     this.#reap = options.reap ?? false;
+    this.#onError = options.onError;
     this.#schedulePurge();
   }
 
@@ -164,9 +167,9 @@ export class KubernetesBackend implements RegistryBackend {
     if (local?.revoked) throw leaseGone(lease.id);
     let current = local;
     let state: LeaseState | undefined;
-    if (!current || current.renewMs + lease.ttlMs <= this.#clock.now()) {
+    if (!current || this.#lapsed(current.renewMs, lease.ttlMs)) {
       state = await this.#readLease(lease.id, KEEPALIVE_PRIORITY);
-      if (!state || state.renewMs + state.ttlMs <= this.#clock.now()) throw leaseGone(lease.id);
+      if (!state || this.#lapsed(state.renewMs, state.ttlMs)) throw leaseGone(lease.id);
       current = {ttlMs: state.ttlMs, renewMs: state.renewMs, resourceVersion: state.resourceVersion, revoked: false};
       this.#leases.set(lease.id, current);
     }
@@ -192,7 +195,7 @@ export class KubernetesBackend implements RegistryBackend {
         if (!(err instanceof KubeApiError && err.status === 409) || attempt >= 2) throw err;
         // Someone else (a restarted replica adopting it) renewed it: re-read and renew on top.
         state = await this.#readLease(lease.id, KEEPALIVE_PRIORITY);
-        if (!state || state.renewMs + state.ttlMs <= this.#clock.now()) throw leaseGone(lease.id);
+        if (!state || this.#lapsed(state.renewMs, state.ttlMs)) throw leaseGone(lease.id);
         current.resourceVersion = state.resourceVersion;
       }
     }
@@ -212,7 +215,7 @@ export class KubernetesBackend implements RegistryBackend {
   async resumeLease(id: string): Promise<Lease | undefined> {
     this.#open();
     const state = await this.#readLease(id, KEEPALIVE_PRIORITY);
-    if (!state || state.renewMs + state.ttlMs <= this.#clock.now()) return undefined;
+    if (!state || this.#lapsed(state.renewMs, state.ttlMs)) return undefined;
     this.#leases.set(id, {ttlMs: state.ttlMs, renewMs: state.renewMs, resourceVersion: state.resourceVersion, revoked: false});
     return {id, ttlMs: state.ttlMs};
   }
@@ -227,7 +230,7 @@ export class KubernetesBackend implements RegistryBackend {
         const read = await this.#readLease(lease.id, 0);
         if (read) leaseState = {ttlMs: read.ttlMs, renewMs: read.renewMs, resourceVersion: read.resourceVersion, revoked: false};
       }
-      if (!leaseState || leaseState.revoked || leaseState.renewMs + lease.ttlMs <= this.#clock.now()) throw leaseGone(lease.id);
+      if (!leaseState || leaseState.revoked || this.#lapsed(leaseState.renewMs, lease.ttlMs)) throw leaseGone(lease.id);
     }
     const name = objectNameForKey(key);
     const summary = summarise(value);
@@ -448,7 +451,12 @@ export class KubernetesBackend implements RegistryBackend {
    * outage, a backend that was down must not expire every entry before its holder could renew.
    */
   #expired(lease: LeaseState): boolean {
-    return Math.max(lease.renewMs, this.#recoveredMs) + lease.ttlMs <= this.#clock.now();
+    return this.#lapsed(lease.renewMs, lease.ttlMs);
+  }
+
+  /** The same rule for a renewal time and duration (the holder's own keepalive, put and resume use it too). */
+  #lapsed(renewMs: number, ttlMs: number): boolean {
+    return Math.max(renewMs, this.#recoveredMs) + ttlMs <= this.#clock.now();
   }
 
   #item(entry: Entry, lease: LeaseState | undefined): RegistryItem {
@@ -569,6 +577,11 @@ export class KubernetesBackend implements RegistryBackend {
     }, this.#purgeMs);
   }
 
+  /** Hands a failure nobody awaits to `onError` (the registry health), never to stderr. */
+  reportBackground(err: unknown): void {
+    this.#onError?.(err instanceof Error ? err : new Error(String(err)));
+  }
+
   /** One tick: one Lease list shared by every watcher; the leader also deletes what expired. */
   async #purge(): Promise<void> {
     if (this.#closed) return;
@@ -582,7 +595,7 @@ export class KubernetesBackend implements RegistryBackend {
       if (this.#reap) await this.reapExpired();
     } catch (err) {
       // A failed tick changes nothing: expiry is decided only from a successful, well-formed Lease list.
-      process.emitWarning(`kubernetes registry: lease check failed: ${errorMessage(err)}`);
+      this.reportBackground(err);
     }
   }
 
@@ -692,7 +705,7 @@ class KubeWatch {
         }
         this.#chain = this.#chain.then(() => this.#apply(event.type, event.object)).catch((err: unknown) => {
           // A malformed event is dropped, never read as a deletion; the next relist repairs the view.
-          process.emitWarning(`kubernetes registry watch: ${errorMessage(err)}`);
+          this.#backend.reportBackground(err);
         });
       },
       (err) => {
@@ -752,7 +765,7 @@ class KubeWatch {
 }
 
 /** Builds the backend from its config section (loads @kubernetes/client-node). */
-export async function kubernetesBackendFromConfig(config: KubernetesStorageConfig, deps: {readonly clock: Clock}): Promise<KubernetesBackend> {
+export async function kubernetesBackendFromConfig(config: KubernetesStorageConfig, deps: {readonly clock: Clock; readonly onError?: (error: Error) => void}): Promise<KubernetesBackend> {
   const {createKubeClient} = await import('./kube-client.ts');
   const client = await createKubeClient({
     ...(config.kubeconfig === undefined ? {} : {kubeconfig: config.kubeconfig}),
@@ -764,7 +777,7 @@ export async function kubernetesBackendFromConfig(config: KubernetesStorageConfi
   if (namespace === undefined || namespace === '') {
     throw new Error('storage.namespace: expected a namespace (none in the config, the kubeconfig context or the pod)');
   }
-  return new KubernetesBackend({client, namespace, clock: deps.clock, ...(process.env['POD_NAME'] ? {identity: process.env['POD_NAME']} : {})});
+  return new KubernetesBackend({client, namespace, clock: deps.clock, ...(deps.onError ? {onError: deps.onError} : {}), ...(process.env['POD_NAME'] ? {identity: process.env['POD_NAME']} : {})});
 }
 
 /** Name of a replica's identity Secret: `<prefix>-identity-<replica>`, mapped like any object name when invalid. */

@@ -10,7 +10,7 @@ import {tokenSources, type TokenSource} from '../probe/token-source.ts';
 /** The reviewer for discovered clusters' tokens, or nothing when no entry names a cluster. */
 export function clusterReviewFor(options: {
   readonly config: Config;
-  readonly inventory: Inventory;
+  readonly inventory: Pick<Inventory, 'list'>;
   readonly clock: Clock;
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly aks?: TokenSource;

@@ -2,11 +2,11 @@
  * Who runs cycles and writes: with etcd, the elected leader of the discovery group; with
  * the embedded backends, this process alone. The service only sees role changes.
  */
+import type {LeaderElectionConfig} from '../config/schema.ts';
 import type {Clock} from '../core/clock.ts';
 import {LeaderElection} from '../ha/election.ts';
 import type {Logger} from '../observability/logger.ts';
 import type {RegistryBackend} from '../registry/backend.ts';
-import type {KubernetesBackend} from '../registry/kubernetes.ts';
 
 /** A role change: while leader, `backend` is the (fenced) view writes must go through. */
 export type Role = {readonly role: 'leader'; readonly backend: RegistryBackend} | {readonly role: 'follower'; readonly leader?: string};
@@ -28,13 +28,18 @@ export interface LeadershipOptions {
   readonly group: string;
   readonly replica: string;
   readonly sessionTtlMs?: number;
+  /** `leader_election`: a Lease election instead of the storage's own (etcd). */
+  readonly leaderElection?: LeaderElectionConfig | undefined;
   readonly clock: Clock;
   readonly logger: Logger;
 }
 
-/** The election for etcd and kubernetes; a fixed leader role for memory and sqlite (one process owns the file). */
+/**
+ * The election for etcd and kubernetes (a Lease when `leader_election` says so or the storage is
+ * kubernetes); a fixed leader role for memory and sqlite (one process owns the file).
+ */
 export function createLeadership(options: LeadershipOptions): Leadership {
-  if (options.storageType === 'kubernetes') return lazyKubeLeadership(options);
+  if (options.storageType === 'kubernetes' || options.leaderElection?.type === 'kubernetes_lease') return lazyKubeLeadership(options);
   if (options.storageType !== 'etcd') {
     const role: Role = {role: 'leader', backend: options.backend};
     return {
@@ -84,9 +89,11 @@ function lazyKubeLeadership(options: LeadershipOptions): Leadership {
   let inner: Leadership | undefined;
   return {
     async start(onRole) {
-      const {createKubeLeadership} = await import('./kube-leadership.ts');
-      inner = createKubeLeadership({
-        backend: options.backend as KubernetesBackend,
+      const {kubeLeadershipFor} = await import('./kube-leadership.ts');
+      inner = await kubeLeadershipFor({
+        backend: options.backend,
+        storageType: options.storageType,
+        leaderElection: options.leaderElection,
         group: options.group,
         replica: options.replica,
         clock: options.clock,

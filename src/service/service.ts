@@ -270,6 +270,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     clock,
     logger: log,
     ...(config.storage.type === 'etcd' || config.storage.type === 'kubernetes' ? {sessionTtlMs: config.storage.session_ttl} : {}),
+    leaderElection: config.leader_election,
   });
 
   let http: HttpServer | undefined;

@@ -62,6 +62,8 @@ export interface KubeApiServerOptions {
   readonly tokens?: Record<string, FakeKubeUser>;
   /** TokenReview answers; default: the same `tokens` map. */
   readonly reviewToken?: (token: string, audiences: readonly string[]) => FakeKubeUser | undefined;
+  /** Authenticates a bearer token not in `tokens` (an EKS token checked like EKS does, say). */
+  readonly authenticate?: (token: string) => Promise<FakeKubeUser | undefined>;
   readonly tls?: ServerTls;
   /** Seconds between watch BOOKMARK events; default 1 (0 disables the timer; `bookmark()` still works). */
   readonly bookmarkIntervalMs?: number;
@@ -438,7 +440,8 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     const method = req.method ?? 'GET';
     const isWatch = url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1';
     const bearer = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '')?.[1];
-    const caller = bearer === undefined ? undefined : tokens.get(bearer)?.username;
+    const user = bearer === undefined ? undefined : (tokens.get(bearer) ?? await options.authenticate?.(bearer).catch(() => undefined));
+    const caller = user?.username;
     const call: KubeCall = {method, path: url.pathname, query: url.search, watch: isWatch, ...(caller === undefined ? {} : {user: caller})};
     calls.push(call);
     const injected = fault?.(call);
@@ -450,8 +453,6 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     }
     const reply = (status: number, body: unknown) => sendJson(res, status, body, {'audit-id': randomUUID(), 'cache-control': 'no-cache, private'});
     try {
-      const m = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '');
-      const user = m?.[1] === undefined ? undefined : tokens.get(m[1]);
       if (user === undefined && url.pathname !== '/version' && url.pathname !== '/healthz' && url.pathname !== '/readyz') {
         throw new HttpError(401, 'Unauthorized', 'Unauthorized');
       }

@@ -9,6 +9,7 @@ import {afterEach, beforeEach, describe, expect, it} from 'vitest';
 import {loadOrCreateHostId} from '../../heartbeats/host-id.ts';
 import {FakeClock} from '../helpers/fake-clock.ts';
 import type {WatchEvent} from '../../src/registry/backend.ts';
+import {classifyRegistryError} from '../../src/registry/health.ts';
 import {createBackend} from '../../src/registry/index.ts';
 import {createKubeClient} from '../../src/registry/kube-client.ts';
 import {objectNameForKey} from '../../src/registry/kube-names.ts';
@@ -169,6 +170,54 @@ describe('THE PROMISE: a failing API server never makes entries vanish', () => {
     await clock.advance(5_000);
     await new Promise((r) => setTimeout(r, 200));
     expect(events.filter((e) => e.type === 'delete')).toEqual([]);
+  });
+
+  it('an outage longer than the TTL expires nobody: after it every Lease has one TTL to be renewed', async () => {
+    const lease = await backend.grantLease(30_000);
+    for (const n of ['a', 'b']) await backend.put(`kube_servers/g/${n}`, 'x', {lease});
+    const reader = new KubernetesBackend({client: await env.client(), namespace: 'kd', clock});
+    const events: WatchEvent[] = [];
+    await reader.watch('kube_servers/g/', (e) => events.push(e));
+    env.server.setFault(() => ({status: 503, body: '{"kind":"Status","code":503}'}));
+    // 90 s of clock without an answer: no owner could renew, no reader could look.
+    for (let t = 0; t < 90; t++) await clock.advance(1_000);
+    await expect(backend.keepAlive(lease)).rejects.toThrow(/503/);
+    env.server.setFault(undefined);
+    // The server answers again: the entries are there, and the owner's keepalive renews its Lease.
+    expect((await reader.list('kube_servers/g/')).map((i) => i.key)).toEqual(['kube_servers/g/a', 'kube_servers/g/b']);
+    expect(await reader.reapExpired()).toBe(0);
+    await backend.keepAlive(lease);
+    await clock.advance(5_000);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(events.filter((e) => e.type === 'delete')).toEqual([]);
+    expect((await reader.list('kube_servers/g/')).map((i) => i.key)).toEqual(['kube_servers/g/a', 'kube_servers/g/b']);
+    await reader.close();
+  });
+
+  it('background Lease-check failures go to onError with their reason class, never to process warnings', async () => {
+    const errors: Error[] = [];
+    let warnings = 0;
+    const onWarning = (): void => void warnings++;
+    process.on('warning', onWarning);
+    const reader = new KubernetesBackend({client: await env.client(), namespace: 'kd', clock, onError: (e) => errors.push(e)});
+    try {
+      const lease = await backend.grantLease(60_000);
+      await backend.put('kube_servers/g/a', 'x', {lease});
+      await reader.watch('kube_servers/g/', () => undefined);
+      env.server.setFault((call) => (call.path.endsWith('/leases') && call.method === 'GET' ? {status: 200, body: '{"items":"nope"}'} : undefined));
+      await clock.advance(2_000);
+      await eventually(() => expect(errors.map(classifyRegistryError)).toContain('malformed'));
+      env.server.setFault((call) => (call.path.endsWith('/leases') && call.method === 'GET' ? {status: 503, body: '{}'} : undefined));
+      await eventually(async () => {
+        await clock.advance(1_000);
+        expect(errors.map(classifyRegistryError)).toContain('unreachable');
+      });
+      await new Promise((r) => setImmediate(r));
+      expect(warnings).toBe(0);
+    } finally {
+      process.off('warning', onWarning);
+      await reader.close();
+    }
   });
 
   it('a reaper that cannot read the Leases deletes nothing', async () => {

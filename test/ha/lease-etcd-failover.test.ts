@@ -1,0 +1,130 @@
+/**
+ * Two replicas of `kube-discovery start` on a real etcd with `leader_election: kubernetes_lease`
+ * against the fake API server: the Lease (not etcd's election) picks the leader; SIGKILL it and
+ * the survivor takes the Lease over, runs a cycle and keeps every entry (none lost, none
+ * duplicated). Every wait is on an event (status, log line, Lease object), never on wall time.
+ */
+import {writeFile} from 'node:fs/promises';
+import path from 'node:path';
+import {afterAll, beforeAll, expect, it} from 'vitest';
+import {electionLeaseName} from '../../src/ha/lease-election.ts';
+import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
+import {freePort} from '../helpers/net.ts';
+import {spawnCli, type CliProcess} from '../helpers/process.ts';
+import type {KubeEnv} from '../kubernetes/kube-env.ts';
+import {startKubeEnv} from '../kubernetes/kube-env.ts';
+
+const ACCOUNT = '111111111111';
+const KEY = {accessKeyId: 'AKIALEASEETCD0000001', secretAccessKey: 'lease-etcd-secret'};
+const CLUSTERS = ['a', 'b', 'c', 'd', 'e'];
+
+interface Replica {
+  readonly name: string;
+  readonly port: number;
+  proc: CliProcess;
+}
+
+async function getJson<T>(r: Replica, p: string): Promise<T | undefined> {
+  try {
+    return (await (await fetch(`http://127.0.0.1:${r.port}${p}`)).json()) as T;
+  } catch {
+    return undefined;
+  }
+}
+
+const status = (r: Replica) => getJson<{role: string; host_id: string}>(r, '/v1/status');
+const names = async (r: Replica) => (await getJson<{items: {metadata: {name: string}}[]}>(r, '/v1/kube_servers?limit=1000'))?.items.map((s) => s.metadata.name);
+
+async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 90_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describeWithEtcd('high availability on etcd with the leader elected on a Kubernetes Lease', () => {
+  let kube: KubeEnv;
+  let etcd: TestEtcd;
+  let fake: FakeAws;
+  const replicas: Replica[] = [];
+
+  const start = (r: Replica): void => {
+    r.proc = spawnCli(['start', '-c', path.join(kube.dir, `${r.name}.yaml`)], {
+      PATH: process.env['PATH'],
+      ...fake.env,
+      AWS_ACCESS_KEY_ID: KEY.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey,
+      AWS_EC2_METADATA_DISABLED: 'true',
+      AWS_CONFIG_FILE: '/nonexistent',
+      AWS_SHARED_CREDENTIALS_FILE: '/nonexistent',
+      KUBE_DISCOVERY_REPLICA: r.name,
+    });
+  };
+
+  beforeAll(async () => {
+    kube = await startKubeEnv();
+    etcd = await startEtcd();
+    const world = new FakeAwsWorld();
+    world.addAccount(ACCOUNT, {accessKeys: [KEY]});
+    for (const name of CLUSTERS) world.addCluster(ACCOUNT, 'us-east-1', {name});
+    fake = await startFakeAws({world});
+    for (const name of ['pod-1', 'pod-2']) {
+      const port = await freePort();
+      await writeFile(path.join(kube.dir, `${name}.yaml`), `version: v1
+discovery_service:
+  discovery_group: ha
+  poll_interval: 10s
+  aws: [{types: [eks], regions: [us-east-1]}]
+storage: {type: etcd, endpoints: ["${etcd.endpoint}"], session_ttl: 30s}
+leader_election: {type: kubernetes_lease, namespace: kd, kubeconfig: "${kube.kubeconfigPath}", lease_duration: 3s}
+probe: {enabled: false}
+http: {listen_addr: "127.0.0.1:${port}"}
+`);
+      replicas.push({name, port, proc: undefined as unknown as CliProcess});
+    }
+  });
+
+  afterAll(async () => {
+    for (const r of replicas) {
+      r.proc?.child.kill('SIGKILL');
+      await r.proc?.exited;
+    }
+    await fake.close();
+    await etcd.stop();
+    await kube.close();
+  });
+
+  it('SIGKILL of the leader: the survivor takes the Lease over, runs a cycle and keeps every entry', async () => {
+    const [r1, r2] = replicas as [Replica, Replica];
+    start(r1);
+    await until('pod-1 leads with every cluster', async () => (await status(r1))?.role === 'leader' && (await names(r1))?.length === CLUSTERS.length);
+    start(r2);
+    await until('pod-2 follows with the inventory', async () => (await status(r2))?.role === 'follower' && (await names(r2))?.length === CLUSTERS.length);
+    const inventory = ((await names(r1)) ?? []).sort();
+    const lease = () => kube.server.getObject('coordination.k8s.io', 'leases', 'kd', electionLeaseName('ha'))?.['spec'] as {holderIdentity: string; leaseTransitions: number} | undefined;
+    // The Lease decides, although etcd (with its own election) is the storage; etcd's session TTL (30 s) is far longer.
+    expect(lease()).toMatchObject({holderIdentity: 'pod-1', leaseTransitions: 0});
+
+    const killedAt = Date.now();
+    r1.proc.child.kill('SIGKILL');
+    await r1.proc.exited;
+    const seen: number[] = [];
+    await until('pod-2 leads and completed a cycle', async () => {
+      const list = await names(r2);
+      if (list) {
+        seen.push(list.length);
+        expect(new Set(list).size, 'no duplicate names').toBe(list.length);
+      }
+      const out = r2.proc.stdout();
+      return (await status(r2))?.role === 'leader' && /"event":"cycle"/.test(out.slice(out.lastIndexOf('leading discovery group')));
+    });
+    console.log(`etcd + Lease failover: SIGKILL to the new leader's first completed cycle took ${Date.now() - killedAt} ms (lease 3 s)`);
+    expect(lease()).toMatchObject({holderIdentity: 'pod-2', leaseTransitions: 1});
+    expect(Math.min(...seen), 'the survivor never served fewer entries').toBe(CLUSTERS.length);
+    expect(((await names(r2)) ?? []).sort()).toEqual(inventory);
+  }, 240_000);
+});
