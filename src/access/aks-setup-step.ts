@@ -8,7 +8,6 @@
  * cluster is deregistered. Clusters on Kubernetes RBAC are left alone (their probe message says
  * what to bind). Failures never touch registration: they become the cluster's health message.
  */
-import PQueue from 'p-queue';
 import type {TargetHealth} from '../../heartbeats/kube-server.ts';
 import type {RoleAssignmentsApi} from '../clouds/azure/role-assignments-api.ts';
 import type {ArmAccessSource} from '../clouds/azure/role-assignments-client.ts';
@@ -19,7 +18,7 @@ import type {CycleReport} from '../discovery/cycle.ts';
 import type {KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import type {RegistryBackend} from '../registry/backend.ts';
 import {aksClusterScope} from './aks-access.ts';
-import {FULL_REFRESH_MS, type SetupLogger, type SetupOutcome} from './setup-step.ts';
+import {FULL_REFRESH_MS, runSetupRound, type SetupLogger, type SetupOutcome} from './setup-step.ts';
 
 /** Built-in role "Azure Kubernetes Service RBAC Reader" (the same GUID in every Azure cloud). */
 export const AKS_RBAC_READER_ROLE_ID = '7f6c6a51-bcf8-42ba-9220-52d62157d7db';
@@ -162,35 +161,25 @@ export function createAksAccessSetupStep(options: AksAccessSetupOptions): AksAcc
         const registered = new Set(report.items.filter((i) => i.action !== 'delete' && i.action !== 'skip').map((i) => i.name));
         const records = (await backend.list(prefix)).map((item) => item.key.slice(prefix.length));
         for (const name of [...cache.keys()]) if (!registered.has(name)) cache.delete(name);
-        const queue = new PQueue({concurrency: config.probe.concurrency});
-        await Promise.all([
-          ...wanted.map((w) =>
-            queue.add(async () => {
-              if (signal.aborted) return;
-              try {
-                count(await setUp(w, signal));
-              } catch (error) {
-                cache.delete(w.server);
-                notes.set(w.server, failureNote(error));
-                count('failed');
-                logger.warn({event: 'access_setup', kube_server: w.server, err: error}, `AKS access set-up for cluster ${w.cluster} failed; it stays registered and is retried next cycle`);
-              }
-            }),
-          ),
-          ...records
-            .filter((name) => !registered.has(name))
-            .map((name) =>
-              queue.add(async () => {
-                try {
-                  const outcome = await cleanUp(name, live, signal);
-                  if (outcome) count(outcome);
-                } catch (error) {
-                  count('cleanup_failed');
-                  logger.warn({event: 'access_setup', kube_server: name, err: error}, `could not delete the role assignment of deregistered ${name}; retrying next cycle`);
-                }
-              }),
-            ),
-        ]);
+        await runSetupRound({
+          concurrency: config.probe.concurrency,
+          signal,
+          wanted,
+          setUp,
+          onSetUpError: (w, error) => {
+            cache.delete(w.server);
+            notes.set(w.server, failureNote(error));
+            count('failed');
+            logger.warn({event: 'access_setup', kube_server: w.server, err: error}, `AKS access set-up for cluster ${w.cluster} failed; it stays registered and is retried next cycle`);
+          },
+          deregistered: records.filter((name) => !registered.has(name)),
+          cleanUp: (name, roundSignal) => cleanUp(name, live, roundSignal),
+          onCleanUpError: (name, error) => {
+            count('cleanup_failed');
+            logger.warn({event: 'access_setup', kube_server: name, err: error}, `could not delete the role assignment of deregistered ${name}; retrying next cycle`);
+          },
+          count,
+        });
       } catch (error) {
         // The registry could not be read or written: set-up waits for the next cycle; registration is untouched.
         logger.warn({event: 'access_setup', err: error}, 'AKS access set-up skipped this cycle');

@@ -319,36 +319,26 @@ export function createAccessSetupStep(options: AccessSetupOptions): AccessSetupS
         const registered = new Set(report.items.filter((i) => i.action !== 'delete' && i.action !== 'skip').map((i) => i.name));
         const records = (await backend.list(`${prefix}entries/`)).map((item) => item.key.slice(`${prefix}entries/`.length));
         for (const name of [...cache.keys()]) if (!registered.has(name)) cache.delete(name);
-        const queue = new PQueue({concurrency: config.probe.concurrency});
-        await Promise.all([
-          ...wanted.map((w) =>
-            queue.add(async () => {
-              if (signal.aborted) return;
-              try {
-                count(await setUp(w));
-              } catch (error) {
-                cache.delete(w.name);
-                notes.set(w.name, failureNote(error));
-                count('failed');
-                logger.warn({event: 'access_setup', kube_server: w.name, err: error}, `access set-up for cluster ${w.ref.clusterName} failed; it stays registered and is retried next cycle`);
-              }
-            }),
-          ),
+        await runSetupRound({
+          concurrency: config.probe.concurrency,
+          signal,
+          wanted,
+          setUp,
+          onSetUpError: (w, error) => {
+            cache.delete(w.name);
+            notes.set(w.name, failureNote(error));
+            count('failed');
+            logger.warn({event: 'access_setup', kube_server: w.name, err: error}, `access set-up for cluster ${w.ref.clusterName} failed; it stays registered and is retried next cycle`);
+          },
           // Records of names no longer registered: deregistered this cycle, or earlier by a run that could not finish.
-          ...records
-            .filter((name) => !registered.has(name))
-            .map((name) =>
-              queue.add(async () => {
-                try {
-                  const outcome = await cleanUp(name, live);
-                  if (outcome) count(outcome);
-                } catch (error) {
-                  count('cleanup_failed');
-                  logger.warn({event: 'access_setup', kube_server: name, err: error}, `could not delete the access entry of deregistered ${name}; retrying next cycle`);
-                }
-              }),
-            ),
-        ]);
+          deregistered: records.filter((name) => !registered.has(name)),
+          cleanUp: (name) => cleanUp(name, live),
+          onCleanUpError: (name, error) => {
+            count('cleanup_failed');
+            logger.warn({event: 'access_setup', kube_server: name, err: error}, `could not delete the access entry of deregistered ${name}; retrying next cycle`);
+          },
+          count,
+        });
       } catch (error) {
         // The registry could not be read or written: set-up waits for the next cycle; registration is untouched.
         logger.warn({event: 'access_setup', err: error}, 'access set-up skipped this cycle');
@@ -458,4 +448,47 @@ function partitionOf(region: string): string {
   if (region.startsWith('cn-')) return 'aws-cn';
   if (region.startsWith('us-gov-')) return 'aws-us-gov';
   return 'aws';
+}
+
+/** What one round of a set-up step does; see runSetupRound. */
+export interface SetupRound<W> {
+  readonly concurrency: number;
+  readonly signal: AbortSignal;
+  readonly wanted: readonly W[];
+  readonly setUp: (wanted: W, signal: AbortSignal) => Promise<SetupOutcome>;
+  readonly onSetUpError: (wanted: W, error: unknown) => void;
+  readonly deregistered: readonly string[];
+  readonly cleanUp: (name: string, signal: AbortSignal) => Promise<SetupOutcome | undefined>;
+  readonly onCleanUpError: (name: string, error: unknown) => void;
+  readonly count: (outcome: SetupOutcome) => void;
+}
+
+/**
+ * One round of an access set-up step (EKS or AKS): sets up the wanted clusters and cleans up after
+ * deregistered ones, `concurrency` calls at a time; one cluster's failure never stops the others.
+ */
+export async function runSetupRound<W>(round: SetupRound<W>): Promise<void> {
+  const queue = new PQueue({concurrency: round.concurrency});
+  await Promise.all([
+    ...round.wanted.map((w) =>
+      queue.add(async () => {
+        if (round.signal.aborted) return;
+        try {
+          round.count(await round.setUp(w, round.signal));
+        } catch (error) {
+          round.onSetUpError(w, error);
+        }
+      }),
+    ),
+    ...round.deregistered.map((name) =>
+      queue.add(async () => {
+        try {
+          const outcome = await round.cleanUp(name, round.signal);
+          if (outcome) round.count(outcome);
+        } catch (error) {
+          round.onCleanUpError(name, error);
+        }
+      }),
+    ),
+  ]);
 }
