@@ -7,6 +7,7 @@ import type {KubeAccess, KubeCluster, KubeServerDraft} from '../../heartbeats/ku
 import type {TagMatcherInput} from '../../matchers/index.ts';
 import type {DiscoveredCluster, SourceRef} from '../core/types.ts';
 import type {DiscoveryServiceConfig} from '../config/schema.ts';
+import type {MessageTarget} from '../probe/messages.ts';
 
 /** The cloud block of a kube_cluster spec (`spec.aws`, `spec.azure`), as Teleport writes it. */
 export type CloudClusterSpec = Omit<KubeCluster['spec'], 'dynamic_labels'>;
@@ -21,6 +22,26 @@ export interface RegisteredCluster {
   readonly region: string | undefined;
   /** Resource group ('' for clouds without one). */
   readonly resourceGroup: string;
+}
+
+/** What the access probe reads from a cloud's entries and tells an operator about its clusters. */
+export interface CloudProbeAdvice {
+  /** `status.access.kind` of the cloud's entries (`eks`, `aks`). */
+  readonly accessKind: string;
+  /** The cluster's name in the cloud, from its access (what `aws eks` / `az aks` take). */
+  clusterName(access: KubeAccess): string | undefined;
+  /** The identity the probe authenticates as, when the access names it (an assumed role). */
+  principal(access: KubeAccess): string | undefined;
+  /** The cloud API that reported the endpoint and CA, as messages name it: `EKS`. */
+  readonly apiName: string;
+  /** What to check when the API server cannot be reached. */
+  readonly networkHint: string;
+  /** What to check when no token could be minted. */
+  readonly credentialsHint: string;
+  /** The whole message when the cluster refused the token (HTTP 401); `rbacFix` is the ClusterRole advice. */
+  unauthorized(target: MessageTarget, rbacFix: string): string;
+  /** The suggested ClusterRoleBinding's subject (`--group=…`, `--user=…`) and a note on where it comes from ('' for none). */
+  rbacSubject(target: MessageTarget): {readonly subject: string; readonly note: string};
 }
 
 /** What the pure core asks of one cloud. Implementations live in `src/clouds/<cloud>/cloud.ts` and import no SDK. */
@@ -49,6 +70,8 @@ export interface CloudModule {
   registeredCluster(server: KubeServerDraft): RegisteredCluster | undefined;
   /** The warning when every source of the cloud found no credentials at all, given the first failure's message; undefined says nothing. */
   noCredentialsWarning(firstMessage: string | undefined): string | undefined;
+  /** The access probe's side. */
+  readonly probe: CloudProbeAdvice;
 }
 
 /** The cloud modules discovery knows, by cloud name. Built once from a list (see `src/clouds/index.ts`). */
@@ -78,6 +101,11 @@ export class Clouds {
   /** The module of a cloud name read from data (a label, a stored entry), if it is one of ours. */
   find(cloud: string | undefined): CloudModule | undefined {
     return cloud === undefined ? undefined : this.#byName.get(cloud);
+  }
+
+  /** The module whose entries carry this `status.access.kind`. */
+  forAccess(access: KubeAccess): CloudModule | undefined {
+    return [...this.#byName.values()].find((module) => module.probe.accessKind === access.kind);
   }
 
   /** The first module that reads a registered document's cloud block, with what it read. */

@@ -44,6 +44,16 @@ const gcpCloud: CloudModule = {
     return {name: labels['teleport.internal/discovered-name'] ?? server.metadata.name, account: labels[PROJECT_LABEL] ?? '', region: labels['region'], resourceGroup: ''};
   },
   noCredentialsWarning: () => 'no GCP credentials found: set GOOGLE_APPLICATION_CREDENTIALS',
+  probe: {
+    accessKind: 'gke',
+    clusterName: () => undefined,
+    principal: () => undefined,
+    apiName: 'GKE',
+    networkHint: 'check the authorized networks',
+    credentialsHint: 'check the service account',
+    unauthorized: (t) => `grant ${t.principal ?? 'the identity'} roles/container.clusterViewer`,
+    rbacSubject: (t) => ({subject: `--user=${t.principal ?? '<email>'}`, note: ''}),
+  },
 };
 
 const clouds = new Clouds([...builtInClouds.all, gcpCloud]);

@@ -1,6 +1,7 @@
 /** EKS's rules for the pure core: labels, Teleport names, the `spec.aws` block, which entries a source covers. */
 import {LABEL} from '../../core/label-names.ts';
 import type {CloudModule} from '../cloud.ts';
+import {eksProbeAdvice} from './probe-advice.ts';
 
 /** AWS EKS. */
 export const awsCloud: CloudModule = {
@@ -32,4 +33,5 @@ export const awsCloud: CloudModule = {
   },
   noCredentialsWarning: () =>
     'no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or run with an IAM role (IRSA, EKS Pod Identity, instance profile). The service keeps serving the registry and retries every cycle.',
+  probe: eksProbeAdvice,
 };

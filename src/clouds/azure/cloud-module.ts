@@ -1,6 +1,7 @@
 /** AKS's rules for the pure core: labels, Teleport names, the `spec.azure` block, which entries a source covers. No Azure SDK here. */
 import {LABEL} from '../../core/label-names.ts';
 import type {CloudModule} from '../cloud.ts';
+import {aksProbeAdvice} from './probe-advice.ts';
 
 /** Azure AKS. */
 export const azureCloud: CloudModule = {
@@ -44,4 +45,5 @@ export const azureCloud: CloudModule = {
     return {name: azure.resource_name, account: azure.subscription_id, region: server.spec.cluster.metadata.labels[LABEL.region], resourceGroup: azure.resource_group};
   },
   noCredentialsWarning: (firstMessage) => (firstMessage ? `${firstMessage}. The service keeps serving the registry and retries every cycle.` : undefined),
+  probe: aksProbeAdvice,
 };
