@@ -32,7 +32,8 @@ const gcpCloud: CloudModule = {
   type: 'gke',
   matchers: () => [],
   nameOverrideTags: ['TeleportKubernetesName'],
-  nameParts: (c) => [c.type, c.region, c.account],
+  // Deliberately unlike EKS and AKS (project before region), so a core that still chose the parts by cloud name would misname.
+  nameParts: (c) => [c.type, c.account, c.region],
   locationLabels: (c) => ({[PROJECT_LABEL]: c.account}),
   coversLocation: (source, labels) => source.account === '' || labels[PROJECT_LABEL] === source.account,
   description: (c) => `GCP GKE cluster "${c.name}" in ${c.region}`,
@@ -132,12 +133,12 @@ describe('a third cloud registered in-process', () => {
     const report = await cycle();
     expect(report.result).toBe('success');
     const byName = new Map((await registered()).map((s) => [s.metadata.name, s]));
-    expect([...byName.keys()].sort()).toEqual(['api-eks-us-east-1-111111111111', 'shop-prod-db-gke-europe-west1', 'web-gke-europe-west1-shop-prod']);
-    const web = byName.get('web-gke-europe-west1-shop-prod')!.spec.cluster;
+    expect([...byName.keys()].sort()).toEqual(['api-eks-us-east-1-111111111111', 'shop-prod-db-gke-europe-west1', 'web-gke-shop-prod-europe-west1']);
+    const web = byName.get('web-gke-shop-prod-europe-west1')!.spec.cluster;
     expect(web.metadata.description).toBe('GCP GKE cluster "web" in europe-west1');
     expect(web.metadata.labels).toMatchObject({'teleport.dev/cloud': 'GCP', 'teleport.dev/discovery-type': 'gke', region: 'europe-west1', 'project-id': 'shop-prod', 'teleport.internal/discovered-name': 'web'});
     expect(web.metadata.labels['account-id']).toBeUndefined();
-    expect(report.items.find((i) => i.name === 'paused-gke-europe-west1-shop-prod')).toMatchObject({action: 'skip', skipKind: 'status'});
+    expect(report.items.find((i) => i.name === 'paused-gke-shop-prod-europe-west1')).toMatchObject({action: 'skip', skipKind: 'status'});
     // The EKS document is exactly what the built-in clouds alone make.
     const alone = evaluate([ok(EKS, [eksCluster('api', 'us-east-1', ACCOUNT)])], {...context('g1'), hostId: 'h', hostname: 'n', version: 't'});
     const {expires: _e, revision: _r, ...metadata} = byName.get('api-eks-us-east-1-111111111111')!.metadata;
@@ -155,14 +156,14 @@ describe('a third cloud registered in-process', () => {
     const timeout = {reason: 'timeout' as const, code: 'DEADLINE_EXCEEDED', message: 'timed out', operation: 'ListClusters'};
     listing = {gke: [{source: GKE, ok: false, clusters: [], malformed: [], error: timeout}, ok(gkeSource('other-project', 'europe-west1'), [])], eks: ok(EKS, [])};
     const failed = await cycle();
-    expect(failed.items.filter((i) => i.action === 'stale').map((i) => i.name).sort()).toEqual(['batch-gke-europe-west1-shop-prod', 'web-gke-europe-west1-shop-prod']);
+    expect(failed.items.filter((i) => i.action === 'stale').map((i) => i.name).sort()).toEqual(['batch-gke-shop-prod-europe-west1', 'web-gke-shop-prod-europe-west1']);
     expect(failed.items.filter((i) => i.action === 'delete')).toEqual([]);
     expect((await registered()).every((s) => s.status?.stale === true)).toBe(true);
     // Its own project's good listing without `batch` deletes it, and only it.
     listing = {gke: ok(GKE, [gkeCluster('web', 'shop-prod', 'europe-west1')]), eks: ok(EKS, [])};
     const good = await cycle();
-    expect(good.items.find((i) => i.name === 'batch-gke-europe-west1-shop-prod')).toMatchObject({action: 'delete', reason: `no longer listed by ${GKE.id}`});
-    expect((await registered()).map((s) => s.metadata.name)).toEqual(['web-gke-europe-west1-shop-prod']);
+    expect(good.items.find((i) => i.name === 'batch-gke-shop-prod-europe-west1')).toMatchObject({action: 'delete', reason: `no longer listed by ${GKE.id}`});
+    expect((await registered()).map((s) => s.metadata.name)).toEqual(['web-gke-shop-prod-europe-west1']);
   });
 
   it('gets its own cloud label in the metrics and its own no-credentials warning', async () => {
@@ -198,6 +199,6 @@ describe('a third cloud registered in-process', () => {
       evaluateContext: {staticLabels: {}, hostId: 'h', hostname: 'n', version: 't'},
     });
     await expect(withoutGcp).rejects.toThrow('unknown cloud "GCP"; known: AWS, Azure');
-    expect((await registered()).map((s) => s.metadata.name)).toEqual(['web-gke-europe-west1-shop-prod']);
+    expect((await registered()).map((s) => s.metadata.name)).toEqual(['web-gke-shop-prod-europe-west1']);
   });
 });
