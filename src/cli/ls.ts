@@ -7,6 +7,7 @@ import {parseArgs} from 'node:util';
 import {stringify} from 'yaml';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import {systemClock, type Clock} from '../core/clock.ts';
+import {builtInClouds} from '../clouds/index.ts';
 import {matchesSelector, parseLabelSelector} from '../http/server.ts';
 import {listKubeServers, resolveToken, serverUrl} from './client.ts';
 import {usageError} from './common.ts';
@@ -135,15 +136,13 @@ function tableLabels(labels: Readonly<Record<string, string>>): string {
   return formatLabels(Object.fromEntries(Object.entries(labels).filter(([k]) => !HIDDEN_LABELS.has(k))), HIDDEN_LABEL_PREFIXES);
 }
 
+// The document's cloud block says where the cluster is (its cloud module reads it); labels are the fallback.
 function cloudOf(s: KubeServer): string {
-  const spec = s.spec.cluster.spec;
-  if (spec.aws) return 'AWS';
-  if (spec.azure) return 'Azure';
-  return s.spec.cluster.metadata.labels['teleport.dev/cloud'] ?? '-';
+  return builtInClouds.registeredCluster(s)?.module.cloud ?? s.spec.cluster.metadata.labels['teleport.dev/cloud'] ?? '-';
 }
 
 function regionOf(s: KubeServer): string {
-  return s.spec.cluster.spec.aws?.region ?? s.spec.cluster.metadata.labels['region'] ?? '-';
+  return builtInClouds.registeredCluster(s)?.cluster.region ?? s.spec.cluster.metadata.labels['region'] ?? '-';
 }
 
 function health(s: KubeServer): string {

@@ -1,10 +1,10 @@
 /** Shared data shapes of the discovery pipeline: fetchers produce them, the pure core consumes them. */
 
-/** Which cloud a cluster or source belongs to; spelled like Teleport's `teleport.dev/cloud` label. */
-export type CloudName = 'AWS' | 'Azure';
+/** Which cloud a cluster or source belongs to: a registered `CloudModule`'s `cloud` (`AWS`, `Azure`), Teleport's `teleport.dev/cloud` label. */
+export type CloudName = string;
 
-/** Discovery type, as in Teleport's `teleport.dev/discovery-type` label. */
-export type DiscoveryType = 'eks' | 'aks';
+/** Discovery type: a registered `CloudModule`'s `type` (`eks`, `aks`), Teleport's `teleport.dev/discovery-type` label. */
+export type DiscoveryType = string;
 
 /** One unit of listing: (matcher, cloud, region, account or subscription). Its id reads well in logs. */
 export interface SourceRef {

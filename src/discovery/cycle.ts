@@ -120,9 +120,10 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
   // A cycle cut short (shutdown, lost leadership) must not publish what its aborted sources "found".
   signal.throwIfAborted();
   const current = await options.registrar.current();
-  const registered = new Map(current.map((s) => [s.metadata.name, registeredIdentity(s)]));
+  const {clouds} = options.evaluateContext;
+  const registered = new Map(current.map((s) => [s.metadata.name, registeredIdentity(s, clouds)]));
   const evaluation = evaluate(results, {...options.evaluateContext, discoveryGroup: options.discoveryGroup, matcherFor: options.matcherFor, registered});
-  const reconciled = reconcile(current, evaluation, results, options.discoveryGroup);
+  const reconciled = reconcile(current, evaluation, results, options.discoveryGroup, clouds);
   // A new entry remembers when it was first registered (`ls` shows its age); updates carry it over.
   const discoveredAt = new Date(startedAt).toISOString();
   const plan = {

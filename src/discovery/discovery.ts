@@ -1,6 +1,10 @@
 /** Assembles discovery from the config: source planners per cloud, compiled matchers, and the cycle. */
 import {compileTagMatcher, type TagMatcher} from '../../matchers/index.ts';
 import {AwsSources, type AwsSourcesOptions} from '../clouds/aws/sources.ts';
+import {awsCloud} from '../clouds/aws/cloud-module.ts';
+import {azureCloud} from '../clouds/azure/cloud-module.ts';
+import type {CloudModule} from '../clouds/cloud.ts';
+import {builtInClouds} from '../clouds/index.ts';
 import type {AzurePlanner, AzureSourceMatcher, AzureSourcesOptions} from '../clouds/azure/sources.ts';
 import {systemClock, type Clock} from '../core/clock.ts';
 import {RateShaper, awsRateLimits} from '../clouds/aws/rate-shaper.ts';
@@ -32,15 +36,13 @@ export class Discovery {
   readonly #planners: SourcePlanner[];
   /** The Azure planner when the config has `azure:` matchers (its token source serves AKS probes). */
   readonly azure: LazyAzurePlanner | undefined;
-  readonly #matchers: {aws: TagMatcher[]; azure: TagMatcher[]};
+  /** Compiled matchers by cloud name, in config order. */
+  readonly #matchers = new Map<string, TagMatcher[]>();
 
   constructor(options: DiscoveryOptions) {
     this.#options = options;
     const ds = options.config.discovery_service;
-    this.#matchers = {
-      aws: ds.aws.map((m) => compileTagMatcher(m.tags)),
-      azure: ds.azure.map((m) => compileTagMatcher(m.tags)),
-    };
+    for (const cloud of builtInClouds.all) this.#matchers.set(cloud.cloud, cloud.matchers(ds).map((m) => compileTagMatcher(m.tags)));
     const rateShaper = ds.aws_rate_limits ? new RateShaper({clock: systemClock, limits: awsRateLimits(ds.aws_rate_limits)}) : undefined;
     const aws = new AwsSources({perRegionConcurrency: ds.concurrency.per_region, requestTimeoutMs: ds.request_timeout, refreshMs: ds.refresh_interval, clock: options.clock, ...(rateShaper ? {rateShaper} : {}), ...options.aws});
     this.azure =
@@ -53,19 +55,16 @@ export class Discovery {
             ...options.azure,
           })
         : undefined;
-    // Region '*' and account '' cover every entry of the cloud: a planning failure protects them all.
-    const all = (cloud: 'AWS' | 'Azure'): SourceRef => ({id: cloud === 'AWS' ? 'eks:*' : 'aks:*', cloud, type: cloud === 'AWS' ? 'eks' : 'aks', region: '*', account: '', matcherIndex: 0});
     this.#planners = [
-      ...(ds.aws.length > 0 ? [{plan: () => aws.plan(ds.aws), coversAll: all('AWS')}] : []),
-      ...(this.azure ? [{plan: () => this.azure!.plan(), coversAll: all('Azure')}] : []),
+      ...(ds.aws.length > 0 ? [{plan: () => aws.plan(ds.aws), coversAll: everySource(awsCloud)}] : []),
+      ...(this.azure ? [{plan: () => this.azure!.plan(), coversAll: everySource(azureCloud)}] : []),
       ...(options.planners ?? []),
     ];
   }
 
   /** The compiled matcher a source's clusters are judged by. */
   matcherFor(source: SourceRef): TagMatcher {
-    const list = source.cloud === 'AWS' ? this.#matchers.aws : this.#matchers.azure;
-    const matcher = list[source.matcherIndex];
+    const matcher = this.#matchers.get(source.cloud)?.[source.matcherIndex];
     if (!matcher) throw new Error(`no ${source.cloud} matcher #${source.matcherIndex} for source ${source.id}`);
     return matcher;
   }
@@ -93,6 +92,11 @@ export class Discovery {
       ...(this.#options.onSource ? {onSource: this.#options.onSource} : {}),
     });
   }
+}
+
+/** The catch-all source of a cloud (`eks:*`): region '*' and account '' cover every entry of the cloud, so a planning failure protects them all. */
+export function everySource(cloud: CloudModule): SourceRef {
+  return {id: `${cloud.type}:*`, cloud: cloud.cloud, type: cloud.type, region: '*', account: '', matcherIndex: 0};
 }
 
 /**

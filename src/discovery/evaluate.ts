@@ -2,8 +2,10 @@
  * The pure step between fetching and reconciling: turns each source's clusters into
  * candidate kube_servers or skip decisions, each with a reason (`once --explain`).
  */
-import type {KubeAccess, KubeServerDraft} from '../../heartbeats/kube-server.ts';
+import type {KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import {matchLabels, type TagMatcher} from '../../matchers/index.ts';
+import {builtInClouds} from '../clouds/index.ts';
+import type {Clouds} from '../clouds/cloud.ts';
 import type {DiscoveredCluster, SourceRef, SourceResult} from '../core/types.ts';
 import {clusterLabels, LABEL} from './labels.ts';
 import {isValidKubeName, kubeServerName} from './naming.ts';
@@ -49,6 +51,8 @@ export interface EvaluateContext {
   readonly hostId: string;
   readonly hostname: string;
   readonly version: string;
+  /** The cloud modules clusters are labelled, named and described by; default the built-in ones. */
+  readonly clouds?: Clouds;
 }
 
 /** Result of evaluating one cycle's source results. */
@@ -64,14 +68,15 @@ export function evaluate(results: readonly SourceResult[], ctx: EvaluateContext)
   const candidates = new Map<string, Candidate>();
   const skips: Skip[] = [];
   const notes: string[] = [];
+  const clouds = ctx.clouds ?? builtInClouds;
   const ordered = [...results].filter((r) => r.ok).sort((a, b) => a.source.id.localeCompare(b.source.id));
   for (const result of ordered) {
     for (const bad of result.malformed) {
       skips.push({name: '', cloudName: bad.name, source: result.source, kind: 'malformed', reason: bad.reason});
     }
     for (const cluster of result.clusters) {
-      const {name, renamed} = kubeServerName(cluster);
-      const {labels, dropped} = clusterLabels(cluster, ctx.discoveryGroup, renamed);
+      const {name, renamed} = kubeServerName(cluster, clouds);
+      const {labels, dropped} = clusterLabels(cluster, ctx.discoveryGroup, renamed, clouds);
       if (dropped.length > 0) notes.push(`${cluster.name}: dropped tags with invalid label keys: ${dropped.join(', ')}`);
       const skip = (kind: SkipKind, reason: string): void => {
         skips.push({name, cloudName: cluster.name, source: result.source, kind, reason, labels});
@@ -97,13 +102,13 @@ export function evaluate(results: readonly SourceResult[], ctx: EvaluateContext)
         if (owner === clusterIdentity(cluster) && owner !== clusterIdentity(existing.cluster)) {
           // The cluster already registered under the name keeps it; the newcomer is the one skipped.
           skips.push({name, cloudName: existing.cluster.name, source: existing.source, kind: 'collision', reason: collisionReason(name, cluster), labels: existing.labels});
-          candidates.set(name, {name, cluster, source: result.source, labels, reason: decision.reason, server: toServer(name, cluster, labels, ctx)});
+          candidates.set(name, {name, cluster, source: result.source, labels, reason: decision.reason, server: toServer(name, cluster, labels, ctx, clouds)});
           continue;
         }
         skip('collision', collisionReason(name, existing.cluster));
         continue;
       }
-      candidates.set(name, {name, cluster, source: result.source, labels, reason: decision.reason, server: toServer(name, cluster, labels, ctx)});
+      candidates.set(name, {name, cluster, source: result.source, labels, reason: decision.reason, server: toServer(name, cluster, labels, ctx, clouds)});
     }
   }
   return {candidates, skips, notes};
@@ -114,13 +119,12 @@ export function clusterIdentity(cluster: DiscoveredCluster): string {
   return identity(cluster.cloud, cluster.account, cluster.region, cluster.resourceGroup ?? '', cluster.name);
 }
 
-/** The identity of the cluster a registered kube_server describes (see `clusterIdentity`). */
-export function registeredIdentity(server: KubeServerDraft): string {
-  const {aws, azure} = server.spec.cluster.spec;
-  const region = server.spec.cluster.metadata.labels[LABEL.region] ?? '';
-  if (aws) return identity('AWS', aws.account_id, aws.region, '', aws.name);
-  if (azure) return identity('Azure', azure.subscription_id, region, azure.resource_group, azure.resource_name);
-  return '';
+/** The identity of the cluster a registered kube_server describes (see `clusterIdentity`); '' when no cloud module reads it. */
+export function registeredIdentity(server: KubeServerDraft, clouds: Clouds = builtInClouds): string {
+  const found = clouds.registeredCluster(server);
+  if (!found) return '';
+  const {module, cluster} = found;
+  return identity(module.cloud, cluster.account, cluster.region ?? '', cluster.resourceGroup, cluster.name);
 }
 
 function identity(cloud: string, account: string, region: string, resourceGroup: string, name: string): string {
@@ -131,21 +135,10 @@ function collisionReason(name: string, owner: DiscoveredCluster): string {
   return `name ${name} is already taken by ${clusterIdentity(owner)}; set the ${LABEL.nameOverride} tag to rename`;
 }
 
-function toServer(name: string, cluster: DiscoveredCluster, labels: Record<string, string>, ctx: EvaluateContext): KubeServerDraft {
+function toServer(name: string, cluster: DiscoveredCluster, labels: Record<string, string>, ctx: EvaluateContext, clouds: Clouds): KubeServerDraft {
   const allLabels = {...ctx.staticLabels, ...labels};
-  const cloudSpec =
-    cluster.cloud === 'AWS'
-      ? {aws: {region: cluster.region, account_id: cluster.account, name: cluster.name}}
-      : {
-          azure: {
-            resource_name: cluster.name,
-            resource_group: cluster.resourceGroup ?? '',
-            tenant_id: cluster.tenantId ?? '',
-            subscription_id: cluster.account,
-          },
-        };
-  // Teleport's kube_cluster description, word for word in shape.
-  const kind = cluster.cloud === 'AWS' ? 'AWS EKS' : 'Azure AKS';
+  const cloud = clouds.get(cluster.cloud);
+  const access = cloud.access(cluster);
   return {
     kind: 'kube_server',
     version: 'v3',
@@ -157,8 +150,8 @@ function toServer(name: string, cluster: DiscoveredCluster, labels: Record<strin
       cluster: {
         kind: 'kube_cluster',
         version: 'v3',
-        metadata: {name, description: `${kind} cluster "${cluster.name}" in ${cluster.region}`, labels: allLabels},
-        spec: {...cloudSpec, ...(ctx.dynamicLabels && Object.keys(ctx.dynamicLabels).length > 0 ? {dynamic_labels: ctx.dynamicLabels} : {})},
+        metadata: {name, description: cloud.description(cluster), labels: allLabels},
+        spec: {...cloud.clusterSpec(cluster), ...(ctx.dynamicLabels && Object.keys(ctx.dynamicLabels).length > 0 ? {dynamic_labels: ctx.dynamicLabels} : {})},
       },
       proxy_ids: [],
     },
@@ -169,28 +162,7 @@ function toServer(name: string, cluster: DiscoveredCluster, labels: Record<strin
       ...(cluster.endpoint ? {endpoint: cluster.endpoint} : {}),
       ...(cluster.caData ? {ca_data: cluster.caData} : {}),
       ...(cluster.authMode ? {auth_mode: cluster.authMode} : {}),
-      ...(cluster.access ? {access: toAccess(cluster)} : {}),
+      ...(access ? {access} : {}),
     },
-  };
-}
-
-function toAccess(cluster: DiscoveredCluster): KubeAccess | undefined {
-  const a = cluster.access;
-  if (!a) return undefined;
-  if (a.kind === 'eks') {
-    return {
-      kind: 'eks',
-      cluster_name: a.clusterName,
-      region: a.region,
-      ...(a.roleArn ? {role_arn: a.roleArn} : {}),
-      ...(a.externalId ? {external_id: a.externalId} : {}),
-    };
-  }
-  return {
-    kind: 'aks',
-    ...(a.kind === 'aks-entra' ? {server_id: a.serverId} : {}),
-    subscription_id: cluster.account,
-    resource_group: cluster.resourceGroup ?? '',
-    resource_name: cluster.name,
   };
 }

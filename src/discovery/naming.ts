@@ -3,8 +3,9 @@
  * so kubeconfig contexts, `tsh kube` targets and dashboards keep working for Teleport users:
  * `<name>-eks-<region>-<account>` and `<name>-aks-<region>-<resource group>-<subscription>`.
  */
+import {builtInClouds} from '../clouds/index.ts';
+import type {Clouds} from '../clouds/cloud.ts';
 import type {DiscoveredCluster} from '../core/types.ts';
-import {LABEL} from './labels.ts';
 
 /** Teleport's rule for kube cluster names: DNS-label-like, dots and underscores allowed. */
 const KUBE_NAME = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,252}$/;
@@ -15,11 +16,6 @@ const KUBE_NAME_CHARS = /^[a-zA-Z0-9._-]+$/;
 /** Whether a name can be used as a kube_server name (and registry key part). */
 export function isValidKubeName(name: string): boolean {
   return KUBE_NAME.test(name);
-}
-
-/** The tags that override a cluster's name, in precedence order: EKS also honours Teleport's legacy namespaced tag. */
-export function nameOverrideTags(cloud: DiscoveredCluster['cloud']): readonly string[] {
-  return cloud === 'AWS' ? [LABEL.nameOverride, LABEL.legacyNameOverride] : [LABEL.nameOverride];
 }
 
 /** A cluster's kube_server name and how it was made. */
@@ -33,18 +29,16 @@ export interface KubeServerName {
 
 /**
  * The name of a discovered cluster. A non-empty override tag is the whole name; otherwise the
- * suffix of type, region, (resource group,) account is appended, minus what the name already says.
+ * suffix of the cloud's parts (type, region, (resource group,) account) is appended, minus what the
+ * name already says. Which tags override and which parts follow are the cloud module's.
  */
-export function kubeServerName(cluster: DiscoveredCluster): KubeServerName {
-  for (const tag of nameOverrideTags(cluster.cloud)) {
+export function kubeServerName(cluster: DiscoveredCluster, clouds: Clouds = builtInClouds): KubeServerName {
+  const cloud = clouds.get(cluster.cloud);
+  for (const tag of cloud.nameOverrideTags) {
     const override = cluster.tags[tag];
     if (override !== undefined && override !== '') return {name: override, overridden: true, renamed: false};
   }
-  const parts =
-    cluster.cloud === 'AWS'
-      ? [cluster.type, cluster.region, cluster.account]
-      : [cluster.type, cluster.region, cluster.resourceGroup ?? '', cluster.account];
-  const suffix = discoverySuffix(cluster.name, parts);
+  const suffix = discoverySuffix(cluster.name, cloud.nameParts(cluster));
   return suffix === '' ? {name: cluster.name, overridden: false, renamed: false} : {name: `${cluster.name}-${suffix}`, overridden: false, renamed: true};
 }
 

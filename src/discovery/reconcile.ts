@@ -5,6 +5,8 @@
  * Entries a failed source covers are kept and marked stale.
  */
 import {canonicalJson, type KubeServer, type KubeServerDraft} from '../../heartbeats/kube-server.ts';
+import {builtInClouds} from '../clouds/index.ts';
+import type {Clouds} from '../clouds/cloud.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import {clusterIdentity, DISCOVERY_HEALTH_REASONS, registeredIdentity, type Candidate, type Evaluation, type Skip, type SkipKind} from './evaluate.ts';
 import {LABEL} from './labels.ts';
@@ -35,23 +37,19 @@ export interface Plan {
   readonly items: readonly PlanItem[];
 }
 
-/** Whether a source's listing covers an existing entry (same cloud, type, region, account, resource group). */
-export function covers(source: SourceRef, entry: KubeServer): boolean {
+/**
+ * Whether a source's listing covers an existing entry: same cloud, type and region (`*` is every
+ * region), and — the cloud module's rule — the same account, subscription or resource group.
+ */
+export function covers(source: SourceRef, entry: KubeServer, clouds: Clouds = builtInClouds): boolean {
   const labels = entry.spec.cluster.metadata.labels;
   if (labels[LABEL.cloud] !== source.cloud || labels[LABEL.discoveryType] !== source.type) return false;
   if (source.region !== '*' && labels[LABEL.region] !== source.region) return false;
-  const account = source.cloud === 'AWS' ? labels[LABEL.accountId] : labels[LABEL.subscriptionId];
-  // An unresolved account ('') covers every account: a failure there must protect them all.
-  if (source.account !== '' && account !== source.account) return false;
-  // ARM ids and configs spell resource groups in any case; Azure treats them case-insensitively.
-  if (source.resourceGroup !== undefined && source.resourceGroup !== '*' && labels[LABEL.resourceGroup]?.toLowerCase() !== source.resourceGroup.toLowerCase()) {
-    return false;
-  }
-  return true;
+  return clouds.get(source.cloud).coversLocation(source, labels);
 }
 
 /** Builds the plan. `current` must hold only this discovery group's entries; others are ignored defensively. */
-export function reconcile(current: readonly KubeServer[], evaluation: Evaluation, results: readonly SourceResult[], discoveryGroup: string): Plan {
+export function reconcile(current: readonly KubeServer[], evaluation: Evaluation, results: readonly SourceResult[], discoveryGroup: string, clouds: Clouds = builtInClouds): Plan {
   const items: PlanItem[] = [];
   const byName = new Map<string, KubeServer>();
   for (const entry of current) {
@@ -59,7 +57,7 @@ export function reconcile(current: readonly KubeServer[], evaluation: Evaluation
     byName.set(entry.metadata.name, entry);
   }
 
-  const renames = findRenames(byName, evaluation);
+  const renames = findRenames(byName, evaluation, clouds);
   const renamedFrom = new Map([...renames].map(([from, to]) => [to, from]));
   for (const candidate of evaluation.candidates.values()) {
     const existing = byName.get(candidate.name);
@@ -91,7 +89,7 @@ export function reconcile(current: readonly KubeServer[], evaluation: Evaluation
       items.push({name, action: 'delete', reason: `renamed to ${to}`, source: renamed.source.id, labels: entry.spec.cluster.metadata.labels, renamedTo: to});
       continue;
     }
-    items.push(decideVanished(name, entry, results, evaluation, skipsByName.get(name)));
+    items.push(decideVanished(name, entry, results, evaluation, skipsByName.get(name), clouds));
   }
   items.sort((a, b) => a.name.localeCompare(b.name) || a.action.localeCompare(b.action));
   return {items};
@@ -101,13 +99,13 @@ export function reconcile(current: readonly KubeServer[], evaluation: Evaluation
  * Entries of clusters that are still discovered but now named differently (e.g. registered
  * under an older naming rule): old name → new name.
  */
-function findRenames(byName: ReadonlyMap<string, KubeServer>, evaluation: Evaluation): Map<string, string> {
+function findRenames(byName: ReadonlyMap<string, KubeServer>, evaluation: Evaluation, clouds: Clouds): Map<string, string> {
   const nameOf = new Map<string, string>();
   for (const candidate of evaluation.candidates.values()) nameOf.set(clusterIdentity(candidate.cluster), candidate.name);
   const renames = new Map<string, string>();
   for (const [name, entry] of byName) {
     if (evaluation.candidates.has(name)) continue;
-    const to = nameOf.get(registeredIdentity(entry));
+    const to = nameOf.get(registeredIdentity(entry, clouds));
     if (to !== undefined && to !== name) renames.set(name, to);
   }
   return renames;
@@ -133,9 +131,10 @@ function decideCandidate(candidate: Candidate, existing: KubeServer | undefined)
   return {...base, action: 'unchanged', reason: 'still discovered', server};
 }
 
-function decideVanished(name: string, entry: KubeServer, results: readonly SourceResult[], evaluation: Evaluation, skip: Skip | undefined): PlanItem {
+function decideVanished(name: string, entry: KubeServer, results: readonly SourceResult[], evaluation: Evaluation, skip: Skip | undefined, clouds: Clouds): PlanItem {
   const labels = entry.spec.cluster.metadata.labels;
-  const covering = results.filter((r) => covers(r.source, entry));
+  const covered = (source: SourceRef): boolean => covers(source, entry, clouds);
+  const covering = results.filter((r) => covered(r.source));
   const failed = covering.find((r) => !r.ok);
   const keep = (reason: string, source: string): PlanItem => ({
     name,
@@ -152,11 +151,11 @@ function decideVanished(name: string, entry: KubeServer, results: readonly Sourc
   const unlisted = covering.find((r) => r.ok && r.notAListing === true);
   if (unlisted) return keep(`source ${unlisted.source.id} was skipped (${unlisted.skippedReason ?? 'no listing'}); kept until it lists again`, unlisted.source.id);
   // The cloud's own name: Teleport records discovered-name only for suffixed names, so read the spec first.
-  const cloudName = entry.spec.cluster.spec.aws?.name ?? entry.spec.cluster.spec.azure?.resource_name ?? labels[LABEL.discoveredName];
-  const malformed = evaluation.skips.find((s) => s.kind === 'malformed' && s.cloudName === cloudName && covers(s.source, entry));
+  const cloudName = clouds.registeredCluster(entry)?.cluster.name ?? labels[LABEL.discoveredName];
+  const malformed = evaluation.skips.find((s) => s.kind === 'malformed' && s.cloudName === cloudName && covered(s.source));
   if (malformed) return keep(`cluster record unusable this cycle (${malformed.reason}); kept`, malformed.source.id);
   // Still listed, but the name it would move to is taken or invalid: the entry under this name is all it has.
-  const unnamed = evaluation.skips.find((s) => (s.kind === 'collision' || s.kind === 'invalid_name') && s.name !== name && s.cloudName === cloudName && covers(s.source, entry));
+  const unnamed = evaluation.skips.find((s) => (s.kind === 'collision' || s.kind === 'invalid_name') && s.name !== name && s.cloudName === cloudName && covered(s.source));
   if (unnamed) return keep(`still listed, but its new name ${unnamed.name || '(none)'} cannot be used (${unnamed.kind}: ${unnamed.reason}); kept under this name`, unnamed.source.id);
   const ok = covering.find((r) => r.ok);
   if (skip) return {name, action: 'delete', reason: `no longer matches: ${skip.kind}: ${skip.reason}`, source: skip.source.id, labels};
@@ -171,10 +170,13 @@ function markStale(entry: KubeServer, reason: string): KubeServerDraft {
 
 /** Fields that differ between the stored entry and the wanted document (ignoring expiry, revision, writer and health). */
 export function changedFields(existing: KubeServer, wanted: KubeServerDraft): string[] {
+  // The cloud block (`spec.aws`, `spec.azure` ...) is everything in the cluster spec but the dynamic labels.
+  const {dynamic_labels: _before, ...cloudBefore} = existing.spec.cluster.spec;
+  const {dynamic_labels: _after, ...cloudAfter} = wanted.spec.cluster.spec;
   const pairs: [string, unknown, unknown][] = [
     ['labels', existing.spec.cluster.metadata.labels, wanted.spec.cluster.metadata.labels],
     ['description', existing.spec.cluster.metadata.description, wanted.spec.cluster.metadata.description],
-    ['cloud', {aws: existing.spec.cluster.spec.aws, azure: existing.spec.cluster.spec.azure}, {aws: wanted.spec.cluster.spec.aws, azure: wanted.spec.cluster.spec.azure}],
+    ['cloud', cloudBefore, cloudAfter],
     ['dynamic_labels', existing.spec.cluster.spec.dynamic_labels, wanted.spec.cluster.spec.dynamic_labels],
     ['endpoint', existing.status?.endpoint, wanted.status?.endpoint],
     ['ca', existing.status?.ca_data, wanted.status?.ca_data],

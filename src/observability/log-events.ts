@@ -1,4 +1,6 @@
 /** The structured log lines operators grep for: one per source failure, one per cycle. */
+import {builtInClouds} from '../clouds/index.ts';
+import type {Clouds} from '../clouds/cloud.ts';
 import type {FailureReason, SourceResult} from '../core/types.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
 import type {Logger} from './logger.ts';
@@ -97,19 +99,14 @@ export function logCycleSummary(logger: Logger, report: CycleReport): void {
 
 /**
  * Says plainly when discovery cannot run at all for lack of credentials, instead of only failing
- * sources: one warn line per cloud whose every source failed with `noCredentials` (`event: no_credentials`).
+ * sources: one warn line per cloud whose every source failed with `noCredentials` (`event: no_credentials`),
+ * in the cloud module's words.
  */
-export function warnIfNoCredentials(log: Logger, report: CycleReport): void {
-  const aws = report.sources.filter((s) => s.cloud === 'AWS');
-  if (aws.length > 0 && aws.every((s) => !s.ok && s.error?.noCredentials)) {
-    log.warn(
-      {event: 'no_credentials', cloud: 'AWS'},
-      'no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or run with an IAM role (IRSA, EKS Pod Identity, instance profile). The service keeps serving the registry and retries every cycle.',
-    );
-  }
-  const azure = report.sources.filter((s) => s.cloud === 'Azure');
-  const plain = azure[0]?.error?.message;
-  if (plain && azure.every((s) => !s.ok && s.error?.noCredentials)) {
-    log.warn({event: 'no_credentials', cloud: 'Azure'}, `${plain}. The service keeps serving the registry and retries every cycle.`);
+export function warnIfNoCredentials(log: Logger, report: CycleReport, clouds: Clouds = builtInClouds): void {
+  for (const module of clouds.all) {
+    const sources = report.sources.filter((s) => s.cloud === module.cloud);
+    if (sources.length === 0 || !sources.every((s) => !s.ok && s.error?.noCredentials)) continue;
+    const message = module.noCredentialsWarning(sources[0]?.error?.message);
+    if (message !== undefined) log.warn({event: 'no_credentials', cloud: module.cloud}, message);
   }
 }

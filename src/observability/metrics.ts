@@ -6,6 +6,8 @@
 import {collectDefaultMetrics, Counter, Gauge, Histogram, Registry} from 'prom-client';
 import {HEARTBEAT_FAILURE_KINDS, type HeartbeatFailureKind} from '../../heartbeats/heartbeat.ts';
 import type {KubeServer, TargetHealth} from '../../heartbeats/kube-server.ts';
+import {builtInClouds} from '../clouds/index.ts';
+import type {Clouds} from '../clouds/cloud.ts';
 import type {FailureReason, SourceResult} from '../core/types.ts';
 import type {CycleReport, SourceReport} from '../discovery/cycle.ts';
 import {LABEL} from '../discovery/labels.ts';
@@ -43,9 +45,10 @@ export interface MetricsOptions {
   readonly defaultMetrics?: boolean;
   /** Reported by `kube_discovery_build_info`; default package.json's. */
   readonly version?: string;
+  /** The clouds whose names are `cloud` label values (others read `other`); default the built-in ones. */
+  readonly clouds?: Clouds;
 }
 
-const CLOUDS = ['AWS', 'Azure'] as const;
 const HEALTHS = ['healthy', 'unhealthy', 'unknown'] as const;
 const CYCLE_RESULTS = ['success', 'partial', 'failure', 'error'] as const;
 const CHANGE_ACTIONS = ['create', 'update', 'delete'] as const;
@@ -61,9 +64,9 @@ export function metricCode(code: string | undefined): string {
   return /^[A-Za-z][A-Za-z0-9_.:-]{0,63}$/.test(code) ? code : 'other';
 }
 
-/** A cloud name as a label value (`AWS`, `Azure`, else `other`). */
-export function metricCloud(cloud: string | undefined): string {
-  return cloud === 'AWS' || cloud === 'Azure' ? cloud : 'other';
+/** A cloud name as a label value: a registered cloud's name (`AWS`, `Azure`), else `other`. */
+export function metricCloud(cloud: string | undefined, clouds: Clouds = builtInClouds): string {
+  return clouds.find(cloud)?.cloud ?? 'other';
 }
 
 /** The state a source reports in metrics and `/v1/status`; both use this so they always agree. */
@@ -140,8 +143,10 @@ export class Metrics {
   /** Registered/stale counts from the registry itself, once the service reports it; they win over the plan's. */
   #inventoryStates: StateCounts | undefined;
   readonly #seenSourceRegions = new Set<string>();
+  readonly #clouds: Clouds;
 
   constructor(options: MetricsOptions = {}) {
+    this.#clouds = options.clouds ?? builtInClouds;
     // Process metrics keep their standard names (process_start_time_seconds, nodejs_*), so stock
     // dashboards and restart alerts work; `job`/`instance` already tell this service apart.
     if (options.defaultMetrics ?? true) {
@@ -296,11 +301,12 @@ export class Metrics {
     for (const action of CHANGE_ACTIONS) this.#changes.inc({action}, 0);
     for (const action of CHANGE_ACTIONS) this.#writeErrors.inc({action}, 0);
     for (const kind of HEARTBEAT_FAILURE_KINDS) this.#heartbeatFailures.inc({kind}, 0);
-    for (const cloud of CLOUDS) {
+    const clouds = this.#clouds.all.map((c) => c.cloud);
+    for (const cloud of clouds) {
       this.#tokensMinted.inc({cloud}, 0);
       this.#tokenErrors.inc({cloud}, 0);
     }
-    for (const cloud of CLOUDS) for (const health of HEALTHS) this.#byHealth.set({cloud, health}, 0);
+    for (const cloud of clouds) for (const health of HEALTHS) this.#byHealth.set({cloud, health}, 0);
     this.#leader.set(0);
   }
 
@@ -317,7 +323,7 @@ export class Metrics {
     const byId = new Map<string, SourceReport>();
     for (const source of report.sources) {
       byId.set(source.id, source);
-      const cloud = metricCloud(source.cloud);
+      const cloud = metricCloud(source.cloud, this.#clouds);
       const region = metricRegion(source.region);
       this.#initSourceErrors(cloud, region);
       for (const state of ['ok', 'failed', 'skipped'] as const) this.#sources.inc({cloud, region, state}, 0);
@@ -340,7 +346,7 @@ export class Metrics {
       const state = clusterStateOf(item.action, item.skipKind);
       if (!state) continue;
       const source = byId.get(item.source);
-      const cloud = metricCloud(item.labels[LABEL.cloud] ?? source?.cloud);
+      const cloud = metricCloud(item.labels[LABEL.cloud] ?? source?.cloud, this.#clouds);
       const region = metricRegion(item.labels[LABEL.region] ?? source?.region ?? 'unknown');
       countState(states, cloud, region, state);
     }
@@ -364,19 +370,21 @@ export class Metrics {
 
   /** A source finished fetching: its duration. (Its failure is counted by observeCycle, which sees every source once.) */
   observeSource(result: SourceResult, durationMs: number): void {
-    this.#sourceDuration.observe({cloud: metricCloud(result.source.cloud)}, durationMs / 1000);
+    this.#sourceDuration.observe({cloud: metricCloud(result.source.cloud, this.#clouds)}, durationMs / 1000);
   }
 
   /** The registered inventory as stored (after a cycle, or on a watch event): registered/stale counts and health. */
   observeInventory(servers: readonly KubeServer[]): void {
     const states: StateCounts = new Map();
     this.#byHealth.reset();
-    for (const cloud of CLOUDS) for (const health of HEALTHS) this.#byHealth.set({cloud, health}, 0);
+    for (const {cloud} of this.#clouds.all) for (const health of HEALTHS) this.#byHealth.set({cloud, health}, 0);
     for (const server of servers) {
       const cluster = server.spec.cluster;
       const labels = cluster.metadata.labels;
-      const cloud = metricCloud(labels[LABEL.cloud] ?? (cluster.spec.aws ? 'AWS' : cluster.spec.azure ? 'Azure' : undefined));
-      const region = metricRegion(labels[LABEL.region] ?? cluster.spec.aws?.region ?? 'unknown');
+      // An entry without the cloud or region label is placed by its document's cloud block.
+      const registered = labels[LABEL.cloud] === undefined || labels[LABEL.region] === undefined ? this.#clouds.registeredCluster(server) : undefined;
+      const cloud = metricCloud(labels[LABEL.cloud] ?? registered?.module.cloud, this.#clouds);
+      const region = metricRegion(labels[LABEL.region] ?? registered?.cluster.region ?? 'unknown');
       countState(states, cloud, region, server.status?.stale ? 'stale' : 'registered');
       const health = server.status?.target_health?.status ?? 'unknown';
       this.#byHealth.inc({cloud, health: HEALTHS.includes(health) ? health : 'unknown'});
@@ -390,13 +398,13 @@ export class Metrics {
   }
 
   /** A cluster token was minted. */
-  tokenMinted(cloud: 'AWS' | 'Azure'): void {
-    this.#tokensMinted.inc({cloud: metricCloud(cloud)});
+  tokenMinted(cloud: string): void {
+    this.#tokensMinted.inc({cloud: metricCloud(cloud, this.#clouds)});
   }
 
   /** A cluster token failed to mint. */
-  tokenError(cloud: 'AWS' | 'Azure'): void {
-    this.#tokenErrors.inc({cloud: metricCloud(cloud)});
+  tokenError(cloud: string): void {
+    this.#tokenErrors.inc({cloud: metricCloud(cloud, this.#clouds)});
   }
 
   /** A probe finished with this health; the reason is kept only when it is a short identifier. */

@@ -6,7 +6,8 @@
 import PQueue from 'p-queue';
 import type {KubeAccess, KubeServer, KubeServerDraft, TargetHealth} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
-import type {CloudName} from '../core/types.ts';
+import type {CloudModule} from '../clouds/cloud.ts';
+import {builtInClouds} from '../clouds/index.ts';
 import {probeCluster} from './probe.ts';
 import {errorMessage} from '../core/errors.ts';
 
@@ -30,7 +31,7 @@ export interface ProbeRunnerOptions {
   readonly tokenFor: (access: KubeAccess) => Promise<string>;
   /** Forgets a cached token after the cluster answered 401, so the next probe mints afresh. */
   readonly forgetToken?: (access: KubeAccess) => void;
-  /** The identity named in messages; default the role ARN of EKS access. */
+  /** The identity named in messages; default the cloud module's reading of the access (EKS: its role ARN). */
   readonly principalFor?: (access: KubeAccess) => string | undefined;
   /** EKS authentication mode / AKS auth flavour of a cluster (kube_servers do not carry it). */
   readonly authModeFor?: (server: ProbeSubject) => string | undefined;
@@ -83,11 +84,14 @@ export class ProbeRunner {
     const {clock, timeoutMs, logger} = this.#options;
     const name = server.metadata.name;
     const access = server.status?.access;
+    const registered = builtInClouds.registeredCluster(server);
+    const cloud = cloudOf(server, registered?.module);
     const target = {
-      clusterName: cloudClusterName(server),
-      cloud: cloudOf(server),
-      region: server.spec.cluster.spec.aws?.region,
-      principal: access ? (this.#options.principalFor ?? defaultPrincipal)(access) : undefined,
+      // The name the cloud knows the cluster by (what `aws eks` / `az aks` take), else the kube_server name.
+      clusterName: (access ? cloud.probe.clusterName(access) : undefined) ?? registered?.cluster.name ?? server.metadata.name,
+      cloud: cloud.cloud,
+      region: registered?.cluster.region,
+      principal: access ? (this.#options.principalFor ?? ((a: KubeAccess) => cloud.probe.principal(a)))(access) : undefined,
       authMode: this.#options.authModeFor?.(server),
     };
     let health: TargetHealth;
@@ -133,21 +137,14 @@ export class ProbeRunner {
   }
 }
 
-function cloudOf(server: ProbeSubject): CloudName {
+/**
+ * The cloud of a probed entry: the one its access belongs to, else the one whose block its
+ * document carries, else the first registered (every entry discovery writes has a block).
+ */
+function cloudOf(server: ProbeSubject, registered: CloudModule | undefined): CloudModule {
   const access = server.status?.access;
-  if (access) return access.kind === 'eks' ? 'AWS' : 'Azure';
-  return server.spec.cluster.spec.azure ? 'Azure' : 'AWS';
-}
-
-/** The name the cloud knows the cluster by (what `aws eks` / `az aks` take), else the kube_server name. */
-function cloudClusterName(server: ProbeSubject): string {
-  const access = server.status?.access;
-  if (access?.kind === 'eks') return access.cluster_name;
-  if (access?.kind === 'aks') return access.resource_name;
-  const spec = server.spec.cluster.spec;
-  return spec.aws?.name ?? spec.azure?.resource_name ?? server.metadata.name;
-}
-
-function defaultPrincipal(access: KubeAccess): string | undefined {
-  return access.kind === 'eks' ? access.role_arn : undefined;
+  const byAccess = access ? builtInClouds.forAccess(access) : undefined;
+  const cloud = byAccess ?? registered ?? builtInClouds.all[0];
+  if (!cloud) throw new Error('no cloud is registered');
+  return cloud;
 }
