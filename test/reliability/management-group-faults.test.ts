@@ -183,5 +183,4 @@ describe('management group walk faults delete nothing', () => {
       h.arm.world.managementGroups.placeSubscription(SECOND, 'mg-platform');
     }
   }, 90_000);
-
 });
