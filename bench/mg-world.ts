@@ -136,3 +136,18 @@ export class ManagementGroupWorld {
     return id;
   }
 }
+
+/** The root group of the simulator's `azure.management_groups` (bench/sim.ts). */
+export const SIM_ROOT_GROUP = 'sim-root';
+
+/** Places `subscriptions` round-robin in `count` groups under SIM_ROOT_GROUP, every other group nested under the one before it. */
+export function placeInManagementGroups(world: ArmWorld, subscriptions: readonly string[], count: number): void {
+  const groups = world.managementGroups;
+  groups.add(SIM_ROOT_GROUP);
+  const ids: string[] = [];
+  for (let g = 0; g < count; g++) {
+    const parent = g % 2 === 1 ? ids[g - 1] : SIM_ROOT_GROUP;
+    ids.push(groups.add(`sim-group-${g}`, {parent}).id);
+  }
+  subscriptions.forEach((sub, i) => groups.placeSubscription(sub, ids[i % ids.length]));
+}
