@@ -155,6 +155,22 @@ describe('walk failures fail the matcher and name the group', () => {
     });
   }
 
+  it('a nextLink that comes back again fails the walk instead of paging forever', async () => {
+    const proxy = await startFaultProxy({upstream: arm.url, upstreamCa: arm.caPem, tls: await sharedServerTls(), classify: armClassifier()});
+    try {
+      // The first page links to $skiptoken=mg-2 (through the proxy); every later page links there again.
+      const again = `${proxy.url}/providers/Microsoft.Management/managementGroups/mg-root/descendants?api-version=2021-04-01&$skiptoken=mg-2`;
+      proxy.fault = when({operation: 'managementGroups.descendants', page: 'later'}, mutateJson((body) => ({...body, nextLink: again})));
+      const {sources} = fakeSources(arm);
+      const planned = await sources.plan([matcher(arm, {resource_manager_endpoint: proxy.url, management_groups: ['mg-root']})]);
+      expect(planned.failed[0]?.error).toMatchObject({reason: 'invalid_response', operation: 'ManagementGroups.GetDescendants'});
+      expect(planned.failed[0]?.error?.message).toMatch(/a nextLink it had already given/);
+      expect(arm.stats.count({operation: 'managementGroups.descendants'})).toBe(2);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('an item that is neither a group nor a subscription fails the walk as invalid_response', async () => {
     const proxy = await startFaultProxy({upstream: arm.url, upstreamCa: arm.caPem, tls: await sharedServerTls(), classify: armClassifier()});
     try {
