@@ -46,6 +46,8 @@ const azureSchema = z.strictObject({
   rate_limits: z.record(z.string(), rateLimit).optional(),
   /** How many subscriptions (the last ones) answer every call with 403 AuthorizationFailed. */
   failing_subscriptions: z.number().int().min(0).default(0),
+  /** Spread the subscriptions over this many management groups under `sim-root` (every other one nested a level deeper); the matcher then names `management_groups: [sim-root]`. */
+  management_groups: z.number().int().min(1).optional(),
 });
 
 const kubeSchema = z.strictObject({

@@ -28,6 +28,7 @@ import {accountsOf, loadScenario, regionsOf, type Scenario} from './scenario.ts'
 import {startSimIdentity, type SimIdentity} from './sim-identity.ts';
 import {startSimKube, type SimKube} from './sim-kube.ts';
 import {discoveryRoleArn, SimWorld, subscriptionIdOf, type ChurnResult} from './sim-world.ts';
+import {placeInManagementGroups, SIM_ROOT_GROUP} from './mg-world.ts';
 
 /** External id the member accounts' discovery roles require. */
 export const SIM_EXTERNAL_ID = 'kube-discovery-sim';
@@ -124,6 +125,7 @@ export async function startSimulator(scenario: Scenario, options: SimulatorOptio
     }
     const subscriptions = scenario.azure ? Array.from({length: scenario.azure.subscriptions}, (_, i) => subscriptionIdOf(i)) : [];
     for (const sub of subscriptions) armWorld.addSubscription({subscriptionId: sub, displayName: `sim-${sub.slice(-4)}`});
+    if (scenario.azure?.management_groups) placeInManagementGroups(armWorld, subscriptions, scenario.azure.management_groups);
 
     let aws: FakeAws | undefined;
     let awsLimiter: AwsRateLimiter | undefined;
@@ -241,7 +243,8 @@ function describe(
     tags: {'*': '*'},
     ...(account === ctx.management ? {} : {assume_role_arn: discoveryRoleArn(account), external_id: SIM_EXTERNAL_ID}),
   }));
-  const azure = sim.arm ? [{types: ['aks'], subscriptions: ['*'], resource_groups: ['*'], regions: ['*'], tags: {'*': '*'}, resource_manager_endpoint: sim.arm.url}] : [];
+  const groups = scenario.azure?.management_groups ? {management_groups: [SIM_ROOT_GROUP]} : {};
+  const azure = sim.arm ? [{types: ['aks'], subscriptions: ['*'], ...groups, resource_groups: ['*'], regions: ['*'], tags: {'*': '*'}, resource_manager_endpoint: sim.arm.url}] : [];
   return {
     scenario: scenario.name,
     control_url: ctx.controlUrl,

@@ -259,6 +259,28 @@ const awsMatcherSchema = z
 
 const azureClouds = ['AzurePublicCloud', 'AzureChinaCloud', 'AzureUSGovernment'] as const;
 
+// --- Azure management groups (issue 17, src/clouds/azure/management-groups.ts) ---
+const managementGroupExpectation = 'a management group id such as mg-prod (up to 90 letters, digits, -, _, ., ( and ), not ending in .; the id, not the display name or resource id)';
+
+/** `management_groups:` of an azure matcher: narrows `subscriptions: ["*"]` to the subscriptions under these groups. */
+const managementGroupsSchema = nonEmptyList(
+  patterned(managementGroupExpectation, /^(?!.*\.$)[\w().-]{1,90}$/),
+  'a non-empty list of management group ids (leave the key out for every subscription)',
+).superRefine((groups, ctx) => rejectDuplicates(groups.map((g) => g.toLowerCase()), ctx));
+
+/** `management_groups` scopes the `"*"` subscription walk; next to explicit subscriptions it would silently drop some. */
+function refineManagementGroups(matcher: {subscriptions: readonly string[]; management_groups?: readonly string[] | undefined}, ctx: z.core.$RefinementCtx): void {
+  if (matcher.management_groups !== undefined && !(matcher.subscriptions.length === 1 && matcher.subscriptions[0] === '*')) {
+    ctx.addIssue({
+      code: 'custom',
+      message: 'management_groups only with subscriptions: ["*"] (it narrows every visible subscription to those under the groups)',
+      path: ['management_groups'],
+      params: {found: `subscriptions: ${JSON.stringify(matcher.subscriptions)}`},
+    });
+  }
+}
+// --- end of Azure management groups block ---
+
 const azureMatcherSchema = z.strictObject({
   types: typesOf('aks', 'azure'),
   subscriptions: namesOrWildcard(
@@ -283,7 +305,8 @@ const azureMatcherSchema = z.strictObject({
   client_id: patterned('a client id (a GUID)', guidPattern).optional(),
   // Automatic AKS access set-up (issue 18, src/access/aks-setup-step.ts): an Entra object id; off unless set.
   setup_access_for_principal_id: patterned('an Entra object id (a GUID such as 00000000-0000-0000-0000-000000000000)', guidPattern).optional(),
-});
+  management_groups: managementGroupsSchema.optional(),
+}).superRefine(refineManagementGroups);
 
 const cronExpectation = 'a cron expression such as "*/5 * * * *"';
 

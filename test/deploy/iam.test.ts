@@ -56,6 +56,8 @@ const AZURE_ACTIONS: Readonly<Record<string, string>> = {
   'managedClusters.listClusterUserCredentials': 'Microsoft.ContainerService/managedClusters/listClusterUserCredential/action',
   'subscriptions.list': 'Microsoft.Resources/subscriptions/read',
   'subscriptions.get': 'Microsoft.Resources/subscriptions/read',
+  // management_groups only (src/clouds/azure/management-groups.ts).
+  'managementGroups.listDescendants': 'Microsoft.Management/managementGroups/descendants/read',
   // setup_access_for_principal_id only (deploy/azure/access-setup-role.json).
   'roleAssignments.listForScope': 'Microsoft.Authorization/roleAssignments/read',  // ARM REST via armCall('roleAssignments.…')
   'roleAssignments.get': 'Microsoft.Authorization/roleAssignments/read',
@@ -123,7 +125,7 @@ function scanAzure(): Use[] {
   for (const file of sourceFiles()) {
     const text = read(file);
     for (const {module} of valueImports(text, /^@azure\/arm-/)) {
-      expect(['@azure/arm-containerservice', '@azure/arm-resources-subscriptions'], `${file} imports ${module}: add its operations to AZURE_ACTIONS`).toContain(module);
+      expect(['@azure/arm-containerservice', '@azure/arm-resources-subscriptions', '@azure/arm-managementgroups'], `${file} imports ${module}: add its operations to AZURE_ACTIONS`).toContain(module);
     }
     // Narrow client types name the operations a fetcher may call...
     for (const m of text.matchAll(/Pick<\w+\['(\w+)'\],\s*([^>]+)>/g)) {

@@ -9,6 +9,7 @@
 import {randomUUID} from 'node:crypto';
 import type {IncomingMessage, ServerResponse} from 'node:http';
 import type {CredentialFormat} from './arm-json.ts';
+import {descendantsPage} from './arm-management-groups.ts';
 import {managedClusterJson, roleAssignmentJson, subscriptionJson, userKubeconfig} from './arm-json.ts';
 import type {ArmOperation} from './arm-stats.ts';
 import {ArmStats} from './arm-stats.ts';
@@ -28,6 +29,7 @@ export const ARM_API_VERSIONS = {
   subscriptions: ['2022-12-01'],
   containerService: ['2026-04-01'],
   authorization: ['2022-04-01'],
+  managementGroups: ['2021-04-01'],
 } as const;
 
 /** What the fault and latency hooks learn about a request. */
@@ -36,6 +38,8 @@ export interface ArmRequestContext {
   readonly subscription?: string;
   readonly resourceGroup?: string;
   readonly clusterName?: string;
+  /** Management group of a descendants request. */
+  readonly managementGroup?: string;
   readonly apiVersion: string;
   /** 1 for the first request of this operation/scope/page, 2 for its first retry... */
   readonly attempt: number;
@@ -68,7 +72,7 @@ export interface FakeArmOptions {
   /** Accepted bearer tokens, or a predicate; default only {@link FAKE_ARM_TOKEN}. */
   readonly acceptToken?: ((token: string) => boolean) | Iterable<string>;
   /** Accepted api-versions per API; default {@link ARM_API_VERSIONS}. */
-  readonly apiVersions?: {readonly subscriptions?: readonly string[]; readonly containerService?: readonly string[]; readonly authorization?: readonly string[]};
+  readonly apiVersions?: {readonly subscriptions?: readonly string[]; readonly containerService?: readonly string[]; readonly authorization?: readonly string[]; readonly managementGroups?: readonly string[]};
   /** Server certificate; default the per-process shared loopback certificate. */
   readonly tls?: ServerTls;
 }
@@ -108,6 +112,7 @@ const routes: readonly Route[] = [
   {operation: 'roleAssignments.get', method: 'GET', pattern: new RegExp(`^${RA_SCOPE}/(?<ra>[^/]+)/?$`, 'i')},
   {operation: 'roleAssignments.create', method: 'PUT', pattern: new RegExp(`^${RA_SCOPE}/(?<ra>[^/]+)/?$`, 'i')},
   {operation: 'roleAssignments.delete', method: 'DELETE', pattern: new RegExp(`^${RA_SCOPE}/(?<ra>[^/]+)/?$`, 'i')},
+  {operation: 'managementGroups.descendants', method: 'GET', pattern: /^\/providers\/Microsoft\.Management\/managementGroups\/(?<mg>[^/]+)\/descendants\/?$/i},
 ];
 
 const defaultCodes: Readonly<Record<number, string>> = {
@@ -127,6 +132,7 @@ const actions: Readonly<Record<ArmOperation, string>> = {
   'roleAssignments.get': 'Microsoft.Authorization/roleAssignments/read',
   'roleAssignments.create': 'Microsoft.Authorization/roleAssignments/write',
   'roleAssignments.delete': 'Microsoft.Authorization/roleAssignments/delete',
+  'managementGroups.descendants': 'Microsoft.Management/managementGroups/descendants/read',
 };
 
 /** An answer the handler computed; `error` answers use ARM's `{error: {code, message}}` body. */
@@ -147,6 +153,7 @@ export async function startFakeArm(options: FakeArmOptions): Promise<FakeArm> {
     subscriptions: options.apiVersions?.subscriptions ?? ARM_API_VERSIONS.subscriptions,
     containerService: options.apiVersions?.containerService ?? ARM_API_VERSIONS.containerService,
     authorization: options.apiVersions?.authorization ?? ARM_API_VERSIONS.authorization,
+    managementGroups: options.apiVersions?.managementGroups ?? ARM_API_VERSIONS.managementGroups,
   };
   let fault = options.fault;
   let latency: ArmLatency = options.latencyMs ?? 0;
@@ -194,7 +201,8 @@ export async function startFakeArm(options: FakeArmOptions): Promise<FakeArm> {
       return;
     }
     const op = match.route.operation;
-    const known = op.startsWith('subscriptions.') ? versions.subscriptions : op.startsWith('roleAssignments.') ? versions.authorization : versions.containerService;
+    const known = op.startsWith('subscriptions.') ? versions.subscriptions : op.startsWith('roleAssignments.') ? versions.authorization
+      : op.startsWith('managementGroups.') ? versions.managementGroups : versions.containerService;
     if (apiVersion === undefined) {
       finish({kind: 'error', status: 400, code: 'MissingApiVersionParameter', message: 'The api-version query parameter (?api-version=) is required for all requests.'});
       return;
@@ -205,8 +213,8 @@ export async function startFakeArm(options: FakeArmOptions): Promise<FakeArm> {
     }
 
     const scope = scopeOf(match);
-    const skipToken = url.searchParams.get('$skipToken') ?? '';
-    const attemptKey = [match.route.operation, scope.subscription, scope.resourceGroup, scope.clusterName, match.groups['ra'], skipToken].join('\u0000').toLowerCase();
+    const skipToken = url.searchParams.get('$skipToken') ?? url.searchParams.get('$skiptoken') ?? '';
+    const attemptKey = [match.route.operation, scope.subscription, scope.resourceGroup, scope.clusterName, match.groups['ra'], scope.managementGroup, skipToken].join('\u0000').toLowerCase();
     const ctx: ArmRequestContext = {operation: match.route.operation, ...scope, apiVersion, attempt: stats.nextAttempt(attemptKey)};
     const injected = fault?.(ctx);
     await delay(typeof latency === 'function' ? latency(ctx) : latency);
@@ -264,9 +272,10 @@ function matchRoute(pathname: string, method: string): RouteMatch | undefined {
   return undefined;
 }
 
-function scopeOf(match: RouteMatch | undefined): {subscription?: string; resourceGroup?: string; clusterName?: string} {
+function scopeOf(match: RouteMatch | undefined): {subscription?: string; resourceGroup?: string; clusterName?: string; managementGroup?: string} {
   const g = match?.groups ?? {};
   return {
+    ...(g['mg'] === undefined ? {} : {managementGroup: g['mg']}),
     ...(g['sub'] === undefined ? {} : {subscription: g['sub']}),
     ...(g['rg'] === undefined ? {} : {resourceGroup: g['rg']}),
     ...(g['name'] === undefined ? {} : {clusterName: g['name']}),
@@ -312,6 +321,14 @@ function faultAnswer(f: {status: number; code?: string; message?: string; retryA
 }
 
 function answerFor(ctx: ArmRequestContext, url: URL, world: ArmWorld, pageSize: number, baseUrl: string): Answer {
+  if (ctx.operation === 'managementGroups.descendants') {
+    const group = ctx.managementGroup ?? '';
+    const items = world.managementGroups.descendants(group);
+    // ARM answers a group the caller cannot see like one that does not exist.
+    if (items === undefined) return {kind: 'error', status: 404, code: 'NotFound', message: `'/providers/Microsoft.Management/managementGroups/${group}' not found`};
+    const body = descendantsPage(items, url, pageSize, baseUrl, ctx.apiVersion);
+    return body === undefined ? {kind: 'error', status: 400, code: 'InvalidSkipToken', message: 'The $skiptoken is invalid.'} : {kind: 'json', status: 200, body};
+  }
   if (ctx.operation === 'subscriptions.list') {
     return page(world.listSubscriptions(), subscriptionJson, url, pageSize, baseUrl, ctx.apiVersion);
   }

@@ -11,7 +11,8 @@ export type ArmOperation =
   | 'roleAssignments.list'
   | 'roleAssignments.get'
   | 'roleAssignments.create'
-  | 'roleAssignments.delete';
+  | 'roleAssignments.delete'
+  | 'managementGroups.descendants';
 
 /** One request as the fake answered it. */
 export interface ArmRequestRecord {

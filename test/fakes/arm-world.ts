@@ -4,6 +4,7 @@
  * cycles; the ARM server only reads it, so every request sees the current world.
  */
 import {randomBytes, randomUUID} from 'node:crypto';
+import {FakeManagementGroups} from './arm-management-groups.ts';
 
 /** Subscription states as `subscriptions.list` reports them. */
 export type SubscriptionState = 'Enabled' | 'Warned' | 'PastDue' | 'Disabled' | 'Deleted';
@@ -93,6 +94,8 @@ export class ArmWorld {
   readonly #byToken = new Map<string, string>();
   /** Role assignments by lower-cased resource id. */
   readonly #roleAssignments = new Map<string, FakeRoleAssignment>();
+  /** Management groups and the subscriptions placed in them (test/fakes/arm-management-groups.ts). */
+  readonly managementGroups = new FakeManagementGroups();
 
   /** Adds (or replaces) a role assignment, as `az role assignment create` or the PUT of the fake server would. */
   putRoleAssignment(input: Omit<FakeRoleAssignment, 'createdOn'> & {createdOn?: string}): FakeRoleAssignment {
@@ -145,6 +148,7 @@ export class ArmWorld {
     const key = subscriptionId.toLowerCase();
     for (const c of [...this.#clusters.values()]) if (c.subscriptionId.toLowerCase() === key) this.removeCluster(c);
     this.#resourceGroups.delete(key);
+    this.managementGroups.placeSubscription(subscriptionId, undefined);
     return this.#subscriptions.delete(key);
   }
 

@@ -116,11 +116,13 @@ export function awsClassifier(accountOf: (accessKeyId: string) => string | undef
 export function armClassifier(): Classifier {
   return (method, url) => {
     const path = url.pathname;
-    const page = url.searchParams.has('$skipToken') ? 'later' : 'first';
+    // The management groups service spells it `$skiptoken`.
+    const page = url.searchParams.has('$skipToken') || url.searchParams.has('$skiptoken') ? 'later' : 'first';
     const sub = /^\/subscriptions\/([^/]+)/i.exec(path)?.[1] ?? '';
     const cluster = /\/managedClusters\/([^/]+)/i.exec(path)?.[1];
     let operation = `${method} ${path}`;
     if (/^\/subscriptions\/?$/i.test(path)) operation = 'subscriptions.list';
+    else if (/^\/providers\/Microsoft\.Management\/managementGroups\/[^/]+\/descendants\/?$/i.test(path)) operation = 'managementGroups.descendants';
     else if (/\/managedClusters\/?$/i.test(path)) operation = /\/resourceGroups\//i.test(path) ? 'managedClusters.listByResourceGroup' : 'managedClusters.list';
     else if (/\/listClusterUserCredential\/?$/i.test(path)) operation = 'managedClusters.listClusterUserCredentials';
     return {cloud: 'azure', operation, region: '', account: sub.toLowerCase(), page, ...(cluster ? {cluster: decodeURIComponent(cluster)} : {})};

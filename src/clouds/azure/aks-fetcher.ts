@@ -69,7 +69,10 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
   const operation = source.resourceGroup ? 'ManagedClusters.ListByResourceGroup' : 'ManagedClusters.List';
   return {
     source,
-    async fetch(signal) {
+    async fetch(cycleSignal) {
+      // A signal of this source's own: each queued task and request adds an abort listener, and
+      // adding one to a signal costs O(listeners) — thousands on the cycle's signal made it quadratic.
+      const signal = AbortSignal.any([cycleSignal]);
       let records: ManagedCluster[];
       try {
         records = await listAll(options, signal);

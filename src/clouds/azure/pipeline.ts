@@ -91,7 +91,10 @@ export function discoveryPolicies(options: DiscoveryPolicyOptions = {}): AzurePo
   ];
 }
 
-const LIST_PATHS = [/\/subscriptions\/?$/i, /\/providers\/Microsoft\.ContainerService\/managedClusters\/?$/i, /\/providers\/Microsoft\.Authorization\/roleAssignments\/?$/i];
+const LIST_PATHS = [
+  /\/subscriptions\/?$/i, /\/providers\/Microsoft\.ContainerService\/managedClusters\/?$/i, /\/providers\/Microsoft\.Authorization\/roleAssignments\/?$/i,
+  /\/providers\/Microsoft\.Management\/managementGroups\/[^/]+\/descendants\/?$/i,
+];
 
 function isListPath(url: string): boolean {
   const path = new URL(url).pathname;

@@ -4,6 +4,7 @@
  * cycle, so a subscription granted to the identity is picked up without a restart.
  */
 import {ContainerServiceClient} from '@azure/arm-containerservice';
+import {ManagementGroupsAPI} from '@azure/arm-managementgroups';
 import {SubscriptionClient} from '@azure/arm-resources-subscriptions';
 import PQueue from 'p-queue';
 import {systemClock, type Clock} from '../../core/clock.ts';
@@ -17,12 +18,15 @@ import type {ClusterFetcher, PlannedSources} from '../fetcher.ts';
 import {createAksFetcher, type AksApi, type CachedUserCredential} from './aks-fetcher.ts';
 import {azureCloud, type AzureCloudName} from './clouds.ts';
 import {azureFailure} from './errors.ts';
+import {ManagementGroupWalkError, scopeToManagementGroups, walkManagementGroups, type ManagementGroupWalk} from './management-groups.ts';
 import {armClientOptions, type AzureClientOptions, type DiscoveryPolicyOptions} from './pipeline.ts';
 
 /** The part of an `azure:` matcher that decides where to look. */
 export interface AzureSourceMatcher {
   readonly types: readonly string[];
   readonly subscriptions: readonly string[];
+  /** With `subscriptions: ["*"]`: only the subscriptions under these management groups (nested ones included). */
+  readonly management_groups?: readonly string[] | undefined;
   readonly resource_groups: readonly string[];
   readonly regions: readonly string[];
   readonly cloud?: AzureCloudName | undefined;
@@ -101,6 +105,7 @@ export class AzureSources {
   readonly #credentials = new Map<string, TokenCredential>();
   readonly #clusterClients = new Map<string, ContainerServiceClient>();
   readonly #subscriptionClients = new Map<string, SubscriptionClient>();
+  readonly #managementGroupClients = new Map<string, ManagementGroupsAPI>();
   readonly #queues = new Map<string, PQueue>();
   readonly #kubeconfigs = new Map<string, CachedUserCredential>();
   /** Client of each subscription seen by the last plan, for loading local-account credentials on demand. */
@@ -134,8 +139,9 @@ export class AzureSources {
     for (const {matcher, matcherIndex, targets} of planned) {
       if ('error' in targets) {
         const source = aksSource(matcherIndex, '');
-        failed.push({source, ok: false, clusters: [], malformed: [], error: azureFailure(targets.error, 'Subscriptions.List')});
-        this.#logger.warn({source: source.id, code: failed.at(-1)?.error?.code}, 'Azure subscription listing failed; every subscription of the matcher is kept as it is');
+        const error = targets.error instanceof ManagementGroupWalkError ? targets.error.failure : azureFailure(targets.error, 'Subscriptions.List');
+        failed.push({source, ok: false, clusters: [], malformed: [], error});
+        this.#logger.warn({source: source.id, operation: error.operation, code: error.code}, 'Azure subscription listing failed; every subscription of the matcher is kept as it is');
         continue;
       }
       const groups = matcher.resource_groups.includes('*') ? [undefined] : uniqueCaseless(matcher.resource_groups);
@@ -193,6 +199,11 @@ export class AzureSources {
     const client = this.#subscriptionClient(matcher);
     const targets: Target[] = [];
     const seen = new Set<string>();
+    // The walk runs beside the listing; it settles to a value so a failed listing leaves no rejection behind.
+    const groups = matcher.management_groups;
+    const walking: Promise<ManagementGroupWalk | {error: unknown}> | undefined = groups?.length
+      ? walkManagementGroups(this.#managementGroupsClient(matcher).managementGroups, groups).catch((error: unknown) => ({error}))
+      : undefined;
     try {
       for await (const page of client.subscriptions.list().byPage()) {
         for (const sub of page) {
@@ -215,7 +226,10 @@ export class AzureSources {
     } catch (error) {
       return {error};
     }
-    return targets;
+    if (!walking) return targets;
+    const walk = await walking;
+    if ('error' in walk) return walk;
+    return scopeToManagementGroups(walk, targets, seen);
   }
 
   #credentialFor(identity: {cloud?: AzureCloudName; clientId?: string}): TokenCredential {
@@ -261,6 +275,17 @@ export class AzureSources {
     if (!client) {
       client = new SubscriptionClient(this.#credential(matcher), options);
       this.#subscriptionClients.set(key, client);
+    }
+    return client;
+  }
+
+  #managementGroupsClient(matcher: AzureSourceMatcher): ManagementGroupsAPI {
+    const {cloud, options} = this.#clientOptions(matcher);
+    const key = `${cloud.armEndpoint}|${identityKey(identityOf(matcher))}`;
+    let client = this.#managementGroupClients.get(key);
+    if (!client) {
+      client = new ManagementGroupsAPI(this.#credential(matcher), options);
+      this.#managementGroupClients.set(key, client);
     }
     return client;
   }
