@@ -46,7 +46,7 @@ export function failedResult(region: string, account: string, code = 'Throttling
 /** Evaluate context matching everything (or the given tags). */
 export function context(group = 'g1', tags: Record<string, string | string[]> = {'*': '*'}): EvaluateContext {
   const matcher = compileTagMatcher(tags);
-  return {discoveryGroup: group, matcherFor: () => matcher, staticLabels: {}, hostId: 'host-1', hostname: 'node-1', version: '0.0.0-test'};
+  return {discoveryGroup: group, matcherFor: () => matcher, staticLabels: {}};
 }
 
 /** A stored kube_server from a draft (what the registry would hold after announcing it). */
