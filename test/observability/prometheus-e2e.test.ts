@@ -12,7 +12,6 @@ import path from 'node:path';
 import {afterAll, beforeAll, expect, it} from 'vitest';
 import {systemClock} from '../../src/core/clock.ts';
 import {parseConfig} from '../../src/config/load.ts';
-import {instrumentAwsClient} from '../../src/observability/aws-middleware.ts';
 import {silentLogger} from '../../src/observability/logger.ts';
 import {Metrics} from '../../src/observability/metrics.ts';
 import {startService, type RunningService} from '../../src/service/service.ts';
@@ -107,7 +106,7 @@ http: {listen_addr: "127.0.0.1:0"}
       clock: systemClock,
       logger: silentLogger,
       metrics,
-      discovery: {aws: {perRegionConcurrency: 4, onClient: (client) => instrumentAwsClient(client, metrics)}},
+      discovery: {aws: {perRegionConcurrency: 4}},
     });
     await poll('the first cycle', async () => ((await fetch(`${svc.url}/readyz`)).status === 200 ? true : undefined));
     // A second cycle, so the counters have moved more than once.
