@@ -137,6 +137,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     backend: runtime.backend,
     logger: log,
     env: options.io.env,
+    providers: runtime.credentials.aws,
     timeoutMs: config.probe.timeout,
     onOutcome: countAccessSetup,
   });
