@@ -77,7 +77,7 @@ export class Heartbeat {
   readonly #group: string;
   readonly #ttlMs: number;
   readonly #intervalMs: number;
-  readonly #identity: {readonly host_id: string; readonly hostname: string; readonly version: string};
+  readonly #identity: {readonly version: string; readonly hostname: string; readonly host_id: string};
   readonly #log: HeartbeatLogger;
   readonly #onFailure: (kind: HeartbeatFailureKind, error: unknown) => void;
   readonly #onSuccess: (kind: HeartbeatFailureKind) => void;
@@ -111,7 +111,8 @@ export class Heartbeat {
     this.#group = options.group;
     this.#ttlMs = ttlMs;
     this.#intervalMs = intervalMs;
-    this.#identity = {host_id: options.hostId, hostname: options.hostname, version: options.version};
+    // In the document's order: the stored JSON keeps its keys as Teleport writes them.
+    this.#identity = {version: options.version, hostname: options.hostname, host_id: options.hostId};
     this.#log = options.logger ?? silent;
     this.#onFailure = options.onFailure ?? (() => {});
     this.#onSuccess = options.onSuccess ?? (() => {});
@@ -175,7 +176,8 @@ export class Heartbeat {
    */
   async announce(draft: KubeServerDraft): Promise<KubeServer> {
     this.#requireRunning('announce');
-    const server = withoutRegistryFields({...draft, spec: {...draft.spec, ...this.#identity}} as KubeServer);
+    // The identity leads the spec (first spread: key order) and wins over a draft's own (last spread).
+    const server = withoutRegistryFields({...draft, spec: {...this.#identity, ...draft.spec, ...this.#identity}} as KubeServer);
     const name = server.metadata.name;
     if (name === '' || name.includes('/')) throw new RangeError(`Expected a kube_server name without "/", got ${JSON.stringify(name)}`);
     const doc = docDigest(server);

@@ -61,6 +61,8 @@ export interface AccessSetupOptions {
   readonly backend: RegistryBackend;
   readonly logger: SetupLogger;
   readonly env: Env;
+  /** The runtime's AWS credential providers (discovery and probes use the same); default the SDK chain with this env and clock. */
+  readonly providers?: AwsCredentialProviders;
   /** Deadline of one AWS or Kubernetes call. */
   readonly timeoutMs: number;
   /** Counts outcomes (metrics). */
@@ -128,7 +130,7 @@ export function createAccessSetupStep(options: AccessSetupOptions): AccessSetupS
   const group = config.discovery_service.discovery_group;
   const prefix = `access_setup/${group}/`;
   const refreshMs = options.fullRefreshMs ?? FULL_REFRESH_MS;
-  const providers = new AwsCredentialProviders({env: options.env, clock, logger: quietLogger});
+  const providers = options.providers ?? new AwsCredentialProviders({env: options.env, clock, logger: quietLogger});
   const clients = new Map<string, AccessSetupApi & {close?: () => void}>();
   const callers = new Map<string, Promise<string>>();
   const cache = new Map<string, {fingerprint: string; at: number}>();

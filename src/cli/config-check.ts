@@ -1,9 +1,9 @@
 /** `kube-discovery config check -c FILE`: validates a config and prints the effective one (defaults filled). */
-import {parseArgs} from 'node:util';
 import {ConfigError, loadConfigFile} from '../config/load.ts';
 import {formatConfigYaml} from '../config/print.ts';
 import {configWarnings} from '../config/warnings.ts';
 import type {Command} from './io.ts';
+import {flagsOf} from './flags.ts';
 import {errorMessage} from '../core/errors.ts';
 
 const usage = 'usage: kube-discovery config check -c FILE\n';
@@ -12,12 +12,7 @@ const usage = 'usage: kube-discovery config check -c FILE\n';
 export const runConfigCheck: Command = async (argv, io) => {
   let file: string | undefined;
   try {
-    const {values, positionals} = parseArgs({
-      args: [...argv],
-      options: {config: {type: 'string', short: 'c'}, help: {type: 'boolean', short: 'h'}},
-      allowPositionals: true,
-      strict: true,
-    });
+    const {values, positionals} = flagsOf(argv, {config: {type: 'string', short: 'c'}, help: {type: 'boolean', short: 'h'}}, true);
     if (values.help) {
       io.stdout(usage);
       return 0;

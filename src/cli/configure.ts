@@ -6,7 +6,6 @@
  * of the identity running the command. Idempotent: a second run changes nothing and says so.
  */
 import {oneLine} from './common.ts';
-import {parseArgs} from 'node:util';
 import {aksAccessInstructions, checkGuid} from '../access/aks-access.ts';
 import {
   awsAuthMapping,
@@ -23,11 +22,12 @@ import {applyRbacObject, describe, type ApplyOutcome} from '../access/kube-apply
 import {DEFAULT_RBAC_NAME, discoveryClusterRole, discoveryClusterRoleBinding, rbacYaml, type RbacObject} from '../access/rbac.ts';
 import {createEksAccessApi, type EksAccessApi, type EksClusterAccess} from '../clouds/aws/access-entries.ts';
 import {systemClock, type Clock} from '../core/clock.ts';
-import {errorMessage, InputError} from '../core/errors.ts';
+import {InputError} from '../core/errors.ts';
 import {AwsCredentialProviders, type AwsCredentialProvider} from '../credentials/aws-credentials.ts';
 import {mintEksToken} from '../credentials/eks-token.ts';
 import {partitionOf} from '../credentials/sts-endpoint.ts';
 import type {CliIo, Command} from './io.ts';
+import {flagsOf} from './flags.ts';
 
 const USAGE = `usage: kube-discovery configure eks --cluster-name NAME --region REGION --principal-arn ARN
                                     [--group kube-discovery] [--apply] [--role-arn ARN [--external-id ID]]
@@ -75,7 +75,7 @@ export const runConfigure: Command = configureCommand();
 const quietLogger = {debug() {}, info() {}, warn() {}, error() {}};
 
 async function configureEks(argv: readonly string[], io: CliIo, clock: Clock): Promise<number> {
-  const values = parse(argv, {
+  const {values} = flagsOf(argv, {
     'cluster-name': {type: 'string'},
     region: {type: 'string'},
     'principal-arn': {type: 'string'},
@@ -208,7 +208,7 @@ async function applyEks(ctx: ApplyContext): Promise<number> {
 }
 
 async function configureAks(argv: readonly string[], io: CliIo): Promise<number> {
-  const values = parse(argv, {
+  const {values} = flagsOf(argv, {
     subscription: {type: 'string'},
     'resource-group': {type: 'string'},
     name: {type: 'string'},
@@ -232,16 +232,6 @@ async function configureAks(argv: readonly string[], io: CliIo): Promise<number>
     }),
   );
   return 0;
-}
-
-type Flags = Record<string, {type: 'string' | 'boolean'}>;
-
-function parse(argv: readonly string[], options: Flags): Record<string, string | boolean | undefined> {
-  try {
-    return parseArgs({args: [...argv], options, strict: true, allowPositionals: false}).values as Record<string, string | boolean | undefined>;
-  } catch (error) {
-    throw new InputError(errorMessage(error));
-  }
 }
 
 function required(values: Record<string, unknown>, flag: string, placeholder: string): string {

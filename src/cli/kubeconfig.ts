@@ -5,7 +5,6 @@
  */
 import {open} from 'node:fs/promises';
 import {fileURLToPath} from 'node:url';
-import {parseArgs} from 'node:util';
 import {stringify} from 'yaml';
 import {kubeServerPrefix, parseKubeServers, type KubeAccess, type KubeServer} from '../../heartbeats/kube-server.ts';
 import {systemClock} from '../core/clock.ts';
@@ -13,6 +12,7 @@ import {matchesSelector, parseLabelSelector} from '../http/server.ts';
 import {createBackend} from '../registry/index.ts';
 import {listKubeServers, resolveToken, serverUrl} from './client.ts';
 import {usageError, withConfig} from './common.ts';
+import {parseFlags} from './flags.ts';
 import type {CliIo, Command} from './io.ts';
 import {wantsHelp} from './usage.ts';
 import {errorMessage} from '../core/errors.ts';
@@ -151,26 +151,24 @@ export const runKubeconfig: Command = async (argv, io) => {
     io.stdout(USAGE);
     return 0;
   }
-  let values;
-  try {
-    ({values} = parseArgs({
-      args: [...argv],
-      options: {
-        server: {type: 'string'},
-        config: {type: 'string', short: 'c'},
-        output: {type: 'string', short: 'o'},
-        labels: {type: 'string'},
-        'token-file': {type: 'string'},
-        'exec-command': {type: 'string'},
-        'exec-env': {type: 'string', multiple: true},
-        help: {type: 'boolean', short: 'h'},
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (error) {
-    return usageError(io, 'kubeconfig', `${errorMessage(error)}\n${USAGE}`);
-  }
+  const flags = parseFlags(
+    io,
+    'kubeconfig',
+    argv,
+    {
+      server: {type: 'string'},
+      config: {type: 'string', short: 'c'},
+      output: {type: 'string', short: 'o'},
+      labels: {type: 'string'},
+      'token-file': {type: 'string'},
+      'exec-command': {type: 'string'},
+      'exec-env': {type: 'string', multiple: true},
+      help: {type: 'boolean', short: 'h'},
+    },
+    {hint: `\n${USAGE}`},
+  );
+  if (typeof flags === 'number') return flags;
+  const {values} = flags;
   if (values.help) {
     io.stdout(USAGE);
     return 0;

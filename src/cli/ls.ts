@@ -3,7 +3,6 @@
  * like `kubectl get` and `tsh kube ls`: the columns an operator scans first (name, cloud,
  * region, health, stale, age), labels only on request, and a table that fits the terminal.
  */
-import {parseArgs} from 'node:util';
 import {stringify} from 'yaml';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import {systemClock, type Clock} from '../core/clock.ts';
@@ -11,6 +10,7 @@ import {builtInClouds} from '../clouds/index.ts';
 import {matchesSelector, parseLabelSelector} from '../http/server.ts';
 import {listKubeServers, resolveToken, serverUrl} from './client.ts';
 import {usageError} from './common.ts';
+import {parseFlags} from './flags.ts';
 import type {Command} from './io.ts';
 import {formatLabels} from './table.ts';
 import {errorMessage} from '../core/errors.ts';
@@ -34,23 +34,22 @@ export interface LsDeps {
 export function lsCommand(deps: LsDeps = {}): Command {
   const clock = deps.clock ?? systemClock;
   return async (argv, io) => {
-    let values;
-    try {
-      ({values} = parseArgs({
-        args: [...argv],
-        options: {
-          server: {type: 'string'},
-          selector: {type: 'string', short: 'l'},
-          labels: {type: 'string'},
-          output: {type: 'string', short: 'o'},
-          'show-labels': {type: 'boolean', default: false},
-          'token-file': {type: 'string'},
-        },
-        strict: true,
-      }));
-    } catch (error) {
-      return usageError(io, 'ls', `${errorMessage(error)} (see kube-discovery ls --help)`);
-    }
+    const flags = parseFlags(
+      io,
+      'ls',
+      argv,
+      {
+        server: {type: 'string'},
+        selector: {type: 'string', short: 'l'},
+        labels: {type: 'string'},
+        output: {type: 'string', short: 'o'},
+        'show-labels': {type: 'boolean', default: false},
+        'token-file': {type: 'string'},
+      },
+      {hint: ' (see kube-discovery ls --help)'},
+    );
+    if (typeof flags === 'number') return flags;
+    const {values} = flags;
     const output = values.output ?? (io.isTty ? 'table' : 'json');
     if (!(LS_OUTPUTS as readonly string[]).includes(output)) return usageError(io, 'ls', `expected --output to be one of ${LS_OUTPUTS.join(', ')}, got ${JSON.stringify(output)}`);
     if (values.selector !== undefined && values.labels !== undefined) return usageError(io, 'ls', 'use either -l/--selector or --labels, not both');

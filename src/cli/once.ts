@@ -2,7 +2,6 @@
  * `kube-discovery once -c FILE [--output json|table] [--explain] [--force]`: one cycle, printed. Exit 0 ok, 1 partial
  * (or a running `start` writes the same registry and --force was not given), 2 usage/config.
  */
-import {parseArgs} from 'node:util';
 import {systemClock} from '../core/clock.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
 import type {Command, CliIo} from './io.ts';
@@ -11,26 +10,19 @@ import {openRuntime} from '../service/runtime.ts';
 import {runningWriter} from '../service/writer-claim.ts';
 import {redact, redactText} from '../observability/redact.ts';
 import {usageError, withConfig} from './common.ts';
+import {parseFlags} from './flags.ts';
 import {formatLabels, renderTable} from './table.ts';
-import {errorMessage} from '../core/errors.ts';
 
 /** Runs the `once` command. */
 export const runOnce: Command = async (argv, io) => {
-  let values;
-  try {
-    ({values} = parseArgs({
-      args: [...argv],
-      options: {
-        config: {type: 'string', short: 'c'},
-        output: {type: 'string', short: 'o'},
-        explain: {type: 'boolean', default: false},
-        force: {type: 'boolean', default: false},
-      },
-      strict: true,
-    }));
-  } catch (error) {
-    return usageError(io, 'once', errorMessage(error));
-  }
+  const flags = parseFlags(io, 'once', argv, {
+    config: {type: 'string', short: 'c'},
+    output: {type: 'string', short: 'o'},
+    explain: {type: 'boolean', default: false},
+    force: {type: 'boolean', default: false},
+  });
+  if (typeof flags === 'number') return flags;
+  const {values} = flags;
   const output = values.output ?? (io.isTty ? 'table' : 'json');
   if (output !== 'json' && output !== 'table') return usageError(io, 'once', `--output must be json or table, got ${JSON.stringify(output)}`);
   return withConfig(io, 'once', values.config, async (config) => {

@@ -1,26 +1,18 @@
 /** `kube-discovery start -c FILE [--deregister-on-exit]`: the long-running service. */
-import {parseArgs} from 'node:util';
 import {systemClock} from '../core/clock.ts';
 import {startService} from '../service/service.ts';
-import {usageError, withConfig} from './common.ts';
+import {withConfig} from './common.ts';
+import {parseFlags} from './flags.ts';
 import type {Command} from './io.ts';
-import {errorMessage} from '../core/errors.ts';
 
 /** How long a running cycle may take to finish after SIGTERM before it is aborted. */
 const STOP_GRACE_MS = 15_000;
 
 /** Runs the service until SIGTERM/SIGINT; SIGHUP runs a discovery cycle now. */
 export const runStart: Command = async (argv, io) => {
-  let values;
-  try {
-    ({values} = parseArgs({
-      args: [...argv],
-      options: {config: {type: 'string', short: 'c'}, 'deregister-on-exit': {type: 'boolean', default: false}},
-      strict: true,
-    }));
-  } catch (error) {
-    return usageError(io, 'start', errorMessage(error));
-  }
+  const flags = parseFlags(io, 'start', argv, {config: {type: 'string', short: 'c'}, 'deregister-on-exit': {type: 'boolean', default: false}});
+  if (typeof flags === 'number') return flags;
+  const {values} = flags;
   // SIGHUP is handled from here on, not only once the service runs: starting can take a while (an
   // etcd election's first round), and Node's default for SIGHUP is to die on the spot. A stop
   // asked for while starting still ends the process at once, as before: nothing runs yet.

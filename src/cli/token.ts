@@ -4,7 +4,6 @@
  * never a secret) and exits 1, or 2 for bad usage.
  */
 import {oneLine} from './common.ts';
-import {parseArgs} from 'node:util';
 import {systemClock, type Clock} from '../core/clock.ts';
 import {errorMessage, InputError} from '../core/errors.ts';
 import {AZURE_CLOUD_NAMES, isAzureCloudName} from '../clouds/azure/clouds.ts';
@@ -17,6 +16,7 @@ import {execCredential} from '../credentials/exec-credential.ts';
 import {partitionOf} from '../credentials/sts-endpoint.ts';
 import {unknownRegionHint} from '../config/region-hints.ts';
 import type {CliIo, Command} from './io.ts';
+import {flagsOf} from './flags.ts';
 
 /** What a token sub-command hands back to be printed. */
 interface MintedToken {
@@ -51,7 +51,7 @@ Prints a client.authentication.k8s.io ExecCredential for kubectl (honours KUBERN
 const quietLogger = {debug() {}, info() {}, warn() {}, error() {}};
 
 const mintEks: TokenMinter = async (argv, io, {clock}) => {
-  const {values} = parse(argv, {
+  const {values} = flagsOf(argv, {
     'cluster-name': {type: 'string'},
     region: {type: 'string'},
     'role-arn': {type: 'string'},
@@ -83,7 +83,7 @@ const mintEks: TokenMinter = async (argv, io, {clock}) => {
 // `kubeconfig` writes --server-id for Entra ID clusters and --subscription/--resource-group/--name
 // for every AKS cluster; without --server-id the cluster's user credential decides (local account).
 const mintAks: TokenMinter = async (argv, io, {azureCredential, azureClientOptions, clock}) => {
-  const {values} = parse(argv, {
+  const {values} = flagsOf(argv, {
     'server-id': {type: 'string'},
     'tenant-id': {type: 'string'},
     'client-id': {type: 'string'},
@@ -179,15 +179,6 @@ export function tokenCommand(deps: TokenCommandDeps = {}): Command {
 
 /** `kube-discovery token ...` with the real clock. */
 export const runToken: Command = tokenCommand();
-
-function parse<const O extends Record<string, {type: 'string'}>>(argv: readonly string[], options: O) {
-  try {
-    return parseArgs({args: [...argv], options, strict: true, allowPositionals: false});
-  } catch (error) {
-    // parseArgs errors are already one readable line ("Unknown option '--foo'").
-    throw new InputError(errorMessage(error));
-  }
-}
 
 function stringValue(value: unknown): string | undefined {
   return typeof value === 'string' && value !== '' ? value : undefined;

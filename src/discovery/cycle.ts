@@ -8,6 +8,7 @@ import type {SourceRef, SourceResult} from '../core/types.ts';
 import {evaluate, registeredIdentity, type EvaluateContext} from './evaluate.ts';
 import {reconcile, type Action, type PlanItem} from './reconcile.ts';
 import {errorMessage} from '../core/errors.ts';
+import type {DiscoveryEvents} from './events.ts';
 
 /** Registry writes of a cycle in flight at once. */
 const APPLY_CONCURRENCY = 64;
@@ -79,8 +80,8 @@ export interface CycleOptions {
    * and the cycle reconciles with the rest, reporting `deadlineExceeded`.
    */
   readonly deadlineMs?: number;
-  /** Called when each source finishes (logs and metrics). */
-  readonly onSource?: (result: SourceResult, durationMs: number) => void;
+  /** Told when each source finishes (logs and metrics). */
+  readonly events?: Pick<DiscoveryEvents, 'sourceDone'>;
 }
 
 /** Runs one cycle. Never throws for cloud errors; throws only when the registry cannot be read. */
@@ -99,7 +100,7 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
   const planned = await Promise.all(options.planners.map((p) => planSafely(p, fetchSignal)));
   const fetchers = planned.flatMap((p) => p.fetchers);
   const results: SourceResult[] = planned.flatMap((p) => p.failed);
-  for (const failed of results) options.onSource?.(failed, 0);
+  for (const failed of results) options.events?.sourceDone?.(failed, 0);
 
   const queue = new PQueue({concurrency: Math.max(1, options.sourceConcurrency)});
   try {
@@ -109,7 +110,7 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
           const began = clock.now();
           const result = await fetchSafely(fetcher, fetchSignal);
           results.push(result);
-          options.onSource?.(result, clock.now() - began);
+          options.events?.sourceDone?.(result, clock.now() - began);
         }),
       ),
     );

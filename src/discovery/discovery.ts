@@ -8,24 +8,26 @@ import {builtInClouds} from '../clouds/index.ts';
 import type {AzurePlanner, AzureSourceMatcher, AzureSourcesOptions} from '../clouds/azure/sources.ts';
 import {systemClock, type Clock} from '../core/clock.ts';
 import {RateShaper, awsRateLimits} from '../clouds/aws/rate-shaper.ts';
-import type {SourceRef, SourceResult} from '../core/types.ts';
+import type {SourceRef} from '../core/types.ts';
 import type {Config} from '../config/schema.ts';
 import {cronSchedule} from '../scheduler/schedule.ts';
 import {runCycle, type CycleReport, type Registrar, type SourcePlanner} from './cycle.ts';
 import type {KubeServerDraft} from '../../heartbeats/kube-server.ts';
+import type {SharedCredentials} from '../credentials/shared.ts';
+import type {DiscoveryEvents} from './events.ts';
 
 /** What discovery needs besides the config. */
 export interface DiscoveryOptions {
   readonly config: Config;
   readonly clock: Clock;
-  readonly hostId: string;
-  readonly hostname: string;
-  readonly version: string;
   readonly aws?: AwsSourcesOptions;
   readonly azure?: AzureSourcesOptions;
   /** Extra planners (Azure, or tests). */
   readonly planners?: readonly SourcePlanner[];
-  readonly onSource?: (result: SourceResult, durationMs: number) => void;
+  /** What discovery reports (sources, SDK clients, tag reads), built once by the service. */
+  readonly events?: DiscoveryEvents;
+  /** Credentials shared with the probes (the runtime's); default discovery's own. */
+  readonly credentials?: SharedCredentials;
   /** Dynamic labels as of now. */
   readonly dynamicLabels?: () => KubeServerDraft['spec']['cluster']['spec']['dynamic_labels'];
 }
@@ -44,17 +46,31 @@ export class Discovery {
     const ds = options.config.discovery_service;
     for (const cloud of builtInClouds.all) this.#matchers.set(cloud.cloud, cloud.matchers(ds).map((m) => compileTagMatcher(m.tags)));
     const rateShaper = ds.aws_rate_limits ? new RateShaper({clock: systemClock, limits: awsRateLimits(ds.aws_rate_limits)}) : undefined;
-    const aws = new AwsSources({perRegionConcurrency: ds.concurrency.per_region, requestTimeoutMs: ds.request_timeout, refreshMs: ds.refresh_interval, clock: options.clock, ...(rateShaper ? {rateShaper} : {}), ...options.aws});
-    this.azure =
-      ds.azure.length > 0
-        ? lazyAzurePlanner(ds.azure, {
-            clock: options.clock,
-            perSubscriptionConcurrency: ds.concurrency.per_region,
-            policyOptions: {requestTimeoutMs: ds.request_timeout},
-            credentialMaxAgeMs: ds.refresh_interval,
-            ...options.azure,
-          })
-        : undefined;
+    const {events, credentials} = options;
+    const aws = new AwsSources({
+      perRegionConcurrency: ds.concurrency.per_region,
+      requestTimeoutMs: ds.request_timeout,
+      refreshMs: ds.refresh_interval,
+      clock: options.clock,
+      ...(rateShaper ? {rateShaper} : {}),
+      ...(credentials ? {credentialProvider: (role) => credentials.aws.provider(role)} : {}),
+      ...(events?.awsClient ? {onClient: (client) => events.awsClient?.(client)} : {}),
+      ...(events?.tagReadFallback ? {onTagFallback: (source, fallback) => events.tagReadFallback?.(source, fallback)} : {}),
+      ...options.aws,
+    });
+    const azure: AzureSourcesOptions = {
+      clock: options.clock,
+      perSubscriptionConcurrency: ds.concurrency.per_region,
+      policyOptions: {requestTimeoutMs: ds.request_timeout},
+      credentialMaxAgeMs: ds.refresh_interval,
+      ...(credentials ? {localAccounts: credentials.aksLocalAccounts} : {}),
+      ...options.azure,
+    };
+    // The metrics policies join whatever client options were given, rather than being replaced by them.
+    const armPolicies = events?.armPolicies ?? [];
+    const withPolicies: AzureSourcesOptions =
+      armPolicies.length > 0 ? {...azure, clientOptions: {...azure.clientOptions, additionalPolicies: [...armPolicies, ...(azure.clientOptions?.additionalPolicies ?? [])]}} : azure;
+    this.azure = ds.azure.length > 0 ? lazyAzurePlanner(ds.azure, withPolicies, credentials) : undefined;
     this.#planners = [
       ...(ds.aws.length > 0 ? [{plan: () => aws.plan(ds.aws), coversAll: everySource(awsCloud)}] : []),
       ...(this.azure ? [{plan: () => this.azure!.plan(), coversAll: everySource(azureCloud)}] : []),
@@ -82,14 +98,11 @@ export class Discovery {
       sourceConcurrency: config.discovery_service.concurrency.sources,
       evaluateContext: {
         staticLabels: config.kubernetes_service.labels,
-        hostId: this.#options.hostId,
-        hostname: this.#options.hostname,
-        version: this.#options.version,
         ...(dynamic ? {dynamicLabels: dynamic} : {}),
       },
       deadlineMs: cycleDeadline(config),
       ...(signal ? {signal} : {}),
-      ...(this.#options.onSource ? {onSource: this.#options.onSource} : {}),
+      ...(this.#options.events ? {events: this.#options.events} : {}),
     });
   }
 }
@@ -115,16 +128,20 @@ export function cycleDeadline(config: Config): number {
   return Math.max(1000, Math.floor(interval * 0.8));
 }
 
-/** The Azure planner, loaded on first use: the Azure SDKs cost tens of MB that AWS-only deployments don't need. */
-/** The Azure planner, loaded on first use, plus a matcher's ARM credential and client options (AKS access set-up). */
-export type LazyAzurePlanner = Pick<AzurePlanner, 'plan' | 'tokenSource'> & {armAccess(matcher: AzureSourceMatcher): Promise<ReturnType<AzurePlanner['sources']['armAccess']>>};
+/**
+ * The Azure planner, loaded on first use (the Azure SDKs cost tens of MB that AWS-only deployments
+ * don't need), plus a matcher's ARM credential and client options (AKS access set-up).
+ */
+export type LazyAzurePlanner = Pick<AzurePlanner, 'plan'> & {armAccess(matcher: AzureSourceMatcher): Promise<ReturnType<AzurePlanner['sources']['armAccess']>>};
 
-function lazyAzurePlanner(matchers: readonly AzureSourceMatcher[], options: AzureSourcesOptions): LazyAzurePlanner {
+function lazyAzurePlanner(matchers: readonly AzureSourceMatcher[], options: AzureSourcesOptions, credentials: SharedCredentials | undefined): LazyAzurePlanner {
   let planner: Promise<AzurePlanner> | undefined;
-  const load = (): Promise<AzurePlanner> => (planner ??= import('../clouds/azure/sources.ts').then((m) => m.azurePlanner(matchers, options)));
+  const load = (): Promise<AzurePlanner> =>
+    (planner ??= Promise.all([import('../clouds/azure/sources.ts'), credentials?.azure()]).then(([m, identities]) =>
+      m.azurePlanner(matchers, {...options, ...(identities && !options.identities ? {identities} : {})}),
+    ));
   return {
     plan: async () => (await load()).plan(),
-    tokenSource: async (access, request) => (await load()).tokenSource(access, request),
     armAccess: async (matcher) => (await load()).sources.armAccess(matcher),
   };
 }

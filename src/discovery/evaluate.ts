@@ -48,9 +48,6 @@ export interface EvaluateContext {
   readonly registered?: ReadonlyMap<string, string>;
   /** Dynamic labels as of now (command outputs). */
   readonly dynamicLabels?: KubeServerDraft['spec']['cluster']['spec']['dynamic_labels'];
-  readonly hostId: string;
-  readonly hostname: string;
-  readonly version: string;
   /** The cloud modules clusters are labelled, named and described by; default the built-in ones. */
   readonly clouds?: Clouds;
 }
@@ -143,10 +140,8 @@ function toServer(name: string, cluster: DiscoveredCluster, labels: Record<strin
     kind: 'kube_server',
     version: 'v3',
     metadata: {name, labels: {[LABEL.discoveryGroup]: ctx.discoveryGroup}},
+    // version, hostname and host_id are the writer's: the heartbeat stamps them when it announces.
     spec: {
-      version: ctx.version,
-      hostname: ctx.hostname,
-      host_id: ctx.hostId,
       cluster: {
         kind: 'kube_cluster',
         version: 'v3',

@@ -6,6 +6,7 @@ import {clusterTokenReviewer, parseAllowEntry} from '../http/cluster-token-revie
 import type {Inventory} from '../inventory/inventory.ts';
 import {eksTokenSource} from '../probe/eks-token-source.ts';
 import {tokenSources, type TokenSource} from '../probe/token-source.ts';
+import {SharedCredentials} from '../credentials/shared.ts';
 
 /** The reviewer for discovered clusters' tokens, or nothing when no entry names a cluster. */
 export function clusterReviewFor(options: {
@@ -13,12 +14,16 @@ export function clusterReviewFor(options: {
   readonly inventory: Pick<Inventory, 'list'>;
   readonly clock: Clock;
   readonly env: Readonly<Record<string, string | undefined>>;
-  readonly aks?: TokenSource;
+  /** The runtime's credentials (the identities probes sign with); default the SDK chain, without AKS. */
+  readonly credentials?: SharedCredentials;
   /** Tests inject the credential; production mints it like the probes do. */
   readonly credential?: TokenSource;
 }): {clusterTokenReview?: TokenReviewer} {
   const entries = (options.config.http.auth?.allowed_service_accounts ?? []).map(parseAllowEntry).filter((e) => e.cluster !== undefined);
   if (entries.length === 0) return {};
-  const tokens = options.credential ?? tokenSources({eks: eksTokenSource({clock: options.clock, env: options.env}), ...(options.aks ? {aks: options.aks} : {})});
+  const credentials = options.credentials ?? new SharedCredentials({clock: options.clock, env: options.env});
+  const tokens =
+    options.credential ??
+    tokenSources({eks: eksTokenSource({clock: options.clock, env: options.env, providers: credentials.aws}), ...(credentials.aks ? {aks: {token: credentials.aks}} : {})});
   return {clusterTokenReview: clusterTokenReviewer({entries, servers: () => options.inventory.list(), credential: (access) => tokens.token(access)})};
 }

@@ -12,7 +12,8 @@ import type {Logger} from '../observability/logger.ts';
 import type {Metrics} from '../observability/metrics.ts';
 import {eksTokenSource} from '../probe/eks-token-source.ts';
 import {healthChanged, ProbeRunner} from '../probe/probe-runner.ts';
-import {tokenSources, type TokenSource} from '../probe/token-source.ts';
+import {tokenSources} from '../probe/token-source.ts';
+import type {SharedCredentials} from '../credentials/shared.ts';
 
 /** Options of the probe stage. */
 export interface ProbeStageOptions {
@@ -21,8 +22,8 @@ export interface ProbeStageOptions {
   readonly logger: Logger;
   readonly metrics: Metrics;
   readonly env: Readonly<Record<string, string | undefined>>;
-  /** Token source for AKS clusters, when Azure discovery is configured. */
-  readonly aks?: TokenSource;
+  /** The runtime's credentials: probes sign with the identities discovery lists with. */
+  readonly credentials: SharedCredentials;
   /** Adds what another step (access set-up) knows to a probe result before it is recorded. */
   readonly adjustHealth?: (draft: KubeServerDraft, health: TargetHealth) => TargetHealth;
 }
@@ -35,8 +36,8 @@ export function createProbeStage(options: ProbeStageOptions): ProbeStage {
   const {config, clock, logger, metrics} = options;
   if (!config.probe.enabled) return async () => 0;
   const tokens = tokenSources({
-    eks: eksTokenSource({clock, env: options.env, onMint: () => metrics.tokenMinted('AWS'), onError: () => metrics.tokenError('AWS')}),
-    ...(options.aks ? {aks: options.aks} : {}),
+    eks: eksTokenSource({clock, env: options.env, providers: options.credentials.aws, onMint: () => metrics.tokenMinted('AWS'), onError: () => metrics.tokenError('AWS')}),
+    ...(options.credentials.aks ? {aks: {token: options.credentials.aks}} : {}),
   });
   const runner = new ProbeRunner({
     clock,

@@ -1,12 +1,15 @@
 /** What `once` and `start` share: opening the logger, the registry, the heartbeat and discovery for a config. */
 import os from 'node:os';
 import {pino} from 'pino';
-import {Heartbeat, type HeartbeatFailureKind} from '../../heartbeats/heartbeat.ts';
+import {Heartbeat} from '../../heartbeats/heartbeat.ts';
 import {loadOrCreateHostId} from '../../heartbeats/host-id.ts';
 import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
 import type {Registrar} from '../discovery/cycle.ts';
-import {Discovery, type DiscoveryOptions} from '../discovery/discovery.ts';
+import {Discovery} from '../discovery/discovery.ts';
+import type {RuntimeEvents} from '../discovery/events.ts';
+import {mergeDiscoveryOptions, type DiscoveryOverrides} from '../discovery/options.ts';
+import {SharedCredentials} from '../credentials/shared.ts';
 import {createRegistrar} from '../discovery/registrar.ts';
 import {createLogger, type Logger} from '../observability/logger.ts';
 import {registerSecretsFromEnv} from '../observability/redact.ts';
@@ -35,6 +38,10 @@ export interface Runtime {
   readonly discovery: Discovery;
   readonly hostId: string;
   readonly replica: string;
+  /** Credentials built once and shared by discovery, probes and token reviews of discovered clusters. */
+  readonly credentials: SharedCredentials;
+  /** What discovery, heartbeats and the backend report to (the service's metrics, status and logs). */
+  readonly events: RuntimeEvents;
   /** Starts a heartbeat writing through `backend` (a fenced view while leading on etcd). */
   openWriter(backend?: RegistryBackend): Promise<Writer>;
   /** Rebuilds discovery for new matchers (DiscoveryConfig resources); the next cycle uses them. */
@@ -49,16 +56,11 @@ export interface RuntimeOptions {
   /** `stderr` keeps stdout free for a command's report. */
   readonly logTo: 'stdout' | 'stderr';
   readonly logger?: Logger;
-  readonly discovery?: Partial<DiscoveryOptions>;
+  /** Set on top of what the runtime builds, field by field (see mergeDiscoveryOptions). */
+  readonly discovery?: DiscoveryOverrides;
   readonly backend?: RegistryBackend;
-  /** Counts failed registry writes of the heartbeat. */
-  readonly onHeartbeatFailure?: (kind: HeartbeatFailureKind, error: unknown) => void;
-  /** A heartbeat write succeeded (recovery of a failing registry). */
-  readonly onHeartbeatSuccess?: (kind: HeartbeatFailureKind) => void;
-  /** A keepalive extended a lease to `expiresMs`. */
-  readonly onKeepAlive?: (lease: string, expiresMs: number) => void;
-  /** Background failures of the backend (purge, a deleted database file). */
-  readonly onBackendError?: (error: Error) => void;
+  /** Everything the runtime reports, created once by the caller; default none. */
+  readonly events?: RuntimeEvents;
 }
 
 /** Whether the log stream is a terminal: then `start` (stdout) and `once` (stderr) both print human-readable lines. */
@@ -77,22 +79,17 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
       ...(options.logTo === 'stderr' ? {destination: pino.destination(2)} : {}),
     });
   registerSecretsFromEnv(io.env);
-  const backend =
-    options.backend ?? (await createBackend(config.storage, {clock: options.clock, ...(options.onBackendError ? {onError: options.onBackendError} : {})}));
+  const events = options.events ?? {};
+  const backendFailed = events.backendFailed?.bind(events);
+  const backend = options.backend ?? (await createBackend(config.storage, {clock: options.clock, ...(backendFailed ? {onError: backendFailed} : {})}));
   try {
     const hostname = os.hostname();
     const replica = replicaName(io.env);
     const hostId = await loadOrCreateHostId(backend, replica);
     const group = config.discovery_service.discovery_group;
-    const makeDiscovery = (forConfig: Config): Discovery => new Discovery({
-      config: forConfig,
-      clock: options.clock,
-      hostId,
-      hostname,
-      version: VERSION,
-      ...options.discovery,
-      azure: {logger, ...options.discovery?.azure},
-    });
+    const credentials = sharedCredentials(config, io, options, events);
+    const makeDiscovery = (forConfig: Config): Discovery =>
+      new Discovery({config: forConfig, clock: options.clock, ...mergeDiscoveryOptions({events, credentials, azure: {logger}}, options.discovery)});
     let discovery = makeDiscovery(config);
     return {
       config,
@@ -106,6 +103,8 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
       },
       hostId,
       replica,
+      credentials,
+      events,
       async openWriter(view = backend) {
         const heartbeat = new Heartbeat({
           backend: view,
@@ -117,9 +116,9 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
           hostname,
           version: VERSION,
           logger,
-          ...(options.onHeartbeatFailure ? {onFailure: options.onHeartbeatFailure} : {}),
-          ...(options.onHeartbeatSuccess ? {onSuccess: options.onHeartbeatSuccess} : {}),
-          ...(options.onKeepAlive ? {onKeepAlive: (lease: Lease, expiresMs: number) => options.onKeepAlive?.(lease.id, expiresMs)} : {}),
+          ...(events.heartbeatFailed ? {onFailure: (kind, error) => events.heartbeatFailed?.(kind, error)} : {}),
+          ...(events.heartbeatSucceeded ? {onSuccess: (kind) => events.heartbeatSucceeded?.(kind)} : {}),
+          ...(events.keptAlive ? {onKeepAlive: (lease: Lease, expiresMs: number) => events.keptAlive?.(lease.id, expiresMs)} : {}),
         });
         await heartbeat.start();
         const registrar = createRegistrar(view, heartbeat, group, (key, error) => logger.warn({key, err: error}, 'skipping unreadable registry entry'));
@@ -131,4 +130,26 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
     await backend.close();
     throw error;
   }
+}
+
+/**
+ * The runtime's credentials: AWS providers on the runtime's clock and environment, and the Entra ID
+ * identity of the first `azure:` matcher for probes (a test's injected credential when given).
+ */
+function sharedCredentials(config: Config, io: CliIo, options: RuntimeOptions, events: RuntimeEvents): SharedCredentials {
+  const ds = config.discovery_service;
+  const azure = options.discovery?.azure;
+  const first = ds.azure[0];
+  return new SharedCredentials({
+    clock: options.clock,
+    env: io.env,
+    azure: {
+      credential: azure?.credential,
+      credentialFactory: azure?.credentialFactory,
+      timeoutMs: azure?.policyOptions?.requestTimeoutMs ?? ds.request_timeout,
+      probeIdentity: first ? {...(first.cloud ? {cloud: first.cloud} : {}), ...(first.client_id ? {clientId: first.client_id} : {})} : undefined,
+    },
+    ...(events.tokenMinted ? {onAksMint: () => events.tokenMinted?.('Azure')} : {}),
+    ...(events.tokenFailed ? {onAksError: () => events.tokenFailed?.('Azure')} : {}),
+  });
 }

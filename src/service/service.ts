@@ -7,7 +7,7 @@ import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
 import type {CliIo} from '../cli/io.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
-import type {DiscoveryOptions} from '../discovery/discovery.ts';
+import type {DiscoveryOverrides} from '../discovery/options.ts';
 import {DynamicLabels} from '../discovery/dynamic-labels.ts';
 import {createAuthenticator, podTokenReviewer, readTokenFile, type TokenReviewer} from '../http/auth.ts';
 import type {TokenSource} from '../probe/token-source.ts';
@@ -15,8 +15,6 @@ import {clusterReviewFor} from './cluster-auth.ts';
 import {startHttpServer, type HttpServer, type Readiness} from '../http/server.ts';
 import {Inventory} from '../inventory/inventory.ts';
 import {RegistryHealth} from '../registry/health.ts';
-import {instrumentAwsClient} from '../observability/aws-middleware.ts';
-import {azureMetricsPolicies} from '../observability/azure-policy.ts';
 import type {Logger} from '../observability/logger.ts';
 import {Metrics} from '../observability/metrics.ts';
 import type {RegistryBackend} from '../registry/backend.ts';
@@ -33,6 +31,7 @@ import {createAksAccessSetupStep, lazyRoleAssignmentsApis} from '../access/aks-s
 import {openRuntime, type Runtime, type Writer} from './runtime.ts';
 import {CycleObserver} from './cycle-observer.ts';
 import {LeadershipTerms} from './terms.ts';
+import {ServiceEvents} from './service-events.ts';
 
 /** Options of startService. */
 export interface ServiceOptions {
@@ -42,7 +41,8 @@ export interface ServiceOptions {
   readonly logger?: Logger;
   readonly metrics?: Metrics;
   readonly backend?: RegistryBackend;
-  readonly discovery?: Partial<DiscoveryOptions>;
+  /** Set on top of the runtime's discovery options, field by field (tests: fakes, fast retries). */
+  readonly discovery?: DiscoveryOverrides;
   readonly tokenReviewer?: TokenReviewer;
   /** Tests: the credential for TokenReviews against discovered clusters (production mints it like probes). */
   readonly clusterCredential?: TokenSource;
@@ -80,8 +80,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     registry: metrics.registry,
     logger: {error: (fields, message) => logger?.error(fields, message), info: (fields, message) => logger?.info(fields, message)},
   });
-  // Keepalives reach the inventory built after the runtime: readers follow the lease.
-  let keptAlive: (lease: string, expiresMs: number) => void = () => undefined;
+  // One events object for discovery, the heartbeat and the backend, handed down once; the cycle
+  // observer and the inventory (built after the runtime) join it below.
+  const events = new ServiceEvents({metrics, registryHealth, log: () => logger});
   const dynamic = new DynamicLabels({
     commands: config.kubernetes_service.commands,
     clock,
@@ -93,44 +94,16 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     logTo: 'stdout',
     ...(options.logger ? {logger: options.logger} : {}),
     ...(options.backend ? {backend: options.backend} : {}),
-    onHeartbeatFailure: (kind, error) => {
-      metrics.heartbeatFailure(kind);
-      registryHealth.failed('write', error);
-    },
-    onHeartbeatSuccess: () => registryHealth.succeeded('write'),
-    onKeepAlive: (lease, expiresMs) => keptAlive(lease, expiresMs),
-    onBackendError: (error) => registryHealth.failed('write', error),
+    events,
     discovery: {
-      // Every SDK client and ARM pipeline counts its HTTP attempts (retries included) in the metrics.
-      aws: {
-        perRegionConcurrency: config.discovery_service.concurrency.per_region,
-        onClient: (client) => instrumentAwsClient(client, metrics),
-        onTagFallback: (source, fallback) => {
-          metrics.tagReadFallback(source.region, fallback.reason);
-          // Denied is a standing permission gap: say it once per source, not every cycle.
-          if (fallback.reason !== 'access_denied' || fallback.firstDenial) {
-            runtime.logger.warn(
-              {source: source.id, region: source.region, operation: 'GetResources', code: fallback.code, reason: fallback.reason, error: fallback.message},
-              fallback.reason === 'access_denied'
-                ? 'tag reads denied (tag:GetResources): describing every cluster each cycle; grant tag:GetResources for incremental discovery'
-                : 'tag read failed: described every cluster this cycle',
-            );
-          }
-        },
-      },
-      azure: {
-        clientOptions: {additionalPolicies: azureMetricsPolicies(metrics)},
-        onTokenMint: () => metrics.tokenMinted('Azure'),
-        onTokenError: () => metrics.tokenError('Azure'),
-      },
       dynamicLabels: () => dynamic.current(),
-      onSource: (result, durationMs) => cycles.source(result, durationMs),
       ...options.discovery,
     },
   });
   logger = runtime.logger;
   const log = runtime.logger;
   const cycles = new CycleObserver({clock, status, metrics, log});
+  events.cycles = cycles;
   await dynamic.start();
 
   // Serve what the registry already holds (a restart shows the last inventory at once).
@@ -143,7 +116,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     onReadOk: () => registryHealth.succeeded('read'),
   });
   const inventory = cache;
-  keptAlive = (lease, expiresMs) => cache.leaseKeptAlive(lease, expiresMs);
+  // Keepalives reach the inventory: readers follow the lease.
+  events.inventory = cache;
   await cache.start();
   metrics.observeInventory(inventory.list());
   // A cycle writes thousands of entries; recount the inventory once per burst, not once per event.
@@ -163,6 +137,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     backend: runtime.backend,
     logger: log,
     env: options.io.env,
+    providers: runtime.credentials.aws,
     timeoutMs: config.probe.timeout,
     onOutcome: countAccessSetup,
   });
@@ -183,16 +158,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     logger: log,
     metrics,
     env: options.io.env,
-    ...(aks
-      ? {
-          aks: {
-            token: async (access) => {
-              if (access.kind !== 'aks') throw new Error(`expected AKS access, got ${access.kind}`);
-              return aks.tokenSource(access);
-            },
-          },
-        }
-      : {}),
+    credentials: runtime.credentials,
   });
 
   // Memory and SQLite deliver their own writes to the inventory synchronously, so a cycle reads the
@@ -247,10 +213,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     ...(config.http.auth?.token_file ? {tokenFile: config.http.auth.token_file} : {}),
     ...(config.http.auth?.allowed_service_accounts ? {allowedServiceAccounts: config.http.auth.allowed_service_accounts} : {}),
     ...(await tokenReviewerFor(options)),
-    ...clusterReviewFor({config, inventory, clock, env: options.io.env, ...(aks ? {aks: {token: async (access) => {
-      if (access.kind !== 'aks') throw new Error(`expected AKS access, got ${access.kind}`);
-      return aks.tokenSource(access);
-    }}} : {}), ...(options.clusterCredential ? {credential: options.clusterCredential} : {})}),
+    ...clusterReviewFor({config, inventory, clock, env: options.io.env, credentials: runtime.credentials, ...(options.clusterCredential ? {credential: options.clusterCredential} : {})}),
   });
 
   const statusBody = (): unknown => statusBodyOf(state);

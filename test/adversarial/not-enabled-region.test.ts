@@ -11,28 +11,29 @@ import {parseConfig} from '../../src/config/load.ts';
 import {Discovery} from '../../src/discovery/discovery.ts';
 import {createRegistrar} from '../../src/discovery/registrar.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
-import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
-import {setEnv} from '../helpers/env.ts';
+import type {FakeAws} from '../fakes/aws-fakes.ts';
+import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
 
 const ACCOUNT = '111111111111';
 const KEY = {accessKeyId: 'AKIAADVERSARIAL00001', secretAccessKey: 'adversarial-secret'};
 
+let aws: AwsServiceWorld;
 let fake: FakeAws;
-let restoreEnv: () => void;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-  world.addCluster(ACCOUNT, 'us-east-1', {name: 'home'});
-  world.addCluster(ACCOUNT, 'af-south-1', {name: 'cape'});
-  fake = await startFakeAws({world});
-  restoreEnv = setEnv({...fake.env, AWS_MAX_ATTEMPTS: '1', AWS_ACCESS_KEY_ID: KEY.accessKeyId, AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey, AWS_REGION: 'us-east-1'});
+  aws = await startAwsServiceWorld({
+    key: KEY,
+    account: ACCOUNT,
+    env: {AWS_REGION: 'us-east-1'},
+    populate: (world) => {
+      world.addCluster(ACCOUNT, 'us-east-1', {name: 'home'});
+      world.addCluster(ACCOUNT, 'af-south-1', {name: 'cape'});
+    },
+  });
+  fake = aws.fake;
 });
 
-afterAll(async () => {
-  restoreEnv();
-  await fake.close();
-});
+afterAll(() => aws.close());
 
 describe('a region answering "not enabled" after clusters were registered there', () => {
   for (const code of ['UnrecognizedClientException', 'InvalidClientTokenId']) {
@@ -53,7 +54,7 @@ storage: {type: memory}
       const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
       await heartbeat.start();
       try {
-        const discovery = new Discovery({config, clock: systemClock, hostId: 'h', hostname: 'n', version: 't'});
+        const discovery = new Discovery({config, clock: systemClock});
         const registrar = createRegistrar(backend, heartbeat, 'g');
         const names = async (): Promise<string[]> => (await registrar.current()).map((s) => s.metadata.name).sort();
         await discovery.runCycle(registrar);

@@ -95,7 +95,7 @@ storage: {type: memory}
       const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
       await heartbeat.start();
       try {
-        const discovery = new Discovery({config, clock: systemClock, hostId: 'h', hostname: 'n', version: 't', aws: {organizations: {organizationsTimeoutMs: 2000}}});
+        const discovery = new Discovery({config, clock: systemClock, aws: {organizations: {organizationsTimeoutMs: 2000}}});
         const registrar = createRegistrar(backend, heartbeat, 'g');
         const names = async (): Promise<string[]> => (await registrar.current()).map((s) => s.metadata.name).sort();
         await discovery.runCycle(registrar);

@@ -12,9 +12,9 @@ import {parseConfig} from '../../src/config/load.ts';
 import type {CycleReport} from '../../src/discovery/cycle.ts';
 import {silentLogger} from '../../src/observability/logger.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
-import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import type {FakeAws} from '../fakes/aws-fakes.ts';
 import {startFakeKubeApi, KubeRbacStore, type FakeKubeApi} from '../fakes/kube-api-server.ts';
-import {setEnv} from '../helpers/env.ts';
+import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
 import {eksAuthenticator, eksKubeServer} from '../probe/eks-fixtures.ts';
 
 const ACCOUNT = '111111111111';
@@ -22,16 +22,15 @@ const REGION = 'us-east-1';
 const USER_ARN = `arn:aws:iam::${ACCOUNT}:user/discovery`;
 const KEY = {accessKeyId: 'AKIASETUPSECRET00001', secretAccessKey: 'setup-secret-secret', arn: USER_ARN};
 
+let setup: AwsServiceWorld;
 let aws: FakeAws;
 let kube: FakeKubeApi;
-let restoreEnv: () => void;
 const tokens: string[] = [];
 
 beforeEach(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-  aws = await startFakeAws({world});
-  const authn = eksAuthenticator({world, clusters: [{account: ACCOUNT, region: REGION, name: 'c'}], stsUrl: aws.url});
+  setup = await startAwsServiceWorld({key: KEY, account: ACCOUNT});
+  aws = setup.fake;
+  const authn = eksAuthenticator({world: setup.world, clusters: [{account: ACCOUNT, region: REGION, name: 'c'}], stsUrl: aws.url});
   kube = await startFakeKubeApi({
     authenticate: (token) => {
       tokens.push(token);
@@ -41,14 +40,12 @@ beforeEach(async () => {
     // A webhook authorizer that quotes what it was given, token included.
     authorize: () => ({allowed: false, reason: `denied request with credential ${tokens.at(-1) ?? ''}`}),
   });
-  world.addCluster(ACCOUNT, REGION, {name: 'c', endpoint: kube.url, caData: Buffer.from(kube.caPem).toString('base64')});
-  restoreEnv = setEnv({...aws.env, AWS_ACCESS_KEY_ID: KEY.accessKeyId, AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey, AWS_MAX_ATTEMPTS: '1'});
+  setup.world.addCluster(ACCOUNT, REGION, {name: 'c', endpoint: kube.url, caData: Buffer.from(kube.caPem).toString('base64')});
 });
 
 afterEach(async () => {
-  restoreEnv();
   await kube.close();
-  await aws.close();
+  await setup.close();
 });
 
 const config = parseConfig(

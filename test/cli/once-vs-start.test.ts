@@ -2,45 +2,33 @@
  * `once` on the sqlite file of a running `start`: refused with a clear message (the service's
  * lease and entries stay as they are) unless `--force`; allowed again once the service stopped.
  */
-import {mkdtemp, rm, writeFile} from 'node:fs/promises';
+import {writeFile} from 'node:fs/promises';
 import os from 'node:os';
-import path from 'node:path';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {main} from '../../src/cli/main.ts';
 import {systemClock} from '../../src/core/clock.ts';
 import {loadConfigFile} from '../../src/config/load.ts';
 import {silentLogger} from '../../src/observability/logger.ts';
 import {startService} from '../../src/service/service.ts';
-import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
-import {captureIo, setEnv} from '../helpers/env.ts';
+import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
+import {captureIo} from '../helpers/env.ts';
 
 const ACCOUNT = '111111111111';
 const KEY = {accessKeyId: 'AKIAONCEVSSTART00001', secretAccessKey: 'once-vs-start-secret'};
-let fake: FakeAws;
-let dir: string;
-let restoreEnv: () => void;
+let aws: AwsServiceWorld;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-  world.addCluster(ACCOUNT, 'us-east-1', {name: 'a'});
-  fake = await startFakeAws({world});
-  restoreEnv = setEnv({...fake.env, AWS_ACCESS_KEY_ID: KEY.accessKeyId, AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey, AWS_MAX_ATTEMPTS: '1'});
-  dir = await mkdtemp(path.join(os.tmpdir(), 'kd-once-start-'));
+  aws = await startAwsServiceWorld({key: KEY, account: ACCOUNT, tmpPrefix: 'kd-once-start-', populate: (world) => world.addCluster(ACCOUNT, 'us-east-1', {name: 'a'})});
 });
 
-afterAll(async () => {
-  restoreEnv();
-  await fake.close();
-  await rm(dir, {recursive: true, force: true});
-});
+afterAll(() => aws.close());
 
 describe('once next to a running start', () => {
   it('refuses without --force, runs with it, and runs freely after the service stopped', async () => {
-    const file = path.join(dir, 'cfg.yaml');
+    const file = aws.file('cfg.yaml');
     await writeFile(
       file,
-      `version: v1\ndiscovery_service:\n  discovery_group: shared\n  poll_interval: 1h\n  aws:\n    - types: [eks]\n      regions: [us-east-1]\nstorage: {type: sqlite, path: ${path.join(dir, 'r.db')}}\nhttp: {listen_addr: "127.0.0.1:0"}\n`,
+      `version: v1\ndiscovery_service:\n  discovery_group: shared\n  poll_interval: 1h\n  aws:\n    - types: [eks]\n      regions: [us-east-1]\nstorage: {type: sqlite, path: ${aws.file('r.db')}}\nhttp: {listen_addr: "127.0.0.1:0"}\n`,
     );
     const svc = await startService({config: await loadConfigFile(file), io: captureIo().io, clock: systemClock, logger: silentLogger});
     try {

@@ -95,7 +95,7 @@ storage: {type: memory}
     const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'org-moto', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
     await heartbeat.start();
     const providers = new AwsCredentialProviders({env: process.env, base: () => Promise.resolve({accessKeyId: moto.env['AWS_ACCESS_KEY_ID'] ?? '', secretAccessKey: moto.env['AWS_SECRET_ACCESS_KEY'] ?? ''})});
-    const discovery = new Discovery({config, clock: systemClock, hostId: 'h', hostname: 'n', version: 't', aws: {credentialProvider: (role) => providers.provider(role)}});
+    const discovery = new Discovery({config, clock: systemClock, aws: {credentialProvider: (role) => providers.provider(role)}});
     const registrar = createRegistrar(backend, heartbeat, 'org-moto');
     // moto's cluster CA is not a base64 PEM: each cluster is registered unhealthy (invalid_ca) under
     // Teleport's name; what this checks is which clusters were registered, from which account.

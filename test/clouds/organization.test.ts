@@ -101,9 +101,6 @@ storage: {type: memory}
   const discovery = new Discovery({
     config,
     clock: systemClock,
-    hostId: 'h',
-    hostname: 'n',
-    version: 't',
     aws: {credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: 1000, clock}},
   });
   const registrar = createRegistrar(backend, heartbeat, 'org');

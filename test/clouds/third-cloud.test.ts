@@ -106,7 +106,7 @@ async function cycle(): Promise<CycleReport> {
     discoveryGroup: 'g1',
     matcherFor: () => matcher,
     sourceConcurrency: 4,
-    evaluateContext: {staticLabels: {}, hostId: 'h', hostname: 'n', version: 't', clouds},
+    evaluateContext: {staticLabels: {}, clouds},
   });
   metrics.observeCycle(report);
   metrics.observeInventory(await registered());
@@ -140,10 +140,12 @@ describe('a third cloud registered in-process', () => {
     expect(web.metadata.labels['account-id']).toBeUndefined();
     expect(report.items.find((i) => i.name === 'paused-gke-shop-prod-europe-west1')).toMatchObject({action: 'skip', skipKind: 'status'});
     // The EKS document is exactly what the built-in clouds alone make.
-    const alone = evaluate([ok(EKS, [eksCluster('api', 'us-east-1', ACCOUNT)])], {...context('g1'), hostId: 'h', hostname: 'n', version: 't'});
+    const alone = evaluate([ok(EKS, [eksCluster('api', 'us-east-1', ACCOUNT)])], {...context('g1')});
     const {expires: _e, revision: _r, ...metadata} = byName.get('api-eks-us-east-1-111111111111')!.metadata;
     expect({...byName.get('api-eks-us-east-1-111111111111')!, metadata, status: {...byName.get('api-eks-us-east-1-111111111111')!.status, discovered_at: undefined}}).toEqual({
       ...alone.candidates.get('api-eks-us-east-1-111111111111')!.server,
+      // The heartbeat stamps the writer identity.
+      spec: {...alone.candidates.get('api-eks-us-east-1-111111111111')!.server.spec, host_id: 'h', hostname: 'n', version: 't'},
       status: {...alone.candidates.get('api-eks-us-east-1-111111111111')!.server.status, discovered_at: undefined},
     });
   });
@@ -196,7 +198,7 @@ describe('a third cloud registered in-process', () => {
       discoveryGroup: 'g1',
       matcherFor: () => matcher,
       sourceConcurrency: 4,
-      evaluateContext: {staticLabels: {}, hostId: 'h', hostname: 'n', version: 't'},
+      evaluateContext: {staticLabels: {}},
     });
     await expect(withoutGcp).rejects.toThrow('unknown cloud "GCP"; known: AWS, Azure');
     expect((await registered()).map((s) => s.metadata.name)).toEqual(['web-gke-shop-prod-europe-west1']);

@@ -46,7 +46,12 @@ export function failedResult(region: string, account: string, code = 'Throttling
 /** Evaluate context matching everything (or the given tags). */
 export function context(group = 'g1', tags: Record<string, string | string[]> = {'*': '*'}): EvaluateContext {
   const matcher = compileTagMatcher(tags);
-  return {discoveryGroup: group, matcherFor: () => matcher, staticLabels: {}, hostId: 'host-1', hostname: 'node-1', version: '0.0.0-test'};
+  return {discoveryGroup: group, matcherFor: () => matcher, staticLabels: {}};
+}
+
+/** A draft's spec with the writer identity first, as the heartbeat stamps it (key order included). */
+export function stampedSpec(draft: KubeServerDraft): KubeServer['spec'] {
+  return {version: draft.spec.version ?? '0.0.0-test', hostname: draft.spec.hostname ?? 'node-1', host_id: draft.spec.host_id ?? 'host-1', ...draft.spec} as KubeServer['spec'];
 }
 
 /** A stored kube_server from a draft (what the registry would hold after announcing it). */
@@ -54,7 +59,7 @@ export function stored(draft: KubeServerDraft, extra: Partial<KubeServer['status
   return {
     ...draft,
     metadata: {...draft.metadata, expires: '2026-01-01T00:10:00Z', revision: '1'},
-    spec: {...draft.spec, version: draft.spec.version ?? '0.0.0-test', hostname: draft.spec.hostname ?? 'node-1', host_id: draft.spec.host_id ?? 'host-1'},
+    spec: stampedSpec(draft),
     status: {...draft.status, ...extra},
   };
 }

@@ -34,7 +34,7 @@ describe('an aborted cycle', () => {
     const backend = new MemoryBackend({clock: systemClock});
     const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'abort', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
     await heartbeat.start();
-    const discovery = new Discovery({config, clock: systemClock, hostId: 'h', hostname: 'n', version: 't'});
+    const discovery = new Discovery({config, clock: systemClock});
     const abort = new AbortController();
     const cycle = discovery.runCycle(createRegistrar(backend, heartbeat, 'abort'), abort.signal);
     // Abort once the healthy region has been fully described and the other hangs.

@@ -2,14 +2,15 @@
  * The documents, names, labels and plans the pure core produces for EKS and AKS clusters, pinned
  * to a file written before the per-cloud rules moved into src/clouds/<cloud>/cloud.ts: moving
  * code must not change a byte a registry reader or a Teleport user sees (key order included:
- * the registry stores JSON.stringify of the document).
+ * the registry stores JSON.stringify of the document). The writer identity is the heartbeat's to
+ * stamp, so candidates are compared as the heartbeat stores them.
  */
 import {describe, expect, it} from 'vitest';
 import {aksSource} from '../../src/clouds/azure/sources.ts';
 import type {DiscoveredCluster, SourceResult} from '../../src/core/types.ts';
 import {evaluate} from '../../src/discovery/evaluate.ts';
 import {reconcile} from '../../src/discovery/reconcile.ts';
-import {CA, context, eksCluster, failedResult, okResult, stored} from './builders.ts';
+import {CA, context, eksCluster, failedResult, okResult, stampedSpec, stored} from './builders.ts';
 
 const SUB = '11111111-2222-3333-4444-555555555555';
 const A = '111111111111';
@@ -67,7 +68,7 @@ describe('documents, names and plans stay byte-identical', () => {
   it('evaluate: candidates (whole documents) and skips', async () => {
     const evaluation = evaluate(results(), ctx);
     const out = {
-      candidates: [...evaluation.candidates.values()].map((c) => ({name: c.name, labels: c.labels, reason: c.reason, server: c.server})),
+      candidates: [...evaluation.candidates.values()].map((c) => ({name: c.name, labels: c.labels, reason: c.reason, server: {...c.server, spec: stampedSpec(c.server)}})),
       skips: evaluation.skips.map((s) => ({name: s.name, cloudName: s.cloudName, source: s.source.id, kind: s.kind, reason: s.reason, labels: s.labels})),
       notes: evaluation.notes,
     };
@@ -89,6 +90,7 @@ describe('documents, names and plans stay byte-identical', () => {
       failedResult('eu-west-1', A),
     ];
     const plan = reconcile(all, evaluate(next, ctx), next, 'g1');
-    await expect(`${JSON.stringify(plan.items, null, 1)}\n`).toMatchFileSnapshot('./__golden__/reconcile.json');
+    const items = plan.items.map((i) => (i.server ? {...i, server: {...i.server, spec: stampedSpec(i.server)}} : i));
+    await expect(`${JSON.stringify(items, null, 1)}\n`).toMatchFileSnapshot('./__golden__/reconcile.json');
   });
 });

@@ -76,7 +76,7 @@ describe('moving a registry to Teleport names', () => {
       discoveryGroup: 'g1',
       matcherFor: ctx.matcherFor,
       sourceConcurrency: 1,
-      evaluateContext: {staticLabels: {}, hostId: 'h', hostname: 'n', version: 't'},
+      evaluateContext: {staticLabels: {}},
     });
     // prod-us-east-1 already says its region, so only the type and account are appended.
     expect([...registrar.entries.keys()].sort()).toEqual([NEW, 'prod-us-east-1-eks-111111111111']);
@@ -101,7 +101,7 @@ describe('moving a registry to Teleport names', () => {
       discoveryGroup: 'g1',
       matcherFor: ctx.matcherFor,
       sourceConcurrency: 1,
-      evaluateContext: {staticLabels: {}, hostId: 'h', hostname: 'n', version: 't'},
+      evaluateContext: {staticLabels: {}},
     });
     expect([...registrar.entries.keys()]).toEqual([OLD]);
     expect(report.applyErrors).toEqual([expect.objectContaining({name: NEW, message: 'disk full'})]);

@@ -7,11 +7,10 @@
  * Every step waits for what the replicas say (their log lines and /v1/status), never for wall
  * time, with budgets sized for a machine other test files keep busy; a failure prints both logs.
  */
-import {mkdtemp, rm, writeFile} from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
+import {writeFile} from 'node:fs/promises';
 import {afterAll, beforeAll, expect, it} from 'vitest';
-import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import type {FakeAws} from '../fakes/aws-fakes.ts';
+import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
 import {freePort} from '../helpers/net.ts';
 import {spawnCli, type CliProcess} from '../helpers/process.ts';
@@ -81,35 +80,31 @@ async function until<T>(what: string, fn: () => Promise<T | undefined | false>, 
 
 describeWithEtcd('high availability on etcd', () => {
   let etcd: TestEtcd;
+  let aws: AwsServiceWorld;
   let fake: FakeAws;
-  let dir: string;
   const replicas: Replica[] = [];
 
   const start = (r: Replica): void => {
-    const env = {
-      PATH: process.env['PATH'],
-      ...fake.env,
-      AWS_ACCESS_KEY_ID: KEYS[r.name]!.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: KEYS[r.name]!.secretAccessKey,
-      AWS_EC2_METADATA_DISABLED: 'true',
-      AWS_CONFIG_FILE: '/nonexistent',
-      AWS_SHARED_CREDENTIALS_FILE: '/nonexistent',
-      KUBE_DISCOVERY_REPLICA: r.name,
-    };
-    r.proc = spawnCli(['start', '-c', path.join(dir, `${r.name}.yaml`)], env);
+    r.proc = spawnCli(['start', '-c', aws.file(`${r.name}.yaml`)], aws.childEnv({KUBE_DISCOVERY_REPLICA: r.name}, KEYS[r.name]));
   };
 
   beforeAll(async () => {
     etcd = await startEtcd();
-    const world = new FakeAwsWorld();
-    world.addAccount(ACCOUNT, {accessKeys: Object.values(KEYS)});
-    for (const name of CLUSTERS) world.addCluster(ACCOUNT, 'us-east-1', {name});
-    fake = await startFakeAws({world});
-    dir = await mkdtemp(path.join(os.tmpdir(), 'kd-ha-'));
+    aws = await startAwsServiceWorld({
+      key: KEYS['r1']!,
+      extraKeys: [KEYS['r2']!],
+      account: ACCOUNT,
+      tmpPrefix: 'kd-ha-',
+      setProcessEnv: false,
+      populate: (world) => {
+        for (const name of CLUSTERS) world.addCluster(ACCOUNT, 'us-east-1', {name});
+      },
+    });
+    fake = aws.fake;
     for (const name of ['r1', 'r2']) {
       const port = await freePort();
       await writeFile(
-        path.join(dir, `${name}.yaml`),
+        aws.file(`${name}.yaml`),
         `version: v1
 discovery_service:
   discovery_group: ha
@@ -131,9 +126,8 @@ http: {listen_addr: "127.0.0.1:${port}"}
       r.proc?.child.kill('SIGKILL');
       await r.proc?.exited;
     }
-    await fake.close();
+    await aws.close();
     await etcd.stop();
-    await rm(dir, {recursive: true, force: true});
   });
 
   it('one leader polls; SIGKILL fails over without losing or duplicating entries; the old leader returns as follower', async () => {

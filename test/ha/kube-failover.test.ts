@@ -12,7 +12,7 @@ import path from 'node:path';
 import {promisify} from 'node:util';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {electionLeaseName} from '../../src/ha/lease-election.ts';
-import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
 import {freePort} from '../helpers/net.ts';
 import {spawnCli, type CliProcess} from '../helpers/process.ts';
 import type {KubeEnv} from '../kubernetes/kube-env.ts';
@@ -53,18 +53,12 @@ async function until<T>(what: string, fn: () => Promise<T | undefined | false>, 
 
 describe('high availability on the Kubernetes API', () => {
   let kube: KubeEnv;
-  let fake: FakeAws;
+  let aws: AwsServiceWorld;
   const replicas: Replica[] = [];
 
   const start = (r: Replica): void => {
     r.proc = spawnCli(['start', '-c', path.join(kube.dir, `${r.name}.yaml`)], {
-      PATH: process.env['PATH'],
-      ...fake.env,
-      AWS_ACCESS_KEY_ID: KEY.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey,
-      AWS_EC2_METADATA_DISABLED: 'true',
-      AWS_CONFIG_FILE: '/nonexistent',
-      AWS_SHARED_CREDENTIALS_FILE: '/nonexistent',
+      ...aws.childEnv(),
       KUBE_DISCOVERY_REPLICA: r.name,
       POD_NAME: r.name,
     });
@@ -72,10 +66,15 @@ describe('high availability on the Kubernetes API', () => {
 
   beforeAll(async () => {
     kube = await startKubeEnv();
-    const world = new FakeAwsWorld();
-    world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-    for (const name of CLUSTERS) world.addCluster(ACCOUNT, 'us-east-1', {name});
-    fake = await startFakeAws({world});
+    aws = await startAwsServiceWorld({
+      key: KEY,
+      account: ACCOUNT,
+      tmpPrefix: 'kd-kube-ha-',
+      setProcessEnv: false,
+      populate: (world) => {
+        for (const name of CLUSTERS) world.addCluster(ACCOUNT, 'us-east-1', {name});
+      },
+    });
     for (const name of ['pod-1', 'pod-2']) {
       const port = await freePort();
       await writeFile(path.join(kube.dir, `${name}.yaml`), `version: v1
@@ -96,7 +95,7 @@ http: {listen_addr: "127.0.0.1:${port}"}
       r.proc?.child.kill('SIGKILL');
       await r.proc?.exited;
     }
-    await fake.close();
+    await aws.close();
     await kube.close();
   });
 

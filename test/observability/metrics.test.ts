@@ -48,7 +48,7 @@ async function cycle(results: SourceResult[]): Promise<CycleReport> {
     discoveryGroup: 'mgmt',
     matcherFor: () => compileTagMatcher({env: 'prod'}),
     sourceConcurrency: 4,
-    evaluateContext: {staticLabels: {}, hostId: 'host-1', hostname: 'node-1', version: '0.0.0-test'},
+    evaluateContext: {staticLabels: {}},
   });
   metrics.observeCycle(report);
   return report;

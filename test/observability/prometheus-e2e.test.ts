@@ -5,20 +5,19 @@
  * at least one series through Prometheus' HTTP API.
  */
 import {spawn, type ChildProcess} from 'node:child_process';
-import {mkdtemp, readFile, rm, writeFile} from 'node:fs/promises';
+import {readFile, writeFile} from 'node:fs/promises';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import {afterAll, beforeAll, expect, it} from 'vitest';
 import {systemClock} from '../../src/core/clock.ts';
 import {parseConfig} from '../../src/config/load.ts';
-import {instrumentAwsClient} from '../../src/observability/aws-middleware.ts';
 import {silentLogger} from '../../src/observability/logger.ts';
 import {Metrics} from '../../src/observability/metrics.ts';
 import {startService, type RunningService} from '../../src/service/service.ts';
-import {failRegion, FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {failRegion} from '../fakes/aws-fakes.ts';
 import {startFakeKubeApi, type FakeKubeApi} from '../fakes/kube-api-server.ts';
-import {captureIo, setEnv} from '../helpers/env.ts';
+import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
+import {captureIo} from '../helpers/env.ts';
 import {base64, eksAuthenticator} from '../probe/eks-fixtures.ts';
 import {describeWithBinary, findBinary, run} from './prom-tools.ts';
 
@@ -62,13 +61,12 @@ async function poll<T>(what: string, attempt: () => Promise<T | undefined>, time
 }
 
 describeWithBinary('prometheus', 'Grafana dashboard against a real Prometheus', (prometheusBin) => {
-  let fake: FakeAws;
+  let aws: AwsServiceWorld | undefined;
   let kube: FakeKubeApi;
   let svc: RunningService;
   let prometheus: ChildProcess;
   let promUrl: string;
   let dir: string;
-  let restoreEnv: () => void;
   let promLog = '';
 
   async function query(expr: string): Promise<{status: string; error?: string; data?: {result: unknown[]}}> {
@@ -77,17 +75,15 @@ describeWithBinary('prometheus', 'Grafana dashboard against a real Prometheus', 
   }
 
   beforeAll(async () => {
-    const world = new FakeAwsWorld();
-    world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-    fake = await startFakeAws({world, fault: failRegion('eu-west-1', 'AccessDeniedException')});
+    aws = await startAwsServiceWorld({key: KEY, account: ACCOUNT, tmpPrefix: 'kd-prom-', fault: failRegion('eu-west-1', 'AccessDeniedException')});
+    const {world, fake} = aws;
+    dir = aws.dir;
     const clusters = ['mapped', 'unmapped'].map((name) => ({account: ACCOUNT, region: 'us-east-1', name}));
     const authn = eksAuthenticator({world, clusters, stsUrl: fake.url});
     kube = await startFakeKubeApi({authenticate: authn.authenticate});
     for (const {name} of clusters) world.addCluster(ACCOUNT, 'us-east-1', {name, tags: {env: 'prod'}, endpoint: kube.url, caData: base64(kube.caPem)});
     world.addCluster(ACCOUNT, 'us-east-1', {name: 'dev', tags: {env: 'dev'}});
     world.addAccessEntry(ACCOUNT, 'us-east-1', 'mapped', {principalArn: USER_ARN, kubernetesGroups: ['kube-discovery'], username: 'kube-discovery'});
-    restoreEnv = setEnv({...fake.env, AWS_ACCESS_KEY_ID: KEY.accessKeyId, AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey, AWS_MAX_ATTEMPTS: '1'});
-    dir = await mkdtemp(path.join(os.tmpdir(), 'kd-prom-'));
 
     const config = parseConfig(
       `version: v1
@@ -107,7 +103,7 @@ http: {listen_addr: "127.0.0.1:0"}
       clock: systemClock,
       logger: silentLogger,
       metrics,
-      discovery: {aws: {perRegionConcurrency: 4, onClient: (client) => instrumentAwsClient(client, metrics)}},
+      discovery: {aws: {perRegionConcurrency: 4}},
     });
     await poll('the first cycle', async () => ((await fetch(`${svc.url}/readyz`)).status === 200 ? true : undefined));
     // A second cycle, so the counters have moved more than once.
@@ -148,10 +144,8 @@ http: {listen_addr: "127.0.0.1:0"}
       await exited;
     }
     await svc?.stop({deregister: false, graceMs: 0});
-    restoreEnv?.();
     await kube?.close();
-    await fake?.close();
-    if (dir) await rm(dir, {recursive: true, force: true});
+    await aws?.close();
   });
 
   it('answers every panel query of the dashboard with at least one series', async () => {

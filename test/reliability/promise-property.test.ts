@@ -153,7 +153,7 @@ discovery_service:
     );
     await fc.assert(
       fc.asyncProperty(fc.array(fc.tuple(stateArb, faultArb), {minLength: 1, maxLength: 4}), async (steps) => {
-        const discovery = new Discovery({config, clock: systemClock, hostId: 'h', hostname: 'n', version: '0.0.0-test'});
+        const discovery = new Discovery({config, clock: systemClock});
         const registrar = memoryRegistrar();
         for (const [state, fault] of steps) {
           apply(state);

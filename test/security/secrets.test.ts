@@ -10,8 +10,9 @@ import {systemClock} from '../../src/core/clock.ts';
 import {parseConfig} from '../../src/config/load.ts';
 import {createLogger} from '../../src/observability/logger.ts';
 import {startService, type RunningService} from '../../src/service/service.ts';
-import {failRegion, FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {failRegion, type FakeAws} from '../fakes/aws-fakes.ts';
 import {startFakeKubeApi, type FakeKubeApi} from '../fakes/kube-api-server.ts';
+import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
 import {captureIo, setEnv} from '../helpers/env.ts';
 import {base64, eksAuthenticator} from '../probe/eks-fixtures.ts';
 
@@ -25,7 +26,7 @@ const ROLE = `arn:aws:iam::${PROD}:role/kube-discovery`;
 let fake: FakeAws;
 let kube: FakeKubeApi;
 let svc: RunningService;
-let restoreEnv: () => void;
+let aws: AwsServiceWorld;
 const logs: string[] = [];
 
 /** Everything that looks like a credential this test put into play. */
@@ -43,22 +44,14 @@ function leaks(text: string): string[] {
 }
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(MGMT, {accessKeys: [KEY]});
-  world.addAccount(PROD, {roles: [{arn: ROLE, externalId: 'ext-secret-id', trust: [MGMT]}]});
-  fake = await startFakeAws({world});
+  aws = await startAwsServiceWorld({key: KEY, account: MGMT, populate: (w) => w.addAccount(PROD, {roles: [{arn: ROLE, externalId: 'ext-secret-id', trust: [MGMT]}]})});
+  ({fake} = aws);
+  const {world} = aws;
   const clusters = [{account: PROD, region: 'us-east-1', name: 'prod'}];
   kube = await startFakeKubeApi({authenticate: eksAuthenticator({world, clusters, stsUrl: fake.url}).authenticate});
   world.addCluster(PROD, 'us-east-1', {name: 'prod', endpoint: kube.url, caData: base64(kube.caPem)});
   world.addCluster(PROD, 'eu-west-1', {name: 'eu'});
   fake.fault = failRegion('eu-west-1', 'AccessDeniedException');
-  restoreEnv = setEnv({
-    ...fake.env,
-    AWS_ACCESS_KEY_ID: KEY.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: SECRET,
-    AWS_SESSION_TOKEN: SESSION,
-    AWS_MAX_ATTEMPTS: '1',
-  });
   const config = parseConfig(
     `version: v1
 discovery_service:
@@ -91,9 +84,8 @@ log: {level: trace}
 
 afterAll(async () => {
   await svc.stop({deregister: false});
-  restoreEnv();
   await kube.close();
-  await fake.close();
+  await aws.close();
 });
 
 describe('secrets', () => {

@@ -11,27 +11,27 @@ import {silentLogger} from '../../src/observability/logger.ts';
 import type {RegistryBackend} from '../../src/registry/backend.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
 import {startService} from '../../src/service/service.ts';
-import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
-import {captureIo, setEnv} from '../helpers/env.ts';
+import type {FakeAwsWorld} from '../fakes/aws-fakes.ts';
+import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
+import {captureIo} from '../helpers/env.ts';
 
 const ACCOUNT = '111111111111';
 const KEY = {accessKeyId: 'AKIACYCLEREADS000001', secretAccessKey: 'cycle-reads-secret'};
-let fake: FakeAws;
+let aws: AwsServiceWorld;
 let world: FakeAwsWorld;
-let restoreEnv: () => void;
 
 beforeAll(async () => {
-  world = new FakeAwsWorld();
-  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-  for (const name of ['a', 'b', 'c']) world.addCluster(ACCOUNT, 'us-east-1', {name, tags: {env: 'prod'}});
-  fake = await startFakeAws({world});
-  restoreEnv = setEnv({...fake.env, AWS_ACCESS_KEY_ID: KEY.accessKeyId, AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey, AWS_MAX_ATTEMPTS: '1'});
+  aws = await startAwsServiceWorld({
+    key: KEY,
+    account: ACCOUNT,
+    populate: (w) => {
+      for (const name of ['a', 'b', 'c']) w.addCluster(ACCOUNT, 'us-east-1', {name, tags: {env: 'prod'}});
+    },
+  });
+  world = aws.world;
 });
 
-afterAll(async () => {
-  restoreEnv();
-  await fake.close();
-});
+afterAll(() => aws.close());
 
 /** The backend, counting list() calls under the kube_servers prefix. */
 function counting(backend: MemoryBackend): {view: RegistryBackend; lists: () => number} {

@@ -8,29 +8,29 @@ import {systemClock} from '../../src/core/clock.ts';
 import {parseConfig} from '../../src/config/load.ts';
 import {silentLogger} from '../../src/observability/logger.ts';
 import {startService, type RunningService} from '../../src/service/service.ts';
-import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import type {FakeAws} from '../fakes/aws-fakes.ts';
 import {startFakeKubeApi, type FakeKubeApi} from '../fakes/kube-api-server.ts';
-import {captureIo, setEnv} from '../helpers/env.ts';
+import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
+import {captureIo} from '../helpers/env.ts';
 import {base64, eksAuthenticator} from '../probe/eks-fixtures.ts';
 
 const ACCOUNT = '111111111111';
 const USER_ARN = `arn:aws:iam::${ACCOUNT}:user/discovery`;
 const KEY = {accessKeyId: 'AKIAPROBEE2E00000001', secretAccessKey: 'probe-e2e-secret', arn: USER_ARN};
+let aws: AwsServiceWorld;
 let fake: FakeAws;
 let kube: FakeKubeApi;
 let svc: RunningService;
-let restoreEnv: () => void;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-  fake = await startFakeAws({world});
+  aws = await startAwsServiceWorld({key: KEY, account: ACCOUNT});
+  const {world} = aws;
+  fake = aws.fake;
   const clusters = ['mapped', 'unmapped'].map((name) => ({account: ACCOUNT, region: 'us-east-1', name}));
   const authn = eksAuthenticator({world, clusters, stsUrl: fake.url});
   kube = await startFakeKubeApi({authenticate: authn.authenticate});
   for (const {name} of clusters) world.addCluster(ACCOUNT, 'us-east-1', {name, endpoint: kube.url, caData: base64(kube.caPem)});
   world.addAccessEntry(ACCOUNT, 'us-east-1', 'mapped', {principalArn: USER_ARN, kubernetesGroups: ['kube-discovery'], username: 'kube-discovery'});
-  restoreEnv = setEnv({...fake.env, AWS_ACCESS_KEY_ID: KEY.accessKeyId, AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey, AWS_MAX_ATTEMPTS: '1'});
   const config = parseConfig(
     `version: v1
 discovery_service:
@@ -47,9 +47,8 @@ http: {listen_addr: "127.0.0.1:0"}
 
 afterAll(async () => {
   await svc.stop({deregister: false});
-  restoreEnv();
   await kube.close();
-  await fake.close();
+  await aws.close();
 });
 
 describe('probe in the service', () => {

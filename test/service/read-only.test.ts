@@ -1,36 +1,25 @@
 /** `discovery_service.enabled: false`: a replica that serves the registry but never calls a cloud or writes. */
-import {mkdtemp, rm} from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import {systemClock} from '../../src/core/clock.ts';
 import {parseConfig} from '../../src/config/load.ts';
 import {silentLogger} from '../../src/observability/logger.ts';
 import {startService, type RunningService} from '../../src/service/service.ts';
-import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
-import {captureIo, setEnv} from '../helpers/env.ts';
+import type {FakeAws} from '../fakes/aws-fakes.ts';
+import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
+import {captureIo} from '../helpers/env.ts';
 
 const ACCOUNT = '111111111111';
 const KEY = {accessKeyId: 'AKIAREADONLYTEST0001', secretAccessKey: 'read-only-secret'};
+let aws: AwsServiceWorld;
 let fake: FakeAws;
-let dir: string;
-let restoreEnv: () => void;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-  world.addCluster(ACCOUNT, 'us-east-1', {name: 'a'});
-  fake = await startFakeAws({world});
-  restoreEnv = setEnv({...fake.env, AWS_ACCESS_KEY_ID: KEY.accessKeyId, AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey, AWS_MAX_ATTEMPTS: '1'});
-  dir = await mkdtemp(path.join(os.tmpdir(), 'kd-ro-'));
+  aws = await startAwsServiceWorld({key: KEY, account: ACCOUNT, tmpPrefix: 'kd-ro-', populate: (world) => world.addCluster(ACCOUNT, 'us-east-1', {name: 'a'})});
+  fake = aws.fake;
 });
 
-afterAll(async () => {
-  restoreEnv();
-  await fake.close();
-  await rm(dir, {recursive: true, force: true});
-});
+afterAll(() => aws.close());
 
 function config(enabled: boolean) {
   return parseConfig(
@@ -39,7 +28,7 @@ discovery_service:
   enabled: ${enabled}
   discovery_group: ro
   aws: [{types: [eks], regions: [us-east-1]}]
-storage: {type: sqlite, path: ${path.join(dir, 'registry.db')}}
+storage: {type: sqlite, path: ${aws.file('registry.db')}}
 probe: {enabled: false}
 http: {listen_addr: "127.0.0.1:0"}
 `,

@@ -8,26 +8,21 @@ import {systemClock} from '../../src/core/clock.ts';
 import {parseConfig} from '../../src/config/load.ts';
 import {silentLogger} from '../../src/observability/logger.ts';
 import {startService, type RunningService} from '../../src/service/service.ts';
-import {combineFaults, failRegion, FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
-import {captureIo, setEnv} from '../helpers/env.ts';
+import {combineFaults, failRegion, type FakeAws} from '../fakes/aws-fakes.ts';
+import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
+import {captureIo} from '../helpers/env.ts';
 
 const ACCOUNT = '111111111111';
 const KEY = {accessKeyId: 'AKIAREADINESSTEST001', secretAccessKey: 'readiness-secret'};
+let aws: AwsServiceWorld;
 let fake: FakeAws;
-let restoreEnv: () => void;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-  world.addCluster(ACCOUNT, 'us-east-1', {name: 'a'});
-  fake = await startFakeAws({world});
-  restoreEnv = setEnv({...fake.env, AWS_ACCESS_KEY_ID: KEY.accessKeyId, AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey, AWS_MAX_ATTEMPTS: '1'});
+  aws = await startAwsServiceWorld({key: KEY, account: ACCOUNT, populate: (world) => world.addCluster(ACCOUNT, 'us-east-1', {name: 'a'})});
+  fake = aws.fake;
 });
 
-afterAll(async () => {
-  restoreEnv();
-  await fake.close();
-});
+afterAll(() => aws.close());
 
 async function cycle(svc: RunningService): Promise<void> {
   const done = svc.nextCycle();

@@ -3,40 +3,35 @@
  * from the fake → gone after the next cycle → its region fails → entries stay, marked stale
  * → restart → the inventory is served before the first new cycle ends.
  */
-import {mkdtemp, rm} from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import {systemClock} from '../../src/core/clock.ts';
 import {parseConfig} from '../../src/config/load.ts';
 import {silentLogger} from '../../src/observability/logger.ts';
 import {startService, type RunningService} from '../../src/service/service.ts';
-import {failRegion, FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
-import {captureIo, setEnv} from '../helpers/env.ts';
+import {failRegion, type FakeAws} from '../fakes/aws-fakes.ts';
+import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
+import {captureIo} from '../helpers/env.ts';
 
 const ACCOUNT = '111111111111';
 const KEY = {accessKeyId: 'AKIASERVICETEST00001', secretAccessKey: 'service-secret'};
+let aws: AwsServiceWorld;
 let fake: FakeAws;
-let dir: string;
-let restoreEnv: () => void;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-  world.addCluster(ACCOUNT, 'us-east-1', {name: 'a', tags: {env: 'prod'}});
-  world.addCluster(ACCOUNT, 'us-east-1', {name: 'b', tags: {env: 'prod'}});
-  world.addCluster(ACCOUNT, 'eu-west-1', {name: 'e1', tags: {env: 'prod'}});
-  fake = await startFakeAws({world});
-  restoreEnv = setEnv({...fake.env, AWS_ACCESS_KEY_ID: KEY.accessKeyId, AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey, AWS_MAX_ATTEMPTS: '1'});
-  dir = await mkdtemp(path.join(os.tmpdir(), 'kd-svc-'));
+  aws = await startAwsServiceWorld({
+    key: KEY,
+    account: ACCOUNT,
+    populate: (world) => {
+      world.addCluster(ACCOUNT, 'us-east-1', {name: 'a', tags: {env: 'prod'}});
+      world.addCluster(ACCOUNT, 'us-east-1', {name: 'b', tags: {env: 'prod'}});
+      world.addCluster(ACCOUNT, 'eu-west-1', {name: 'e1', tags: {env: 'prod'}});
+    },
+  });
+  fake = aws.fake;
 });
 
-afterAll(async () => {
-  restoreEnv();
-  await fake.close();
-  await rm(dir, {recursive: true, force: true});
-});
+afterAll(() => aws.close());
 
 function config() {
   return parseConfig(
@@ -47,7 +42,7 @@ discovery_service:
   aws:
     - types: [eks]
       regions: [us-east-1, eu-west-1]
-storage: {type: sqlite, path: ${path.join(dir, 'registry.db')}}
+storage: {type: sqlite, path: ${aws.file('registry.db')}}
 http: {listen_addr: "127.0.0.1:0"}
 `,
     'e2e.yaml',

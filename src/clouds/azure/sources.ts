@@ -9,10 +9,10 @@ import {SubscriptionClient} from '@azure/arm-resources-subscriptions';
 import PQueue from 'p-queue';
 import {systemClock, type Clock} from '../../core/clock.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
-import {defaultAzureCredential, identityKey, type AzureCredentialFactory, type TokenCredential} from '../../credentials/aks-credential.ts';
+import {identityKey, type AzureCredentialFactory, type TokenCredential} from '../../credentials/aks-credential.ts';
+import {AzureIdentities} from '../../credentials/azure-identities.ts';
 import {parseAksKubeconfig} from '../../credentials/aks-kubeconfig.ts';
 import {AksLocalAccounts} from '../../credentials/aks-local-accounts.ts';
-import {aksTokenSource, type AksTokenSource} from '../../credentials/aks-token.ts';
 import {silentLogger, type Logger} from '../../observability/logger.ts';
 import type {ClusterFetcher, PlannedSources} from '../fetcher.ts';
 import {createAksFetcher, type AksApi, type CachedUserCredential} from './aks-fetcher.ts';
@@ -48,44 +48,14 @@ export interface AzureSourcesOptions {
   readonly perSubscriptionConcurrency?: number;
   /** Store of local-account tokens shared with the probe's token source; default a new one. */
   readonly localAccounts?: AksLocalAccounts;
-  /** Counts Entra ID tokens minted for probes, and failed mints (metrics); never passed a token. */
-  readonly onTokenMint?: () => void;
-  readonly onTokenError?: () => void;
+  /** The runtime's shared identities (the probes sign in with the same ones); default built from `credential` / `credentialFactory`. */
+  readonly identities?: AzureIdentities;
   /** Longest a cluster's kubeconfig is reused while its record is unchanged. Default 1 h. */
   readonly credentialMaxAgeMs?: number;
 }
 
-/**
- * Bounds each Entra ID token request: @azure/identity's own HTTP calls (IMDS, the token
- * endpoint, the Azure CLI) take no timeout from us, and a hung one would stall every ARM call.
- */
-export function withTokenDeadline(credential: TokenCredential, timeoutMs: number): TokenCredential {
-  return {
-    getToken(scopes, options) {
-      const deadline = AbortSignal.timeout(timeoutMs);
-      const caller = options?.abortSignal;
-      const controller = new AbortController();
-      const stop = (): void => controller.abort();
-      deadline.addEventListener('abort', stop, {once: true});
-      caller?.addEventListener('abort', stop, {once: true});
-      if (caller?.aborted) stop();
-      return new Promise((resolve, reject) => {
-        const onAbort = (): void =>
-          reject(Object.assign(new Error(`no Entra ID token within ${timeoutMs} ms`), {name: deadline.aborted ? 'TimeoutError' : 'AbortError'}));
-        if (controller.signal.aborted) return onAbort();
-        controller.signal.addEventListener('abort', onAbort, {once: true});
-        credential
-          .getToken(scopes, {...options, abortSignal: controller.signal})
-          .then(resolve, reject)
-          .finally(() => {
-            controller.signal.removeEventListener('abort', onAbort);
-            deadline.removeEventListener('abort', stop);
-            caller?.removeEventListener('abort', stop);
-          });
-      });
-    },
-  };
-}
+/** Re-exported from its home in src/credentials (the runtime shares the identities). */
+export {withTokenDeadline} from '../../credentials/azure-identities.ts';
 
 /** Subscription states whose resources can be listed. */
 const LISTABLE_STATES: ReadonlySet<string> = new Set(['Enabled', 'Warned', 'PastDue']);
@@ -102,7 +72,7 @@ export class AzureSources {
   readonly #options: AzureSourcesOptions;
   readonly #clock: Clock;
   readonly #logger: Logger;
-  readonly #credentials = new Map<string, TokenCredential>();
+  readonly #identities: AzureIdentities;
   readonly #clusterClients = new Map<string, ContainerServiceClient>();
   readonly #subscriptionClients = new Map<string, SubscriptionClient>();
   readonly #managementGroupClients = new Map<string, ManagementGroupsAPI>();
@@ -117,6 +87,9 @@ export class AzureSources {
     this.#options = options;
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger ?? silentLogger;
+    this.#identities =
+      options.identities ??
+      new AzureIdentities({credential: options.credential, credentialFactory: options.credentialFactory, timeoutMs: options.policyOptions?.requestTimeoutMs ?? 30_000});
     this.localAccounts = options.localAccounts ?? new AksLocalAccounts({clock: this.#clock});
     this.localAccounts.setLoader(async (ref) => {
       const client = this.#bySubscription.get(ref.subscriptionId.toLowerCase());
@@ -179,19 +152,6 @@ export class AzureSources {
     this.localAccounts.prune();
   }
 
-  /** The probe's AKS token source, on the identity of the first `azure:` matcher (or the injected credential). */
-  tokenSource(matchers: readonly AzureSourceMatcher[]): AksTokenSource {
-    const first = matchers[0];
-    return aksTokenSource({
-      credential: first ? this.#credential(first) : this.#options.credential ?? this.#credentialFor({}),
-      clock: this.#clock,
-      localAccounts: this.localAccounts,
-      ...(first ? {identity: identityKey(identityOf(first))} : {}),
-      ...(this.#options.onTokenMint ? {onMint: this.#options.onTokenMint} : {}),
-      ...(this.#options.onTokenError ? {onError: this.#options.onTokenError} : {}),
-    });
-  }
-
   async #targets(matcher: AzureSourceMatcher): Promise<Target[] | {error: unknown}> {
     if (!matcher.subscriptions.includes('*')) {
       return uniqueCaseless(matcher.subscriptions).map((s) => ({subscriptionId: s.toLowerCase()}));
@@ -232,24 +192,13 @@ export class AzureSources {
     return scopeToManagementGroups(walk, targets, seen);
   }
 
-  #credentialFor(identity: {cloud?: AzureCloudName; clientId?: string}): TokenCredential {
-    if (this.#options.credential) return this.#options.credential;
-    const key = identityKey(identity);
-    let credential = this.#credentials.get(key);
-    if (!credential) {
-      credential = withTokenDeadline((this.#options.credentialFactory ?? defaultAzureCredential)(identity), this.#options.policyOptions?.requestTimeoutMs ?? 30_000);
-      this.#credentials.set(key, credential);
-    }
-    return credential;
-  }
-
   /** The credential and client options of a matcher, for other ARM clients (AKS access set-up) on the same identity and policies. */
   armAccess(matcher: AzureSourceMatcher): {credential: TokenCredential; options: ReturnType<typeof armClientOptions>} {
     return {credential: this.#credential(matcher), options: this.#clientOptions(matcher).options};
   }
 
   #credential(matcher: AzureSourceMatcher): TokenCredential {
-    return this.#credentialFor(identityOf(matcher));
+    return this.#identities.for(identityOf(matcher));
   }
 
   #clientOptions(matcher: AzureSourceMatcher) {
@@ -300,24 +249,16 @@ export class AzureSources {
   }
 }
 
-/** A SourcePlanner (see src/discovery/cycle.ts) over the `azure:` matchers, plus the probe's AKS token source. */
+/** A SourcePlanner (see src/discovery/cycle.ts) over the `azure:` matchers. */
 export interface AzurePlanner {
   plan(): Promise<PlannedSources>;
-  /** Mints AKS tokens for the probe with the discovery identity and the local accounts discovery recorded. */
-  readonly tokenSource: AksTokenSource;
   readonly sources: AzureSources;
 }
 
 /** The planner discovery registers for `discovery_service.azure`. */
 export function azurePlanner(matchers: readonly AzureSourceMatcher[], options: AzureSourcesOptions = {}): AzurePlanner {
   const sources = new AzureSources(options);
-  // Built on first use: a config without Azure matchers never constructs a credential.
-  let tokenSource: AksTokenSource | undefined;
-  return {
-    plan: () => sources.plan(matchers),
-    tokenSource: (access, request) => (tokenSource ??= sources.tokenSource(matchers))(access, request),
-    sources,
-  };
+  return {plan: () => sources.plan(matchers), sources};
 }
 
 /**
