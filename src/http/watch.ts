@@ -91,7 +91,14 @@ class Pump {
     // Deleting and re-adding moves a stream to the end of the Set: round-robin.
     for (const stream of this.#ready) {
       this.#ready.delete(stream);
-      const written = stream.writeSlice();
+      let written: number;
+      try {
+        written = stream.writeSlice();
+      } catch {
+        // One broken socket must not stop the pump (nor, thrown from setImmediate, the process).
+        stream.abort();
+        continue;
+      }
       bytes += Math.abs(written);
       if (written > 0) this.#ready.add(stream);
       if (bytes >= TURN_BYTES || performance.now() - started >= TURN_MS) break;
@@ -357,6 +364,12 @@ class WatchStream {
   end(): void {
     this.close();
     this.#res.end();
+  }
+
+  /** Drops the connection after a write failed. */
+  abort(): void {
+    this.close();
+    this.#res.destroy();
   }
 
   /**
