@@ -9,8 +9,9 @@
  *                 [--keepalive-sizes 10,1000,10000] [--backends sqlite,etcd] [--skip keepalive,tokens,watchers]
  *                 [--node-args "--max-semi-space-size=4"] [--env AWS_RETRY_MODE=standard] [--no-write]
  *                 [--discovery '{"refresh_interval":"0s"}']
+ *   npm run bench -- --markdown bench/results/<timestamp>.json   (reprints a saved run's README table)
  */
-import {copyFile, mkdir, mkdtemp, readdir, rm, writeFile} from 'node:fs/promises';
+import {copyFile, mkdir, mkdtemp, readFile, readdir, rm, writeFile} from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import {parseArgs} from 'node:util';
@@ -203,9 +204,15 @@ async function main(argv: readonly string[]): Promise<void> {
       'node-args': {type: 'string', default: ''},
       'env': {type: 'string', multiple: true, default: []},
       'discovery': {type: 'string'},
+      'markdown': {type: 'string'},
     },
     strict: true,
   });
+  if (values.markdown !== undefined) {
+    // Reprints the README table of a saved report (bench/results/<timestamp>.json) without running anything.
+    process.stdout.write(formatMarkdown(JSON.parse(await readFile(values.markdown, 'utf8')) as BenchReport));
+    return;
+  }
   const cycles = Number(values.cycles);
   if (!Number.isInteger(cycles) || cycles < 1) throw new Error(`expected --cycles to be an integer >= 1, got ${values.cycles}`);
   const skip = new Set(values.skip.split(',').filter(Boolean));

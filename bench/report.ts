@@ -269,7 +269,7 @@ export function formatMarkdown(report: BenchReport): string {
       : `not run: ${w.peer.reason}`;
     const calls = `${thousands(w.api_calls_per_cycle.median)} (${callsByOperation(w.api_calls_per_cycle.by_operation)}); first ${thousands(w.api_calls_per_cycle.first_cycle)}`;
     lines.push(
-      `| ${w.name} ${w.description.split(/[.,;]/)[0] ?? ''} | ${thousands(w.clusters.found)}/${thousands(w.clusters.expected)}${w.registry.deregistered ? `, ${thousands(w.registry.deregistered)} deregistered` : ''} | ${thousands(w.cycle_wall_ms.cold)} ms | ${thousands(w.cycle_wall_ms.median)} ms | ${thousands(w.sdk_floor_ms.median)} ms | ${thousands(w.bound_ms)} ms | ${calls} | ${w.cpu_ms_per_cluster.service} ms | ${w.peak_rss_mb.service} MB | ${w.heap_after_gc_mb.service ?? '-'} MB | ${w.throttled_share.first_cycle_early} / ${w.throttled_share.floor_first_cycle_early} | ${peer} |`,
+      `| ${w.name} | ${thousands(w.clusters.found)}/${thousands(w.clusters.expected)}${w.registry.deregistered ? `, ${thousands(w.registry.deregistered)} deregistered` : ''} | ${thousands(w.cycle_wall_ms.cold)} ms | ${thousands(w.cycle_wall_ms.median)} ms | ${thousands(w.sdk_floor_ms.median)} ms | ${thousands(w.bound_ms)} ms | ${calls} | ${w.cpu_ms_per_cluster.service} ms | ${w.peak_rss_mb.service} MB | ${w.heap_after_gc_mb.service ?? '-'} MB | ${w.throttled_share.first_cycle_early} / ${w.throttled_share.floor_first_cycle_early} | ${peer} |`,
     );
   }
   if (!('skipped' in report.watchers)) {
