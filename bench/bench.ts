@@ -1,15 +1,17 @@
 /**
  * `npm run bench`: runs each workload's scenario in the simulator (in this process) and measures,
  * in separate processes, the service's cycle and the SDK floor against it; then keepalive cost
- * per backend and token rates; optionally the Backstage peer. Prints one JSON report on stdout
- * (a summary table on stderr) and writes it to bench/results/<timestamp>.json.
+ * per backend, token rates and /v1/watch watcher memory; optionally the Backstage peer. Prints
+ * one JSON report on stdout (a summary table on stderr) and writes it to
+ * bench/results/<timestamp>.json, with the README's Markdown table next to it (.md).
  *
  *   npm run bench [-- --workloads W0,W1,W2,W3] [--cycles 6] [--peers] [--profile]
- *                 [--keepalive-sizes 10,1000,10000] [--backends sqlite,etcd] [--skip keepalive,tokens]
+ *                 [--keepalive-sizes 10,1000,10000] [--backends sqlite,etcd] [--skip keepalive,tokens,watchers]
  *                 [--node-args "--max-semi-space-size=4"] [--env AWS_RETRY_MODE=standard] [--no-write]
  *                 [--discovery '{"refresh_interval":"0s"}']
+ *   npm run bench -- --markdown bench/results/<timestamp>.json   (reprints a saved run's README table)
  */
-import {mkdir, mkdtemp, readdir, rm, writeFile} from 'node:fs/promises';
+import {copyFile, mkdir, mkdtemp, readFile, readdir, rm, writeFile} from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import {parseArgs} from 'node:util';
@@ -20,10 +22,11 @@ import type {DriverRequest, DriverResult} from './cycle-driver.ts';
 import type {KeepaliveResult, KeepaliveSkipped} from './keepalive.ts';
 import {installPeers, runPeer, type PeerInstall} from './peers/peers.ts';
 import {summarizeProfile, type ProfileSummary} from './profile.ts';
-import {formatSummary, judgeTargets, workloadReport, type BenchReport, type WorkloadReport} from './report.ts';
+import {formatMarkdown, formatSummary, judgeTargets, workloadReport, type BenchReport, type WorkloadReport} from './report.ts';
 import {loadScenario, type Scenario} from './scenario.ts';
 import {scriptArgs, serviceConfig, startSimulator} from './sim.ts';
 import type {TokenRate} from './token-rate.ts';
+import {measureWatchers, type WatchersReport} from './watchers.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const HERE = import.meta.dirname;
@@ -43,6 +46,8 @@ export interface BenchOptions {
   readonly env?: Readonly<Record<string, string>>;
   readonly keepalive?: {readonly sizes: readonly number[]; readonly backends: readonly string[]; readonly rounds?: number} | false;
   readonly tokens?: {readonly cold: number; readonly cached: number} | false;
+  /** `/v1/watch` cost (default 200 watchers at 10,000 entries, 2 rounds); false skips it. */
+  readonly watchers?: {readonly entries: number; readonly watchers: number; readonly rounds: number} | false;
   /** Extra `discovery_service` keys for the service under test (`--discovery '{"refresh_interval":"0s"}'`). */
   readonly discovery?: Record<string, unknown>;
   /** Directory for the JSON report; undefined writes none. */
@@ -60,9 +65,12 @@ export async function scenarioFile(workload: string): Promise<string> {
   return path.join(dir, match);
 }
 
-async function profileOf(dir: string): Promise<ProfileSummary | undefined> {
+async function profileOf(dir: string, keepAs: string): Promise<ProfileSummary | undefined> {
   const file = (await readdir(dir).catch(() => [] as string[])).find((f) => f.endsWith('.cpuprofile'));
-  return file ? summarizeProfile(path.join(dir, file), ROOT) : undefined;
+  if (!file) return undefined;
+  // Kept for a closer look (e.g. in Chrome DevTools); the workload's scratch folder is removed.
+  await copyFile(path.join(dir, file), keepAs);
+  return {...(await summarizeProfile(path.join(dir, file), ROOT)), file: keepAs};
 }
 
 async function runWorkload(scenario: Scenario, options: BenchOptions, peers: PeerInstall | undefined, log: (l: string) => void): Promise<{report: WorkloadReport; concurrency: {sources: number; per_region: number}}> {
@@ -77,7 +85,7 @@ async function runWorkload(scenario: Scenario, options: BenchOptions, peers: Pee
       storage: {type: 'sqlite', path: path.join(dir, 'registry.db')},
       log: {level: 'warn', format: 'json'},
       probe: false,
-      ...(options.discovery ? {discovery: options.discovery} : {}),
+      discovery: {...scenario.service?.discovery, ...options.discovery},
     });
     await writeFile(configFile, text);
     const config = parseConfig(text, configFile);
@@ -102,7 +110,7 @@ async function runWorkload(scenario: Scenario, options: BenchOptions, peers: Pee
     const peer = peers && ['W0', 'W3'].includes(scenario.name)
       ? (log(`${scenario.name}: peer`), await runPeer(peers, sim, {cycles: options.cycles, tokenIterations: 20_000, log}))
       : undefined;
-    const profile = options.profile ? await profileOf(profileDir) : undefined;
+    const profile = options.profile ? await profileOf(profileDir, path.join(os.tmpdir(), `kd-bench-${scenario.name}-service.cpuprofile`)) : undefined;
     const report = workloadReport({
       name: scenario.name,
       description: scenario.description ?? '',
@@ -151,6 +159,12 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     const outcome = await runChild<TokenRate>(path.join(HERE, 'token-rate.ts'), options.tokens ?? {cold: 20_000, cached: 500_000}, {env: {}, onProgress: log});
     tokens = outcome.ok ? outcome.result : {skipped: outcome.reason};
   }
+  let watchers: WatchersReport | {skipped: string} = {skipped: 'not run (--skip watchers)'};
+  if (options.watchers !== false) {
+    const w = options.watchers ?? {entries: 10_000, watchers: 200, rounds: 2};
+    log(`watchers: ${w.watchers} at ${w.entries} entries, ${w.rounds} round(s)`);
+    watchers = await measureWatchers(w).catch((error: unknown) => ({skipped: `failed: ${(error as Error).message}`}));
+  }
   const cpus = os.cpus();
   const report: BenchReport = {
     benchmark: 'kube-discovery',
@@ -162,13 +176,15 @@ export async function runBench(options: BenchOptions): Promise<BenchReport> {
     workloads,
     keepalive,
     tokens,
-    targets: judgeTargets(workloads, keepalive, tokens),
+    watchers,
+    targets: judgeTargets(workloads, keepalive, tokens, watchers),
   };
   if (options.resultsDir) {
     await mkdir(options.resultsDir, {recursive: true});
     const file = path.join(options.resultsDir, `${startedAt.toISOString().replace(/[:.]/g, '-')}.json`);
     await writeFile(file, `${JSON.stringify(report, null, 2)}\n`);
-    log(`report written to ${path.relative(process.cwd(), file)}`);
+    await writeFile(file.replace(/\.json$/, '.md'), formatMarkdown(report));
+    log(`report written to ${path.relative(process.cwd(), file)} (README table: ${path.relative(process.cwd(), file.replace(/\.json$/, '.md'))})`);
   }
   return report;
 }
@@ -188,9 +204,15 @@ async function main(argv: readonly string[]): Promise<void> {
       'node-args': {type: 'string', default: ''},
       'env': {type: 'string', multiple: true, default: []},
       'discovery': {type: 'string'},
+      'markdown': {type: 'string'},
     },
     strict: true,
   });
+  if (values.markdown !== undefined) {
+    // Reprints the README table of a saved report (bench/results/<timestamp>.json) without running anything.
+    process.stdout.write(formatMarkdown(JSON.parse(await readFile(values.markdown, 'utf8')) as BenchReport));
+    return;
+  }
   const cycles = Number(values.cycles);
   if (!Number.isInteger(cycles) || cycles < 1) throw new Error(`expected --cycles to be an integer >= 1, got ${values.cycles}`);
   const skip = new Set(values.skip.split(',').filter(Boolean));
@@ -207,6 +229,7 @@ async function main(argv: readonly string[]): Promise<void> {
     })),
     keepalive: skip.has('keepalive') ? false : {sizes: values['keepalive-sizes'].split(',').map(Number), backends: values.backends.split(',').filter(Boolean)},
     tokens: skip.has('tokens') ? false : {cold: 20_000, cached: 500_000},
+    watchers: skip.has('watchers') ? false : {entries: 10_000, watchers: 200, rounds: 2},
     ...(values.discovery ? {discovery: JSON.parse(values.discovery) as Record<string, unknown>} : {}),
     ...(values['no-write'] ? {} : {resultsDir: path.join(HERE, 'results')}),
   });

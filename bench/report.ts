@@ -9,6 +9,7 @@ import type {KeepaliveResult, KeepaliveSkipped} from './keepalive.ts';
 import type {PeerReport} from './peers/peer-types.ts';
 import type {ProfileSummary} from './profile.ts';
 import type {TokenRate} from './token-rate.ts';
+import type {WatchersReport} from './watchers.ts';
 
 /** Everything measured for one workload. */
 export interface WorkloadReport {
@@ -29,8 +30,12 @@ export interface WorkloadReport {
   /** Heap really held after the last cycle (a full GC first), MB: what RSS would be without V8's slack. */
   readonly heap_after_gc_mb: {readonly service: number | null; readonly floor: number | null};
   readonly api_calls_per_cycle: {readonly median: number; readonly first_cycle: number; readonly expected: number; readonly floor: number; readonly by_operation: Readonly<Record<string, number>>};
-  /** Throttled share of all calls, and of the AWS calls in the first 2 s of the first cycle (before the SDK adapts). */
-  readonly throttled_share: {readonly first_cycle: number; readonly first_cycle_early: number; readonly median: number};
+  /**
+   * Throttled share of all calls, and of the AWS calls in the first 2 s of the first cycle (before
+   * the SDK adapts); `floor_first_cycle_early` is the same for the unshaped SDK floor, which shows
+   * how tight the workload's quotas are whatever the service's rate shaping avoids.
+   */
+  readonly throttled_share: {readonly first_cycle: number; readonly first_cycle_early: number; readonly median: number; readonly floor_first_cycle_early: number};
   readonly registry: {readonly created: number; readonly updated: number; readonly deregistered: number; readonly stale: number};
   readonly failed_sources: number;
   readonly describe_max_in_flight: number;
@@ -59,6 +64,8 @@ export interface BenchReport {
   readonly workloads: readonly WorkloadReport[];
   readonly keepalive: readonly (KeepaliveResult | KeepaliveSkipped)[];
   readonly tokens: TokenRate | {readonly skipped: string};
+  /** `/v1/watch` cost: 200 watchers at 10,000 entries (bench/watchers.ts). */
+  readonly watchers: WatchersReport | {readonly skipped: string};
   readonly targets: readonly Target[];
 }
 
@@ -124,7 +131,12 @@ export function workloadReport(input: {
       floor: median(warm(floor.cycles).map(calls)),
       by_operation: Object.fromEntries(Object.entries({...medianCycle?.stats.aws, ...medianCycle?.stats.arm}).map(([op, s]) => [op, s.calls])),
     },
-    throttled_share: {first_cycle: round(cycles[0] ? throttled(cycles[0]) : 0, 3), first_cycle_early: round(cycles[0]?.stats.aws_early_throttled_share ?? 0, 3), median: round(median(warm(cycles).map(throttled)), 3)},
+    throttled_share: {
+      first_cycle: round(cycles[0] ? throttled(cycles[0]) : 0, 3),
+      first_cycle_early: round(cycles[0]?.stats.aws_early_throttled_share ?? 0, 3),
+      median: round(median(warm(cycles).map(throttled)), 3),
+      floor_first_cycle_early: round(floor.cycles[0]?.stats.aws_early_throttled_share ?? 0, 3),
+    },
     registry: {created: sum('create'), updated: sum('update'), deregistered: sum('delete'), stale: sum('stale')},
     failed_sources: Math.max(0, ...cycles.map((c) => c.failedSources ?? 0)),
     describe_max_in_flight: Math.max(0, ...cycles.map((c) => c.stats.describe_max_in_flight)),
@@ -148,21 +160,27 @@ function booleanTarget(name: string, value: boolean | undefined, target: string,
 }
 
 /** Every target of the issue, judged against the report's numbers. */
-export function judgeTargets(workloads: readonly WorkloadReport[], keepalive: readonly (KeepaliveResult | KeepaliveSkipped)[], tokens: TokenRate | {skipped: string}): Target[] {
+export function judgeTargets(
+  workloads: readonly WorkloadReport[],
+  keepalive: readonly (KeepaliveResult | KeepaliveSkipped)[],
+  tokens: TokenRate | {skipped: string},
+  watchers: WatchersReport | {skipped: string} = {skipped: 'not run'},
+): Target[] {
   const w = (name: string): WorkloadReport | undefined => workloads.find((x) => x.name === name);
   const w1 = w('W1');
   const w3 = w('W3');
   const out: Target[] = [
     numericTarget('W1 cycle wall / SDK floor', w1?.wall_vs_floor, '<=', 1.25, '×'),
-    numericTarget('W1 CPU per cluster per cycle (ms)', w1?.cpu_ms_per_cluster.service, '<=', 0.6, ' ms'),
+    numericTarget('W1 CPU per cluster per steady-state cycle (ms)', w1?.cpu_ms_per_cluster.service, '<=', 0.15, ' ms'),
     numericTarget('W1 peak RSS with 10,000 registered (MB)', w1?.peak_rss_mb.service, '<=', 256, ' MB'),
+    numericTarget('W1 API calls per steady-state cycle', w1?.api_calls_per_cycle.median, '<=', 505),
     booleanTarget(
       'W3 every cluster found, zero deregistrations',
       w3 ? w3.clusters.all_found && w3.registry.deregistered === 0 : undefined,
       'true',
       w3 ? `${w3.clusters.expected - w3.clusters.found} missing, ${w3.registry.deregistered} deregistered` : undefined,
     ),
-    numericTarget('W3 throttled share at first (first 2 s of the first cycle)', w3?.throttled_share.first_cycle_early, '>=', 0.2),
+    numericTarget('W3 quotas throttle an unshaped client (SDK floor, first 2 s)', w3?.throttled_share.floor_first_cycle_early, '>=', 0.2),
     numericTarget('W3 cycle wall / rate-limit bound', w3?.wall_vs_bound, '<=', 1.3, '×'),
   ];
   for (const backend of ['sqlite', 'etcd']) {
@@ -189,7 +207,15 @@ export function judgeTargets(workloads: readonly WorkloadReport[], keepalive: re
   }
   const w0 = w('W0');
   const w0peer = w0?.peer?.ran ? w0.peer : undefined;
-  out.push(numericTarget('W0 cycle wall / peer wall', w0 && w0peer ? w0.cycle_wall_ms.median / Math.max(1e-9, w0peer.wall_ms_median) : undefined, '<=', 1, '×'));
+  // The first cycle (service start, every cluster described and registered) against the peer's
+  // cycle, which describes everything every time: warm cycles would flatter the comparison.
+  out.push(numericTarget('W0 first cycle wall / peer wall', w0 && w0peer ? w0.cycle_wall_ms.cold / Math.max(1e-9, w0peer.wall_ms_median) : undefined, '<=', 1, '×'));
+  const watch = 'skipped' in watchers ? undefined : watchers;
+  const healthzP99 = watch ? Math.max(...watch.rounds.map((r) => r.healthz_ms.p99)) : undefined;
+  out.push(numericTarget(`200 watchers at 10,000 entries: added RSS (MB)${watch && watch.entries !== 10_000 ? ` [measured at ${watch.watchers} x ${watch.entries}]` : ''}`, watch?.added_rss_mb, '<=', 64, ' MB'));
+  out.push(numericTarget('watchers: /healthz p99 while they take snapshots (ms)', healthzP99, '<=', 50, ' ms'));
+  out.push(numericTarget('watchers: RSS after they left / idle', watch?.after_vs_idle, '<=', 1.1, '×'));
+  out.push(numericTarget('watchers: live heap + external after they left / idle', watch?.live_after_vs_idle, '<=', 1.1, '×'));
   return out;
 }
 
@@ -198,19 +224,62 @@ export function formatSummary(report: BenchReport): string {
   const lines: string[] = [];
   const pad = (s: string, n: number): string => (s.length >= n ? s : s + ' '.repeat(n - s.length));
   lines.push(`kube-discovery bench, ${report.started_at}, ${report.duration_s} s, node ${report.node}, ${report.machine.cpus} CPUs`);
-  lines.push(pad('workload', 9) + pad('found', 14) + pad('wall ms', 10) + pad('floor ms', 10) + pad('bound ms', 10) + pad('cpu/cl ms', 11) + pad('rss MB', 8) + pad('calls', 8) + pad('thrott.', 9) + 'peer');
+  lines.push(pad('workload', 9) + pad('found', 14) + pad('1st ms', 9) + pad('wall ms', 10) + pad('floor ms', 10) + pad('bound ms', 10) + pad('cpu/cl ms', 11) + pad('rss MB', 8) + pad('heap MB', 9) + pad('calls', 8) + pad('thrott.', 9) + 'peer');
   for (const w of report.workloads) {
     const peer = w.peer ? (w.peer.ran ? `${w.peer.wall_ms_median} ms, ${w.peer.clusters_found}/${w.peer.clusters_expected}` : `not run: ${w.peer.reason}`) : '';
     lines.push(
-      pad(w.name, 9) + pad(`${w.clusters.found}/${w.clusters.expected}`, 14) + pad(String(w.cycle_wall_ms.median), 10) + pad(String(w.sdk_floor_ms.median), 10) +
-        pad(String(w.bound_ms), 10) + pad(String(w.cpu_ms_per_cluster.service), 11) + pad(String(w.peak_rss_mb.service), 8) + pad(String(w.api_calls_per_cycle.median), 8) +
-        pad(String(w.throttled_share.first_cycle_early), 9) + peer,
+      pad(w.name, 9) + pad(`${w.clusters.found}/${w.clusters.expected}`, 14) + pad(String(w.cycle_wall_ms.cold), 9) + pad(String(w.cycle_wall_ms.median), 10) + pad(String(w.sdk_floor_ms.median), 10) +
+        pad(String(w.bound_ms), 10) + pad(String(w.cpu_ms_per_cluster.service), 11) + pad(String(w.peak_rss_mb.service), 8) + pad(String(w.heap_after_gc_mb.service ?? '-'), 9) +
+        pad(String(w.api_calls_per_cycle.median), 8) + pad(String(w.throttled_share.first_cycle_early), 9) + peer,
     );
+  }
+  if ('skipped' in report.watchers) lines.push(`watchers: ${report.watchers.skipped}`);
+  else {
+    const x = report.watchers;
+    lines.push(`watchers: ${x.watchers} at ${x.entries} entries: +${x.added_rss_mb} MB RSS (idle ${x.idle.rss_mb}), after they left ${x.after_vs_idle}x idle RSS, ${x.live_after_vs_idle}x idle live memory; /healthz p99 ${x.rounds.map((r) => r.healthz_ms.p99).join(' / ')} ms`);
   }
   lines.push('targets:');
   for (const t of report.targets) {
     const mark = t.met === null ? '  ?' : t.met ? ' ok' : 'MISS';
     lines.push(`  ${pad(mark, 5)}${pad(t.name, 62)} ${pad(String(t.value), 10)} ${t.target}${t.missed_by ? ` (missed by ${t.missed_by})` : ''}`);
   }
+  return `${lines.join('\n')}\n`;
+}
+
+const thousands = (n: number): string => Math.round(n).toLocaleString('en-US');
+
+function callsByOperation(ops: Readonly<Record<string, number>>): string {
+  return Object.entries(ops)
+    .filter(([, n]) => n > 0)
+    .map(([op, n]) => `${thousands(n)} ${op.replace(/^[a-z]+:/, '')}`)
+    .join(', ');
+}
+
+/** The README's bench table (Markdown), from one report. */
+export function formatMarkdown(report: BenchReport): string {
+  const lines = [
+    `One run, ${report.started_at}, ${report.duration_s} s, node ${report.node}, ${report.machine.cpus} CPUs (${report.machine.cpu_model}):`,
+    '',
+    '| workload | found | first cycle | warm cycle (median) | SDK floor | bound | API calls per warm cycle | CPU per cluster (warm) | peak RSS | live heap after a cycle | throttled (service / floor, first 2 s) | Backstage peer |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const w of report.workloads) {
+    const peer = w.peer === undefined ? '' : w.peer.ran
+      ? `${thousands(w.peer.wall_ms_median)} ms (first ${thousands(w.peer.wall_ms_all[0] ?? 0)}), ${thousands(w.peer.clusters_found)}/${thousands(w.peer.clusters_expected)}, ${thousands(w.peer.api_calls_per_cycle)} calls, ${w.peer.cpu_ms_per_cluster} ms/cluster, ${w.peer.peak_rss_mb} MB`
+      : `not run: ${w.peer.reason}`;
+    const calls = `${thousands(w.api_calls_per_cycle.median)} (${callsByOperation(w.api_calls_per_cycle.by_operation)}); first ${thousands(w.api_calls_per_cycle.first_cycle)}`;
+    lines.push(
+      `| ${w.name} | ${thousands(w.clusters.found)}/${thousands(w.clusters.expected)}${w.registry.deregistered ? `, ${thousands(w.registry.deregistered)} deregistered` : ''} | ${thousands(w.cycle_wall_ms.cold)} ms | ${thousands(w.cycle_wall_ms.median)} ms | ${thousands(w.sdk_floor_ms.median)} ms | ${thousands(w.bound_ms)} ms | ${calls} | ${w.cpu_ms_per_cluster.service} ms | ${w.peak_rss_mb.service} MB | ${w.heap_after_gc_mb.service ?? '-'} MB | ${w.throttled_share.first_cycle_early} / ${w.throttled_share.floor_first_cycle_early} | ${peer} |`,
+    );
+  }
+  if (!('skipped' in report.watchers)) {
+    const x = report.watchers;
+    lines.push('', `Watchers (\`/v1/watch\`, ${x.watchers} watchers at ${thousands(x.entries)} entries, ${x.rounds.length} rounds): idle RSS ${x.idle.rss_mb} MB, +${x.added_rss_mb} MB with them; after they left ${x.after_vs_idle}× idle RSS (${x.last_vs_first_round}× after round 2 vs round 1) and ${x.live_after_vs_idle}× idle live memory (heap + external after a full GC); /healthz p99 ${x.rounds.map((r) => `${r.healthz_ms.p99} ms`).join(' / ')}, server event-loop delay p99 ${x.rounds.map((r) => `${r.server_event_loop_delay_ms.p99} ms`).join(' / ')}; all snapshots in ${x.rounds.map((r) => `${(r.all_snapshots_ms / 1000).toFixed(1)} s`).join(' / ')}.`);
+  }
+  const keep = report.keepalive.filter((k): k is KeepaliveResult => 'entries' in k);
+  if (keep.length > 0) lines.push('', `Keepalive per round: ${keep.map((k) => `${k.backend} ${k.entries}: ${k.round_us} µs, ${k.calls_per_round} call(s)`).join('; ')}.`);
+  if (!('skipped' in report.tokens)) lines.push(`Tokens: ${thousands(report.tokens.cold_mints_per_second)} cold mints/s, ${thousands(report.tokens.cached_gets_per_second)} cached gets/s.`);
+  lines.push('', 'Targets:', '');
+  for (const t of report.targets) lines.push(`- ${t.met === null ? '?' : t.met ? '✓' : '✗'} ${t.name}: ${t.value} (${t.target})${t.missed_by ? ` — missed by ${t.missed_by}` : ''}`);
   return `${lines.join('\n')}\n`;
 }

@@ -76,6 +76,11 @@ export const scenarioSchema = z.strictObject({
   azure: azureSchema.optional(),
   kube: kubeSchema.optional(),
   churn: churnSchema.optional(),
+  /**
+   * How the bench configures the service under test for this workload: extra `discovery_service`
+   * keys (e.g. W3's `aws_rate_limits` matched to the simulated quotas); `--discovery` adds to them.
+   */
+  service: z.strictObject({discovery: z.record(z.string(), z.unknown()).default({})}).optional(),
 });
 
 /** A validated scenario. */

@@ -1,11 +1,12 @@
 /**
  * `npm run bench:watchers`: what `/v1/watch` clients cost the server. A child process (run with
  * the shipped Node flags) serves an inventory of N entries; this process opens W watchers that
- * read their snapshot and stay connected, while it times `/healthz`; then they leave. It reports
- * the child's RSS idle, with the watchers, and after they left (read from /proc), and /healthz
- * latency percentiles during the run.
+ * read their snapshot and stay connected, while it times `/healthz`; then they leave; twice (two
+ * rounds). It reports the child's RSS idle, with the watchers, and after they left (read from
+ * /proc, after a full GC), its live memory (V8 heap used + external, after a full GC) idle and
+ * after they left, and /healthz latency percentiles and the server's event-loop delay per round.
  *
- *   npm run bench:watchers [-- --entries 10000] [--watchers 200]
+ *   npm run bench:watchers [-- --entries 10000] [--watchers 200] [--rounds 2] [--cpu-prof DIR]
  */
 import {spawn} from 'node:child_process';
 import {readFile} from 'node:fs/promises';
@@ -56,8 +57,11 @@ async function serve(entries: number): Promise<void> {
       process.stdout.write(`ELD ${JSON.stringify({p50: delay.percentile(50) / 1e6, p99: delay.percentile(99) / 1e6, max: delay.max / 1e6})}\n`);
       return;
     }
+    if (command === 'exit') process.exit(0);
     globalThis.gc?.();
-    process.stdout.write('GC\n');
+    const m = process.memoryUsage();
+    const mb = (n: number): number => Math.round(n / 1e5) / 10;
+    process.stdout.write(`GC ${JSON.stringify({rss: mb(m.rss), heap_used: mb(m.heapUsed), heap_total: mb(m.heapTotal), external: mb(m.external), array_buffers: mb(m.arrayBuffers)})}\n`);
   });
 }
 
@@ -104,13 +108,51 @@ function watcher(url: string): Promise<{close: () => void}> {
   });
 }
 
-async function main(): Promise<void> {
-  const {values} = parseArgs({args: process.argv.slice(2).filter((a) => a !== '--'), options: {entries: {type: 'string', default: '10000'}, watchers: {type: 'string', default: '200'}, serve: {type: 'boolean'}, probe: {type: 'string'}}});
-  const entries = Number(values.entries);
-  if (values.serve) return serve(entries);
-  if (values.probe !== undefined) return probe(values.probe);
+/** Memory of the server after a full GC, MB. */
+export interface ServerMemory {
+  readonly rss: number;
+  readonly heap_used: number;
+  readonly heap_total: number;
+  readonly external: number;
+  readonly array_buffers: number;
+}
+
+/** One round: the watchers connect, read their snapshots, stay, then leave. */
+export interface WatchersRound {
+  readonly peak_rss_mb: number;
+  readonly connected_rss_mb: number;
+  readonly after_they_left_rss_mb: number;
+  /** Live memory (V8 heap used + external) after a full GC once they left, MB. */
+  readonly after_they_left_live_mb: number;
+  readonly all_snapshots_ms: number;
+  readonly server_event_loop_delay_ms: {readonly p50: number; readonly p99: number; readonly max: number};
+  readonly healthz_ms: {readonly samples: number; readonly p50: number; readonly p99: number; readonly max: number};
+}
+
+/** What `npm run bench:watchers` prints (and `npm run bench` reports as watcher memory). */
+export interface WatchersReport {
+  readonly entries: number;
+  readonly watchers: number;
+  readonly node_args: readonly string[];
+  readonly idle: {readonly rss_mb: number; readonly live_mb: number};
+  readonly rounds: readonly WatchersRound[];
+  /** Highest RSS with the watchers over idle, MB. */
+  readonly added_rss_mb: number;
+  /** RSS after the first round left / idle RSS. */
+  readonly after_vs_idle: number;
+  /** RSS after the last round left / after the first: above 1 would be memory growing per round. */
+  readonly last_vs_first_round: number;
+  /** Live memory after the last round left / idle live memory: what is really still held. */
+  readonly live_after_vs_idle: number;
+  readonly after_gc_mb: {readonly idle: ServerMemory; readonly after_they_left: ServerMemory};
+}
+
+/** Runs the measurement: a server child with the shipped Node flags, `rounds` rounds of `watchers` watchers. */
+export async function measureWatchers(options: {entries: number; watchers: number; rounds: number; cpuProfileDir?: string}): Promise<WatchersReport> {
+  const {entries, watchers: count} = options;
   const flags = await shippedNodeFlags();
-  const child = spawn(process.execPath, ['--expose-gc', ...flags, import.meta.filename, '--serve', '--entries', String(entries)], {stdio: ['pipe', 'pipe', 'inherit']});
+  const profile = options.cpuProfileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir];
+  const child = spawn(process.execPath, ['--expose-gc', ...profile, ...flags, import.meta.filename, '--serve', '--entries', String(entries)], {stdio: ['pipe', 'pipe', 'inherit']});
   const lines: string[] = [];
   const waiters: (() => void)[] = [];
   child.stdout.setEncoding('utf8');
@@ -125,68 +167,100 @@ async function main(): Promise<void> {
       await new Promise<void>((r) => waiters.push(r));
     }
   };
-  const gc = async (): Promise<void> => {
+  /** A full GC in the child, then its memory as process.memoryUsage() sees it (MB). */
+  const gc = async (): Promise<ServerMemory> => {
     child.stdin.write('gc\n');
-    await line('GC');
+    return JSON.parse((await line('GC ')).slice(3)) as ServerMemory;
   };
+  const live = (m: ServerMemory): number => round(m.heap_used + m.external);
   try {
     const url = (await line('URL ')).slice(4);
     const pid = child.pid ?? 0;
-    await gc();
+    const idleMemory = await gc();
     const idle = await rssMb(pid);
-    let stop = false;
-    let peak = idle;
-    // /healthz is timed from a process of its own: this one is busy reading 200 snapshots, and its
-    // own event-loop delay must not count as the server's latency.
-    const prober = spawn(process.execPath, [import.meta.filename, '--probe', url], {stdio: ['pipe', 'pipe', 'inherit']});
-    let probed = '';
-    prober.stdout.setEncoding('utf8');
-    prober.stdout.on('data', (c: string) => (probed += c));
-    const proberDone = new Promise<void>((r) => prober.once('exit', () => r()));
-    const sampler = (async () => {
-      while (!stop) {
-        peak = Math.max(peak, await rssMb(pid));
-        await new Promise((r) => setTimeout(r, 20));
-      }
-    })();
-    child.stdin.write('eld-start\n');
-    await line('ELD started');
-    const count = Number(values.watchers);
-    const started = process.hrtime.bigint();
-    const open = await Promise.all(Array.from({length: count}, () => watcher(url)));
-    const snapshotsMs = Number(process.hrtime.bigint() - started) / 1e6;
-    const connected = await rssMb(pid);
-    child.stdin.write('eld-stop\n');
-    const eld = JSON.parse((await line('ELD ')).slice(4)) as {p50: number; p99: number; max: number};
-    for (const w of open) w.close();
-    stop = true;
-    await sampler;
-    prober.stdin.end();
-    await proberDone;
-    const latencies = probed.split('\n').filter(Boolean).map(Number);
-    await new Promise((r) => setTimeout(r, 500));
-    await gc();
-    const after = await rssMb(pid);
-    latencies.sort((a, b) => a - b);
-    const report = {
+    const rounds: WatchersRound[] = [];
+    let afterMemory = idleMemory;
+    for (let r = 0; r < options.rounds; r++) {
+      let stop = false;
+      let peak = await rssMb(pid);
+      // /healthz is timed from a process of its own: this one is busy reading 200 snapshots, and its
+      // own event-loop delay must not count as the server's latency.
+      const prober = spawn(process.execPath, [import.meta.filename, '--probe', url], {stdio: ['pipe', 'pipe', 'inherit']});
+      let probed = '';
+      prober.stdout.setEncoding('utf8');
+      prober.stdout.on('data', (c: string) => (probed += c));
+      const proberDone = new Promise<void>((resolve) => prober.once('exit', () => resolve()));
+      const sampler = (async () => {
+        while (!stop) {
+          peak = Math.max(peak, await rssMb(pid));
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      })();
+      child.stdin.write('eld-start\n');
+      await line('ELD started');
+      const started = process.hrtime.bigint();
+      const open = await Promise.all(Array.from({length: count}, () => watcher(url)));
+      const snapshotsMs = Number(process.hrtime.bigint() - started) / 1e6;
+      const connected = await rssMb(pid);
+      child.stdin.write('eld-stop\n');
+      const eld = JSON.parse((await line('ELD ')).slice(4)) as {p50: number; p99: number; max: number};
+      for (const w of open) w.close();
+      stop = true;
+      await sampler;
+      prober.stdin.end();
+      await proberDone;
+      const latencies = probed.split('\n').filter(Boolean).map(Number).sort((a, b) => a - b);
+      // Let the server see every close before measuring what it still holds.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      afterMemory = await gc();
+      rounds.push({
+        peak_rss_mb: peak,
+        connected_rss_mb: connected,
+        after_they_left_rss_mb: await rssMb(pid),
+        after_they_left_live_mb: live(afterMemory),
+        all_snapshots_ms: Math.round(snapshotsMs),
+        server_event_loop_delay_ms: {p50: round(eld.p50), p99: round(eld.p99), max: round(eld.max)},
+        healthz_ms: {samples: latencies.length, p50: round(percentile(latencies, 50)), p99: round(percentile(latencies, 99)), max: round(latencies.at(-1) ?? 0)},
+      });
+    }
+    const first = rounds[0];
+    const last = rounds.at(-1);
+    return {
       entries,
       watchers: count,
       node_args: flags,
-      rss_mb: {idle, peak_with_watchers: peak, connected, after_they_left: after},
-      added_rss_mb: Math.round((peak - idle) * 10) / 10,
-      after_vs_idle: Math.round((after / idle) * 1000) / 1000,
-      all_snapshots_ms: Math.round(snapshotsMs),
-      server_event_loop_delay_ms: {p50: round(eld.p50), p99: round(eld.p99), max: round(eld.max)},
-      healthz_ms: {samples: latencies.length, p50: round(percentile(latencies, 50)), p99: round(percentile(latencies, 99)), max: round(latencies.at(-1) ?? 0)},
+      idle: {rss_mb: idle, live_mb: live(idleMemory)},
+      rounds,
+      added_rss_mb: round(Math.max(...rounds.map((x) => x.peak_rss_mb)) - idle),
+      after_vs_idle: Math.round(((first?.after_they_left_rss_mb ?? idle) / idle) * 1000) / 1000,
+      last_vs_first_round: Math.round(((last?.after_they_left_rss_mb ?? idle) / (first?.after_they_left_rss_mb ?? idle)) * 1000) / 1000,
+      live_after_vs_idle: Math.round((live(afterMemory) / live(idleMemory)) * 1000) / 1000,
+      after_gc_mb: {idle: idleMemory, after_they_left: afterMemory},
     };
-    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } finally {
-    child.kill();
+    // A graceful exit, so a --cpu-prof profile gets written.
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.stdin.write('exit\n');
+    const timer = setTimeout(() => child.kill(), 5000);
+    await exited;
+    clearTimeout(timer);
   }
+}
+
+async function main(): Promise<void> {
+  const {values} = parseArgs({
+    args: process.argv.slice(2).filter((a) => a !== '--'),
+    options: {entries: {type: 'string', default: '10000'}, watchers: {type: 'string', default: '200'}, rounds: {type: 'string', default: '2'}, serve: {type: 'boolean'}, probe: {type: 'string'}, 'cpu-prof': {type: 'string'}},
+  });
+  const entries = Number(values.entries);
+  if (values.serve) return serve(entries);
+  if (values.probe !== undefined) return probe(values.probe);
+  const report = await measureWatchers({entries, watchers: Number(values.watchers), rounds: Number(values.rounds), ...(values['cpu-prof'] === undefined ? {} : {cpuProfileDir: values['cpu-prof']})});
+  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 }
 
 function round(n: number): number {
   return Math.round(n * 10) / 10;
 }
 
-await main();
+if (import.meta.main) await main();

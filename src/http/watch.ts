@@ -2,8 +2,11 @@
  * `GET /v1/watch`: server-sent events of the inventory, bounded per watcher and in number.
  *
  * - The snapshot is read lazily from the inventory as the socket drains (`write()` false →
- *   wait for `drain`), never copied or buffered whole per watcher.
- * - Live events are serialized once and the same text is queued for every watcher; a
+ *   wait for `drain`), never copied or buffered whole per watcher; each entry is serialised
+ *   once into a Buffer that every watcher taking a snapshot at the time writes.
+ * - One pump writes for all watchers, a slice each in turn, and yields the event loop every
+ *   few milliseconds: 200 watchers taking 10,000-entry snapshots do not delay /healthz.
+ * - Live events are serialised once and the same Buffer is queued for every watcher; a
  *   watcher whose queue plus socket buffer exceeds `maxBufferedBytes` is a slow consumer:
  *   it gets a final `error` event saying so and is disconnected.
  * - Live events carry `id: <epoch>-<n>`; a client reconnecting with `Last-Event-ID` gets
@@ -42,19 +45,142 @@ export interface WatchStats {
 /** Label selector pairs, as parsed from `?labels=`. */
 export type Selector = readonly [string, string][];
 
+/** Bytes one watcher writes per slice: one `write()`, one HTTP chunk, about the socket's high-water mark. */
+const SLICE_BYTES = 16 * 1024;
+
+/**
+ * How long the pump may write in one turn of the event loop before it yields: a request
+ * (/healthz, a new watcher) waits at most about this long, however many watchers stream.
+ */
+const TURN_MS = 4;
+
+/**
+ * Bytes the pump may hand to sockets per turn: the kernel copies them when the sockets uncork,
+ * after the pump's turn, so this bounds that unmeasured part of the turn too.
+ */
+const TURN_BYTES = 1024 * 1024;
+
+/**
+ * Writes for every watcher of a server, one slice per watcher at a time, round-robin, for at
+ * most TURN_MS per turn of the event loop (then `setImmediate`). A watcher is ready when it has
+ * frames to send and its socket is not waiting for `drain`; `drain` only marks it ready again,
+ * so a socket that drains at once (loopback) cannot chain writes without the loop turning.
+ */
+class Pump {
+  readonly #ready = new Set<WatchStream>();
+  #scheduled = false;
+
+  /** Marks `stream` as having frames to write. */
+  schedule(stream: WatchStream): void {
+    this.#ready.add(stream);
+    if (!this.#scheduled) {
+      this.#scheduled = true;
+      setImmediate(this.#run);
+    }
+  }
+
+  /** Forgets a stream that closed. */
+  remove(stream: WatchStream): void {
+    this.#ready.delete(stream);
+  }
+
+  readonly #run = (): void => {
+    this.#scheduled = false;
+    const started = performance.now();
+    let bytes = 0;
+    // Deleting and re-adding moves a stream to the end of the Set: round-robin.
+    for (const stream of this.#ready) {
+      this.#ready.delete(stream);
+      let written: number;
+      try {
+        written = stream.writeSlice();
+      } catch {
+        // One broken socket must not stop the pump (nor, thrown from setImmediate, the process).
+        stream.abort();
+        continue;
+      }
+      bytes += Math.abs(written);
+      if (written > 0) this.#ready.add(stream);
+      if (bytes >= TURN_BYTES || performance.now() - started >= TURN_MS) break;
+    }
+    if (this.#ready.size > 0 && !this.#scheduled) {
+      this.#scheduled = true;
+      setImmediate(this.#run);
+    }
+  };
+}
+
+/**
+ * Snapshot frames shared by every watcher taking a snapshot: each entry is serialised once per
+ * version (stored object and lease expiry) and the same Buffer is written to every socket. The
+ * frames are dropped when no snapshot is running, so connected-but-idle watchers hold none.
+ */
+class SnapshotFrames {
+  readonly #inventory: Inventory;
+  #frames = new WeakMap<KubeServer, {readonly expiry: number | undefined; readonly frame: Frame}>();
+  #running = 0;
+
+  constructor(inventory: Inventory) {
+    this.#inventory = inventory;
+  }
+
+  /** A snapshot starts using the frames. */
+  begin(): void {
+    this.#running++;
+  }
+
+  /** A snapshot finished (or its watcher left). */
+  end(): void {
+    if (--this.#running === 0) this.#frames = new WeakMap();
+  }
+
+  /** The `put` frame of entry `name`, stored as `stored`. */
+  frame(name: string, stored: KubeServer): Frame {
+    const expiry = this.#inventory.leaseExpiryOf(name);
+    const cached = this.#frames.get(stored);
+    if (cached !== undefined && cached.expiry === expiry) return cached.frame;
+    // What get() shows: the stored entry with its lease's expiry.
+    const view = this.#inventory.get(name) ?? stored;
+    const frame = textFrame(`event: put\ndata: ${JSON.stringify(view)}\n\n`);
+    this.#frames.set(stored, {expiry, frame});
+    return frame;
+  }
+}
+
+/**
+ * Reusable slice buffers: frames are copied into a slice and the slice is written; it comes back
+ * when the socket has taken it (the write callback). Allocating a fresh Buffer per slice would
+ * churn gigabytes through malloc for 200 snapshots and leave RSS high after the watchers leave.
+ */
+class SlicePool {
+  readonly #free: Buffer[] = [];
+
+  /** A slice of SLICE_BYTES. */
+  take(): Buffer {
+    return this.#free.pop() ?? Buffer.allocUnsafeSlow(SLICE_BYTES);
+  }
+
+  /** Returns a slice the socket no longer reads; keeps at most 64 spare. */
+  give(slice: Buffer): void {
+    if (this.#free.length < 64) this.#free.push(slice);
+  }
+}
+
 /** The running watchers of one HTTP server. */
 export class WatchStreams {
   readonly #inventory: Inventory;
   readonly #limits: WatchLimits;
   readonly #matches: (server: KubeServer, selector: Selector) => boolean;
   readonly #open = new Set<WatchStream>();
-  /** Snapshot frames shared by concurrent snapshots; dropped when no watcher remains. */
-  #snapshotFrames = new WeakMap<KubeServer, string>();
+  readonly #pump = new Pump();
+  readonly #slices = new SlicePool();
+  readonly #frames: SnapshotFrames;
 
   constructor(inventory: Inventory, limits: WatchLimits, matches: (server: KubeServer, selector: Selector) => boolean) {
     this.#inventory = inventory;
     this.#limits = limits;
     this.#matches = matches;
+    this.#frames = new SnapshotFrames(inventory);
   }
 
   /** Watchers currently connected. */
@@ -71,8 +197,16 @@ export class WatchStreams {
       return;
     }
     const lastEventId = header(req.headers['last-event-id']);
-    const stream: WatchStream = new WatchStream(this.#inventory, this.#limits, res, selector, this.#matches, (server) => this.#snapshotFrame(server), () => {
-      if (this.#open.delete(stream) && this.#open.size === 0) this.#snapshotFrames = new WeakMap();
+    const stream: WatchStream = new WatchStream({
+      inventory: this.#inventory,
+      limits: this.#limits,
+      res,
+      selector,
+      matches: this.#matches,
+      frames: this.#frames,
+      pump: this.#pump,
+      slices: this.#slices,
+      onClosed: () => this.#open.delete(stream),
     });
     this.#open.add(stream);
     const done = (): void => stream.close();
@@ -96,84 +230,83 @@ export class WatchStreams {
   closeAll(): void {
     for (const stream of this.#open) stream.end();
   }
-
-  #snapshotFrame(server: KubeServer): string {
-    let frame = this.#snapshotFrames.get(server);
-    if (frame === undefined) {
-      frame = `event: put\ndata: ${JSON.stringify(server)}\n\n`;
-      this.#snapshotFrames.set(server, frame);
-    }
-    return frame;
-  }
 }
 
-/** Bytes one watcher may write in one turn of the event loop before letting other work run. */
-const FLUSH_TURN_BYTES = 64 * 1024;
+/**
+ * One SSE frame: its text and UTF-8 size. Frames stay JavaScript strings (V8's heap returns its
+ * pages after a collection; a Buffer per frame is malloc'd and fragments the process heap) and
+ * are encoded straight into a pooled slice when written.
+ */
+interface Frame {
+  readonly text: string;
+  readonly bytes: number;
+}
 
-/** Live-event frames, serialized once per event and shared by every watcher that sends them. */
-const putFrames = new WeakMap<InventoryEvent, string>();
-const deleteFrames = new WeakMap<InventoryEvent, string>();
+function textFrame(text: string): Frame {
+  return {text, bytes: Buffer.byteLength(text)};
+}
+
+/** Live-event frames, serialised once per event and shared by every watcher that sends them. */
+const putFrames = new WeakMap<InventoryEvent, Frame>();
+const deleteFrames = new WeakMap<InventoryEvent, Frame>();
 
 function eventId(epoch: string, id: number): string {
   return `${epoch}-${id}`;
 }
 
-function putFrame(epoch: string, event: InventoryEvent & {type: 'put'}): string {
+function putFrame(epoch: string, event: InventoryEvent & {type: 'put'}): Frame {
   let frame = putFrames.get(event);
   if (frame === undefined) {
-    frame = `id: ${eventId(epoch, event.id)}\nevent: put\ndata: ${JSON.stringify(event.server)}\n\n`;
+    frame = textFrame(`id: ${eventId(epoch, event.id)}\nevent: put\ndata: ${JSON.stringify(event.server)}\n\n`);
     putFrames.set(event, frame);
   }
   return frame;
 }
 
-function deleteFrame(epoch: string, event: InventoryEvent): string {
+function deleteFrame(epoch: string, event: InventoryEvent): Frame {
   let frame = deleteFrames.get(event);
   if (frame === undefined) {
     const name = event.type === 'put' ? event.server.metadata.name : event.name;
-    frame = `id: ${eventId(epoch, event.id)}\nevent: delete\ndata: ${JSON.stringify({name})}\n\n`;
+    frame = textFrame(`id: ${eventId(epoch, event.id)}\nevent: delete\ndata: ${JSON.stringify({name})}\n\n`);
     deleteFrames.set(event, frame);
   }
   return frame;
 }
 
+/** What a WatchStream is built from. */
+interface WatchStreamParts {
+  readonly inventory: Inventory;
+  readonly limits: WatchLimits;
+  readonly res: ServerResponse;
+  readonly selector: Selector;
+  readonly matches: (server: KubeServer, selector: Selector) => boolean;
+  readonly frames: SnapshotFrames;
+  readonly pump: Pump;
+  readonly slices: SlicePool;
+  readonly onClosed: () => void;
+}
+
 /** One watcher: a source of frames (snapshot or replay), then its queue of live frames. */
 class WatchStream {
-  readonly #inventory: Inventory;
-  readonly #limits: WatchLimits;
+  readonly #p: WatchStreamParts;
   readonly #res: ServerResponse;
-  readonly #selector: Selector;
-  readonly #matches: (server: KubeServer, selector: Selector) => boolean;
-  readonly #snapshotFrame: (server: KubeServer) => string;
-  readonly #onClosed: () => void;
   /** Frames to send before the live queue: the snapshot or the replay, ending with `synced`. */
-  #source: Iterator<string> | undefined;
-  readonly #queue: string[] = [];
+  #source: Iterator<Frame> | undefined;
+  /** Whether this stream holds a reference on the shared snapshot frames. */
+  #inSnapshot = false;
+  /** A frame taken from the source or queue that did not fit in the last slice: it goes first in the next. */
+  #held: Frame | undefined;
+  readonly #queue: Frame[] = [];
   #queueHead = 0;
   #queuedBytes = 0;
   #waitingForDrain = false;
-  /** A flush is scheduled for the next turn of the event loop. */
-  #yielded = false;
   #closed = false;
   #unsubscribe: (() => void) | undefined;
   #keepalive: ReturnType<typeof setInterval> | undefined;
 
-  constructor(
-    inventory: Inventory,
-    limits: WatchLimits,
-    res: ServerResponse,
-    selector: Selector,
-    matches: (server: KubeServer, selector: Selector) => boolean,
-    snapshotFrame: (server: KubeServer) => string,
-    onClosed: () => void,
-  ) {
-    this.#onClosed = onClosed;
-    this.#inventory = inventory;
-    this.#limits = limits;
-    this.#res = res;
-    this.#selector = selector;
-    this.#matches = matches;
-    this.#snapshotFrame = snapshotFrame;
+  constructor(parts: WatchStreamParts) {
+    this.#p = parts;
+    this.#res = parts.res;
   }
 
   /** Bytes queued for this watcher plus its socket's buffer. */
@@ -188,10 +321,10 @@ class WatchStream {
 
   /** Subscribes, then sends the snapshot or the replay, then live events. */
   start(lastEventId: string | undefined): void {
-    const {epoch, log} = this.#inventory.changes;
+    const {epoch, log} = this.#p.inventory.changes;
     // Subscribe before reading anything, so no change between the snapshot (or replay) and the live stream is lost.
     const from = log.lastId;
-    this.#unsubscribe = this.#inventory.subscribe((event) => this.#onEvent(event));
+    this.#unsubscribe = this.#p.inventory.subscribe((event) => this.#onEvent(event));
     this.#res.writeHead(200, {'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive'});
     const resumed = lastEventId === undefined ? undefined : parseEventId(lastEventId, epoch);
     const changes = resumed === undefined ? undefined : log.since(resumed);
@@ -199,14 +332,16 @@ class WatchStream {
       this.#source = this.#replay(changes, epoch, from);
     } else {
       const reason = lastEventId === undefined ? undefined : resumed === undefined ? 'unknown_event_id' : 'history_expired';
+      this.#inSnapshot = true;
+      this.#p.frames.begin();
       this.#source = this.#snapshot(epoch, from, reason);
     }
     this.#keepalive = setInterval(() => {
       // Only an idle, drained stream gets a keep-alive: it must never add to a blocked buffer.
-      if (!this.#waitingForDrain && this.#source === undefined && this.#queueHead === this.#queue.length) this.#res.write(': keepalive\n\n');
-    }, this.#limits.keepaliveMs);
+      if (!this.#waitingForDrain && this.#held === undefined && this.#source === undefined && this.#queueHead === this.#queue.length) this.#res.write(': keepalive\n\n');
+    }, this.#p.limits.keepaliveMs);
     this.#keepalive.unref();
-    this.#flush();
+    this.#p.pump.schedule(this);
   }
 
   /** Stops sending; the socket is already closing. */
@@ -215,11 +350,14 @@ class WatchStream {
     this.#closed = true;
     this.#unsubscribe?.();
     if (this.#keepalive) clearInterval(this.#keepalive);
+    this.#res.off('drain', this.#onDrain);
+    this.#p.pump.remove(this);
     this.#queue.length = 0;
     this.#queueHead = 0;
     this.#queuedBytes = 0;
-    this.#source = undefined;
-    this.#onClosed();
+    this.#held = undefined;
+    this.#endSource();
+    this.#p.onClosed();
   }
 
   /** Ends the stream politely (server shutdown). */
@@ -228,13 +366,91 @@ class WatchStream {
     this.#res.end();
   }
 
-  *#snapshot(epoch: string, from: number, reset: string | undefined): Generator<string> {
-    if (reset !== undefined) yield `event: reset\ndata: ${JSON.stringify({reason: reset, message: 'the requested Last-Event-ID is no longer in this server\'s history; a fresh snapshot follows, replace what you hold'})}\n\n`;
-    for (const server of this.#inventory.values()) {
-      if (this.#matches(server, this.#selector)) yield this.#snapshotFrame(server);
+  /** Drops the connection after a write failed. */
+  abort(): void {
+    this.close();
+    this.#res.destroy();
+  }
+
+  /**
+   * Writes the next slice (frames copied into one pooled buffer of SLICE_BYTES; a larger frame
+   * alone); the pump calls it. Returns the bytes written, negated when nothing more can be
+   * written now (no frames left, or the socket asked to wait): 0 means nothing was written.
+   */
+  writeSlice(): number {
+    if (this.#closed || this.#waitingForDrain) return 0;
+    const first = this.#nextFrame();
+    if (first === undefined) return 0;
+    let ok: boolean;
+    let used = first.bytes;
+    if (first.bytes >= SLICE_BYTES) {
+      ok = this.#res.write(first.text);
+    } else {
+      const {slices} = this.#p;
+      const slice = slices.take();
+      used = slice.write(first.text, 0, first.bytes);
+      for (;;) {
+        const frame = this.#nextFrame();
+        if (frame === undefined) break;
+        if (used + frame.bytes > SLICE_BYTES) {
+          this.#held = frame;
+          break;
+        }
+        used += slice.write(frame.text, used, frame.bytes);
+      }
+      ok = this.#res.write(slice.subarray(0, used), () => slices.give(slice));
+    }
+    if (!ok) {
+      this.#waitingForDrain = true;
+      this.#res.once('drain', this.#onDrain);
+      return -used;
+    }
+    return this.#held !== undefined || this.#source !== undefined || this.#queueHead < this.#queue.length ? used : -used;
+  }
+
+  readonly #onDrain = (): void => {
+    this.#waitingForDrain = false;
+    if (!this.#closed) this.#p.pump.schedule(this);
+  };
+
+  #nextFrame(): Frame | undefined {
+    const held = this.#held;
+    if (held !== undefined) {
+      this.#held = undefined;
+      return held;
+    }
+    while (this.#source) {
+      const next = this.#source.next();
+      if (!next.done) return next.value;
+      this.#endSource();
+    }
+    if (this.#queueHead === this.#queue.length) return undefined;
+    const frame = this.#queue[this.#queueHead++] as Frame;
+    this.#queuedBytes -= frame.bytes;
+    if (this.#queueHead === this.#queue.length) {
+      this.#queue.length = 0;
+      this.#queueHead = 0;
+    }
+    return frame;
+  }
+
+  #endSource(): void {
+    this.#source = undefined;
+    if (this.#inSnapshot) {
+      this.#inSnapshot = false;
+      this.#p.frames.end();
+    }
+  }
+
+  *#snapshot(epoch: string, from: number, reset: string | undefined): Generator<Frame> {
+    if (reset !== undefined) yield textFrame(`event: reset\ndata: ${JSON.stringify({reason: reset, message: 'the requested Last-Event-ID is no longer in this server\'s history; a fresh snapshot follows, replace what you hold'})}\n\n`);
+    const {matches, selector, frames} = this.#p;
+    // Matching reads labels only, which the stored entry and its view share.
+    for (const [name, stored] of this.#p.inventory.stored()) {
+      if (matches(stored, selector)) yield frames.frame(name, stored);
     }
     // The snapshot reflects at least every change up to `from`; later ones follow from the queue.
-    yield `id: ${eventId(epoch, from)}\nevent: synced\ndata: ${JSON.stringify({snapshot: reset === undefined ? 'initial' : 'fresh'})}\n\n`;
+    yield textFrame(`id: ${eventId(epoch, from)}\nevent: synced\ndata: ${JSON.stringify({snapshot: reset === undefined ? 'initial' : 'fresh'})}\n\n`);
   }
 
   /**
@@ -242,7 +458,7 @@ class WatchStream {
    * each from the entry's current state: a client cut off mid-replay resumes correctly from
    * the last id it saw.
    */
-  *#replay(changes: readonly LoggedChange[], epoch: string, to: number): Generator<string> {
+  *#replay(changes: readonly LoggedChange[], epoch: string, to: number): Generator<Frame> {
     const first = new Map<string, LoggedChange>();
     const last = new Map<string, number>();
     for (const change of changes) {
@@ -251,88 +467,44 @@ class WatchStream {
       last.delete(change.name);
       last.set(change.name, change.id);
     }
+    const {matches, selector, inventory} = this.#p;
     for (const [name, id] of last) {
-      const current = this.#inventory.get(name);
+      const current = inventory.get(name);
       const before = first.get(name)?.previous;
-      if (current && this.#matches(current, this.#selector)) {
-        yield `id: ${eventId(epoch, id)}\nevent: put\ndata: ${JSON.stringify(current)}\n\n`;
-      } else if (before && this.#matches(before, this.#selector)) {
-        yield `id: ${eventId(epoch, id)}\nevent: delete\ndata: ${JSON.stringify({name})}\n\n`;
+      if (current && matches(current, selector)) {
+        yield textFrame(`id: ${eventId(epoch, id)}\nevent: put\ndata: ${JSON.stringify(current)}\n\n`);
+      } else if (before && matches(before, selector)) {
+        yield textFrame(`id: ${eventId(epoch, id)}\nevent: delete\ndata: ${JSON.stringify({name})}\n\n`);
       }
     }
-    yield `id: ${eventId(epoch, to)}\nevent: synced\ndata: ${JSON.stringify({snapshot: 'none', resumed: true})}\n\n`;
+    yield textFrame(`id: ${eventId(epoch, to)}\nevent: synced\ndata: ${JSON.stringify({snapshot: 'none', resumed: true})}\n\n`);
   }
 
   #onEvent(event: InventoryEvent): void {
     if (this.#closed) return;
-    const {epoch} = this.#inventory.changes;
-    const matchedBefore = event.previous !== undefined && this.#matches(event.previous, this.#selector);
-    let frame: string;
-    if (event.type === 'put' && this.#matches(event.server, this.#selector)) frame = putFrame(epoch, event);
+    const {epoch} = this.#p.inventory.changes;
+    const {matches, selector} = this.#p;
+    const matchedBefore = event.previous !== undefined && matches(event.previous, selector);
+    let frame: Frame;
+    if (event.type === 'put' && matches(event.server, selector)) frame = putFrame(epoch, event);
     else if (matchedBefore) frame = deleteFrame(epoch, event);
     else return;
     this.#queue.push(frame);
-    this.#queuedBytes += frame.length;
-    if (this.#queuedBytes + this.#res.writableLength > this.#limits.maxBufferedBytes) {
+    this.#queuedBytes += frame.bytes;
+    if (this.#queuedBytes + this.#res.writableLength > this.#p.limits.maxBufferedBytes) {
       this.#disconnectSlowConsumer();
       return;
     }
-    this.#flush();
-  }
-
-  /**
-   * Writes until the socket asks to wait (resumes on `drain`) or this turn has written
-   * FLUSH_TURN_BYTES (resumes on the next turn): a client that reads as fast as loopback lets it
-   * would otherwise take its whole snapshot in one turn of the event loop, and /healthz with it.
-   */
-  #flush(): void {
-    if (this.#yielded) return;
-    let written = 0;
-    while (!this.#closed && !this.#waitingForDrain) {
-      if (written >= FLUSH_TURN_BYTES) {
-        this.#yielded = true;
-        setImmediate(() => {
-          this.#yielded = false;
-          this.#flush();
-        });
-        return;
-      }
-      let frame: string | undefined;
-      if (this.#source) {
-        const next = this.#source.next();
-        if (next.done) {
-          this.#source = undefined;
-          continue;
-        }
-        frame = next.value;
-      } else if (this.#queueHead < this.#queue.length) {
-        frame = this.#queue[this.#queueHead++] as string;
-        this.#queuedBytes -= frame.length;
-        if (this.#queueHead === this.#queue.length) {
-          this.#queue.length = 0;
-          this.#queueHead = 0;
-        }
-      } else {
-        return;
-      }
-      written += frame.length;
-      if (!this.#res.write(frame)) {
-        this.#waitingForDrain = true;
-        this.#res.once('drain', () => {
-          this.#waitingForDrain = false;
-          this.#flush();
-        });
-      }
-    }
+    if (!this.#waitingForDrain) this.#p.pump.schedule(this);
   }
 
   #disconnectSlowConsumer(): void {
-    const message = `this watcher fell more than ${this.#limits.maxBufferedBytes} bytes behind (http.watch.max_buffered_bytes) and is disconnected; reconnect with Last-Event-ID to resume`;
+    const message = `this watcher fell more than ${this.#p.limits.maxBufferedBytes} bytes behind (http.watch.max_buffered_bytes) and is disconnected; reconnect with Last-Event-ID to resume`;
     const res = this.#res;
     this.close();
     res.end(`event: error\ndata: ${JSON.stringify({reason: 'slow_consumer', message})}\n\n`);
     // A client that never reads would hold the socket (and its buffer) forever.
-    const timer = setTimeout(() => res.destroy(), this.#limits.closeGraceMs);
+    const timer = setTimeout(() => res.destroy(), this.#p.limits.closeGraceMs);
     timer.unref();
     res.once('close', () => clearTimeout(timer));
   }

@@ -165,6 +165,20 @@ export class Inventory {
     for (const name of this.#servers.keys()) yield this.#view(name);
   }
 
+  /**
+   * Entries as stored, without values()'s copies: a cache keyed by the stored object stays valid
+   * until the entry is replaced or its lease's expiry (leaseExpiryOf) moves.
+   */
+  stored(): MapIterator<[string, KubeServer]> {
+    return this.#servers.entries();
+  }
+
+  /** The latest known expiry (epoch ms) of the lease entry `name` is on; get() and values() show it when later than the stored one. */
+  leaseExpiryOf(name: string): number | undefined {
+    const lease = this.#leaseOf.get(name);
+    return lease === undefined ? undefined : this.#leaseExpiry.get(lease);
+  }
+
   /** One entry. */
   get(name: string): KubeServer | undefined {
     return this.#servers.has(name) ? this.#view(name) : undefined;

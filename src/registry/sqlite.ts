@@ -113,6 +113,8 @@ export class SqliteBackend implements RegistryBackend {
    * the keepalive: readers and the purge follow the owner, not the last row written.
    */
   readonly #held = new Map<string, {ttlMs: number; expires: number}>();
+  /** Puts waiting for their group's transaction (see put). */
+  #pendingPuts: {key: string; value: string; leaseId: string | undefined; resolve: (item: RegistryItem) => void; reject: (error: unknown) => void}[] = [];
   /** Opened read-only (the file system refused writes at open): every stored entry is served as last known. */
   #readOnly = false;
   #closed = false;
@@ -155,6 +157,7 @@ export class SqliteBackend implements RegistryBackend {
 
   async grantLease(ttlMs: number): Promise<Lease> {
     this.#open();
+    this.#commitPuts();
     checkTtl(ttlMs);
     this.#writable();
     this.#reopenIfDeleted();
@@ -172,6 +175,7 @@ export class SqliteBackend implements RegistryBackend {
    */
   async keepAlive(lease: Lease): Promise<void> {
     this.#open();
+    this.#commitPuts();
     const now = this.#clock.now();
     const held = this.#held.get(lease.id);
     if (held && held.expires > now) held.expires = now + held.ttlMs;
@@ -191,6 +195,7 @@ export class SqliteBackend implements RegistryBackend {
 
   async revokeLease(lease: Lease): Promise<void> {
     this.#open();
+    this.#commitPuts();
     this.#writable();
     this.#held.delete(lease.id);
     const events = this.#transaction(() => this.#dropLeases([lease.id]));
@@ -199,39 +204,74 @@ export class SqliteBackend implements RegistryBackend {
 
   async resumeLease(id: string): Promise<Lease | undefined> {
     this.#open();
+    this.#commitPuts();
     const row = this.#sql.liveLease.get({id, now: this.#clock.now()}) as {ttl_ms: number} | undefined;
     return row ? {id, ttlMs: row.ttl_ms} : undefined;
   }
 
+  /**
+   * Puts are committed in groups: those issued in one turn of the event loop (a cycle applies
+   * up to 64 at once) share one transaction, instead of a transaction, a purge and a WAL commit
+   * each. A put that fails on its own (its lease is gone) fails alone; a failing transaction
+   * (disk full) fails every put of its group, none of them written.
+   */
   async put(key: string, value: string, options?: PutOptions): Promise<RegistryItem> {
     this.#open();
     this.#writable();
     const reopened = this.#reopenIfDeleted();
-    const now = this.#clock.now();
     const leaseId = options?.lease?.id;
     // The lease went with the deleted file: say so (the same fault, not a new one), so the heartbeat re-grants and re-announces.
     if (reopened && leaseId !== undefined) throw new LeaseNotFoundError(`lease ${leaseId} was in the deleted registry database ${this.path}; grant a new one and re-announce`);
-    const [events, item] = this.#transaction((): [WatchEvent[], RegistryItem] => {
-      const purged = this.#purgeIn(now);
-      let expires: number | undefined;
-      if (leaseId !== undefined) {
-        const lease = this.#sql.liveLease.get({id: leaseId, now}) as {expires: number} | undefined;
-        const held = this.#held.get(leaseId);
-        const alive = held && held.expires > now ? held.expires : undefined;
-        if (!lease && alive === undefined) throw new LeaseNotFoundError(`lease ${leaseId} is expired or unknown to the sqlite registry ${this.path}`);
-        expires = Math.max(lease?.expires ?? 0, alive ?? 0);
-      }
-      const revision = this.#nextRevision();
-      this.#sql.upsert.run({key, value, lease: leaseId ?? null, revision});
-      const stored = toItem({key, value, lease: leaseId ?? null, revision, expires: expires ?? null});
-      return [[...purged, {type: 'put', item: stored}], stored];
+    return new Promise<RegistryItem>((resolve, reject) => {
+      this.#pendingPuts.push({key, value, leaseId, resolve, reject});
+      if (this.#pendingPuts.length === 1) setImmediate(() => this.#commitPuts());
     });
+  }
+
+  /** Commits the pending puts in one transaction; every other operation calls it first, so operations keep their order. */
+  #commitPuts(): void {
+    const batch = this.#pendingPuts;
+    if (batch.length === 0) return;
+    this.#pendingPuts = [];
+    let events: WatchEvent[];
+    let outcomes: (RegistryItem | LeaseNotFoundError)[];
+    try {
+      if (this.#closed) throw new Error(`registry database ${this.path} is closed`);
+      const now = this.#clock.now();
+      [events, outcomes] = this.#transaction((): [WatchEvent[], (RegistryItem | LeaseNotFoundError)[]] => {
+        const written: WatchEvent[] = this.#purgeIn(now);
+        const results = batch.map(({key, value, leaseId}) => {
+          let expires: number | undefined;
+          if (leaseId !== undefined) {
+            const lease = this.#sql.liveLease.get({id: leaseId, now}) as {expires: number} | undefined;
+            const held = this.#held.get(leaseId);
+            const alive = held && held.expires > now ? held.expires : undefined;
+            if (!lease && alive === undefined) return new LeaseNotFoundError(`lease ${leaseId} is expired or unknown to the sqlite registry ${this.path}`);
+            expires = Math.max(lease?.expires ?? 0, alive ?? 0);
+          }
+          const revision = this.#nextRevision();
+          this.#sql.upsert.run({key, value, lease: leaseId ?? null, revision});
+          const stored = toItem({key, value, lease: leaseId ?? null, revision, expires: expires ?? null});
+          written.push({type: 'put', item: stored});
+          return stored;
+        });
+        return [written, results];
+      });
+    } catch (error) {
+      for (const put of batch) put.reject(error);
+      return;
+    }
     this.#hub.emit(events);
-    return item;
+    batch.forEach((put, i) => {
+      const outcome = outcomes[i] as RegistryItem | LeaseNotFoundError;
+      if (outcome instanceof LeaseNotFoundError) put.reject(outcome);
+      else put.resolve(outcome);
+    });
   }
 
   async get(key: string): Promise<RegistryItem | undefined> {
     this.#open();
+    this.#commitPuts();
     this.#readable();
     this.#purgeQuietly();
     const now = this.#clock.now();
@@ -241,6 +281,7 @@ export class SqliteBackend implements RegistryBackend {
 
   async list(prefix: string): Promise<RegistryItem[]> {
     this.#open();
+    this.#commitPuts();
     this.#readable();
     this.#purgeQuietly();
     const now = this.#clock.now();
@@ -258,6 +299,7 @@ export class SqliteBackend implements RegistryBackend {
 
   async delete(key: string): Promise<boolean> {
     this.#open();
+    this.#commitPuts();
     this.#writable();
     this.#reopenIfDeleted();
     const now = this.#clock.now();
@@ -285,6 +327,7 @@ export class SqliteBackend implements RegistryBackend {
 
   async close(): Promise<void> {
     if (this.#closed) return;
+    this.#commitPuts();
     this.#closed = true;
     this.#cancelPurge?.();
     this.#hub.clear();
@@ -295,6 +338,7 @@ export class SqliteBackend implements RegistryBackend {
   /** Deletes expired leases and their entries, emitting a delete event per entry; runs on reads, writes and a timer. */
   purgeExpired(): void {
     if (this.#closed) return;
+    this.#commitPuts();
     const now = this.#clock.now();
     // Cheap indexed probe first, so reads only take the write lock when something did expire.
     if (this.#expiredLeaseIds(now).length === 0) return;

@@ -7,6 +7,7 @@
 import path from 'node:path';
 import {describe, expect, it} from 'vitest';
 import {runBench} from '../../bench/bench.ts';
+import {formatMarkdown} from '../../bench/report.ts';
 import type {KeepaliveResult} from '../../bench/keepalive.ts';
 
 const SMOKE = path.resolve(import.meta.dirname, '../../bench/scenarios/smoke.json');
@@ -25,10 +26,11 @@ describe('npm run bench', () => {
       cycles: 2,
       keepalive: {sizes: [10, 100], backends: ['sqlite'], rounds: 3},
       tokens: {cold: 300, cached: 3000},
+      watchers: {entries: 30, watchers: 3, rounds: 1},
       log: (line) => lines.push(line),
     });
 
-    expect(Object.keys(report)).toEqual(['benchmark', 'started_at', 'duration_s', 'node', 'machine', 'settings', 'workloads', 'keepalive', 'tokens', 'targets']);
+    expect(Object.keys(report)).toEqual(['benchmark', 'started_at', 'duration_s', 'node', 'machine', 'settings', 'workloads', 'keepalive', 'tokens', 'watchers', 'targets']);
     const [w] = report.workloads;
     expect(Object.keys(w ?? {})).toEqual(WORKLOAD_FIELDS);
     if (!w) return;
@@ -54,6 +56,9 @@ describe('npm run bench', () => {
     const keepalive = report.keepalive.filter((k): k is KeepaliveResult => 'entries' in k);
     expect(keepalive.map((k) => [k.backend, k.entries, k.calls_per_round])).toEqual([['sqlite', 10, 1], ['sqlite', 100, 1]]);
     expect(report.tokens).toMatchObject({cold_mints_per_second: expect.any(Number), cached_gets_per_second: expect.any(Number)});
+    // Watcher memory: the watchers left, and what the server still holds after a full GC is reported.
+    expect(report.watchers).toMatchObject({entries: 30, watchers: 3, rounds: [expect.objectContaining({after_they_left_live_mb: expect.any(Number)})]});
+    expect(formatMarkdown(report)).toContain('| smoke');
 
     // Every target is listed with its value and verdict; those of workloads not run say so.
     expect(report.targets.length).toBeGreaterThanOrEqual(13);

@@ -62,6 +62,22 @@ describe('RateShaper', () => {
     expect(rate()).toBe(40);
   });
 
+  it('by default cuts gently and never below half its ceiling, however many throttles come', async () => {
+    const clock = new FakeClock();
+    const shaper = new RateShaper({clock, limits: {DescribeCluster: {ratePerSecond: 40, burst: 5}}});
+    const rate = (): number => shaper.rate('111', 'us-east-1', 'DescribeCluster') ?? Number.NaN;
+    shaper.throttled('111', 'us-east-1', 'DescribeCluster');
+    expect(rate()).toBeCloseTo(36);
+    for (let i = 0; i < 50; i++) {
+      await clock.advance(1000);
+      shaper.throttled('111', 'us-east-1', 'DescribeCluster');
+    }
+    expect(rate()).toBe(20);
+    // Back to the ceiling after sustained success: 5 % of it regained per second.
+    for (let i = 0; i < 1000; i++) shaper.succeeded('111', 'us-east-1', 'DescribeCluster');
+    expect(rate()).toBe(40);
+  });
+
   it('after a throttle the saved burst is spent: the next request waits for a fresh token', async () => {
     const clock = new FakeClock();
     const shaper = new RateShaper({clock, limits: {DescribeCluster: {ratePerSecond: 10, burst: 5}}, decrease: 0.5});

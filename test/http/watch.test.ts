@@ -6,6 +6,7 @@ import {evaluate} from '../../src/discovery/evaluate.ts';
 import {startHttpServer, type HttpServer} from '../../src/http/server.ts';
 import type {WatchLimits} from '../../src/http/watch.ts';
 import {Inventory} from '../../src/inventory/inventory.ts';
+import {kubeServerPrefix} from '../../heartbeats/kube-server.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
 import {context, eksCluster, okResult} from '../discovery/builders.ts';
 
@@ -257,6 +258,52 @@ describe('/v1/watch', () => {
     expect(last.event).toBe('error');
     expect(JSON.parse(last.data)).toMatchObject({reason: 'slow_consumer'});
     expect(JSON.parse(last.data).message).toContain('http.watch.max_buffered_bytes');
+  });
+
+  it('watchers taking their snapshots at once share serialised entries yet each gets exactly its own filter', async () => {
+    const w = await world();
+    const teams = ['a', 'b', 'c'];
+    await announce(w.heartbeat, Object.fromEntries(Array.from({length: 1500}, (_, i) => [`big${i}`, {...bulky(i), team: teams[i % 3] as string}])));
+    // One watcher stops reading mid-snapshot, so the shared frames stay in use while the others read theirs.
+    const stalled = await Watch.open(`${w.server.url}/v1/watch`);
+    stalled.res.pause();
+    await until(() => w.server.watchStats().waitingForDrain === 1);
+    const filters = ['team=a', 'team=b', 'team=c', 'team=a', ''];
+    const watches = await Promise.all(filters.map((f) => Watch.open(`${w.server.url}/v1/watch${f ? `?labels=${f}` : ''}`)));
+    const snapshots = await Promise.all(watches.map((x) => x.readUntil((e) => e.event === 'synced')));
+    const names = (events: SseEvent[]): string[] => events.filter((e) => e.event === 'put').map(name).sort();
+    const expected = (team: string | undefined): string[] =>
+      Array.from({length: 1500}, (_, i) => i).filter((i) => team === undefined || teams[i % 3] === team).map((i) => `big${i}`).sort();
+    expect(snapshots.map(names)).toEqual([expected('a'), expected('b'), expected('c'), expected('a'), expected(undefined)]);
+    stalled.res.resume();
+    expect(names(await stalled.readUntil((e) => e.event === 'synced'))).toEqual(expected(undefined));
+  });
+
+  it('a snapshot shows the expiry a keepalive moved, even while another snapshot shares the entries', async () => {
+    const w = await world();
+    await announce(w.heartbeat, Object.fromEntries(Array.from({length: 1500}, (_, i) => [`big${i}`, bulky(i)])));
+    const stalled = await Watch.open(`${w.server.url}/v1/watch`);
+    stalled.res.pause();
+    await until(() => w.server.watchStats().waitingForDrain === 1);
+    const [item] = await backend!.list(kubeServerPrefix('g1'));
+    const later = Date.parse('2999-01-01T00:00:00.000Z');
+    w.inventory.leaseKeptAlive(item!.lease!, later);
+    const fresh = await Watch.open(`${w.server.url}/v1/watch`);
+    const puts = (await fresh.readUntil((e) => e.event === 'synced')).filter((e) => e.event === 'put');
+    expect(puts).toHaveLength(1500);
+    expect(new Set(puts.map((e) => (JSON.parse(e.data) as {metadata: {expires: string}}).metadata.expires))).toEqual(new Set(['2999-01-01T00:00:00.000Z']));
+  });
+
+  it('a watcher that stops reading does not hold up the others, and /healthz answers meanwhile', async () => {
+    const w = await world();
+    await announce(w.heartbeat, Object.fromEntries(Array.from({length: 1500}, (_, i) => [`big${i}`, bulky(i)])));
+    const stalled = await Promise.all(Array.from({length: 5}, () => Watch.open(`${w.server.url}/v1/watch`)));
+    for (const x of stalled) x.res.pause();
+    await until(() => w.server.watchStats().waitingForDrain === 5);
+    expect((await fetch(`${w.server.url}/healthz`)).status).toBe(200);
+    const reader = await Watch.open(`${w.server.url}/v1/watch`);
+    expect((await reader.readUntil((e) => e.event === 'synced')).filter((e) => e.event === 'put')).toHaveLength(1500);
+    expect(w.server.watchStats().waitingForDrain).toBe(5);
   });
 
   it('refuses watchers over http.watch.max_watchers with 429 until one leaves', async () => {

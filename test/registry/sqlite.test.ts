@@ -105,6 +105,30 @@ describe('sqlite backend file', () => {
     await expect(open(path)).rejects.toThrow(`cannot open registry database ${path}: `);
   });
 
+  it('commits puts issued together in one transaction; one whose lease is gone fails alone; later operations see them in order', async () => {
+    const backend = await open();
+    const lease = await backend.grantLease(60_000);
+    const exec = DatabaseSync.prototype.exec;
+    let transactions = 0;
+    vi.spyOn(DatabaseSync.prototype, 'exec').mockImplementation(function (this: DatabaseSync, sql: string) {
+      if (sql.startsWith('BEGIN')) transactions++;
+      return exec.call(this, sql);
+    });
+    const puts = Array.from({length: 64}, (_, i) => backend.put(`kube_servers/g/c${i}`, `{"i":${i}}`, {lease}));
+    const orphan = backend.put('kube_servers/g/orphan', '{}', {lease: {id: 'no-such-lease', ttlMs: 60_000}});
+    // Issued after the puts, in the same turn: it must not overtake them.
+    const deleted = backend.delete('kube_servers/g/c7');
+    await expect(orphan).rejects.toBeInstanceOf(LeaseNotFoundError);
+    const items = await Promise.all(puts);
+    expect(await deleted).toBe(true);
+    expect(new Set(items.map((item) => item.revision)).size).toBe(64);
+    expect(transactions).toBe(2); // the group of puts, then the delete
+    vi.restoreAllMocks();
+    const listed = await backend.list('kube_servers/g/');
+    expect(listed.map((item) => item.key).sort()).toEqual(Array.from({length: 64}, (_, i) => `kube_servers/g/c${i}`).filter((k) => k !== 'kube_servers/g/c7').sort());
+    await backend.close();
+  });
+
   it('keeps a lease alive with one statement changing one row, whether 10 or 10,000 entries hang on it', async () => {
     const backend = await open();
     const costs: Array<{statements: number; changes: number}> = [];

@@ -5,9 +5,13 @@
  *
  * Each bucket starts at its configured rate and adapts on throttling by AIMD: a throttled
  * answer multiplies the rate by `decrease` (at most once per `cooldownMs`, since a burst of
- * throttles reports one overload), and every success adds `increase / rate` requests per
- * second, i.e. about `increase` per second of sustained success, never above the configured
- * ceiling. The SDK's retries still retry throttled calls; each attempt takes a token here.
+ * throttles reports one overload) and spends the saved burst, and every success adds
+ * `increase / rate` requests per second, i.e. about `increase` per second of sustained success,
+ * never above the configured ceiling. The cut is gentle (0.9) and the rate never falls below
+ * half the ceiling unless asked: most throttles at a rate matched to the quota come from
+ * requests bunching on their way (scheduling, connection set-up), not from a lower quota, and
+ * halving on each of them left a throttled cycle far below the rate the API grants. The SDK's
+ * retries still retry throttled calls; each attempt takes a token here.
  *
  * EKS documents no per-operation request rates; the defaults are conservative figures that
  * users with different quotas override in `discovery.aws.rate_limits`.
@@ -35,13 +39,13 @@ export const DEFAULT_AWS_RATE_LIMITS: RateLimits = {
 export interface RateShaperOptions {
   readonly clock: Clock;
   readonly limits?: RateLimits;
-  /** Factor applied to a bucket's rate on throttling (default 0.7). */
+  /** Factor applied to a bucket's rate on throttling (default 0.9). */
   readonly decrease?: number;
-  /** Requests per second regained per second of successes (default 2). */
+  /** Requests per second regained per second of successes (default 5 % of the bucket's ceiling). */
   readonly increase?: number;
   /** At most one decrease per this period (default 1 s). */
   readonly cooldownMs?: number;
-  /** Lowest rate a bucket adapts down to (default 0.5 per second). */
+  /** Lowest rate a bucket adapts down to (default half its ceiling). */
   readonly minRatePerSecond?: number;
 }
 
@@ -61,18 +65,18 @@ export class RateShaper {
   readonly #clock: Clock;
   readonly #limits: RateLimits;
   readonly #decrease: number;
-  readonly #increase: number;
+  readonly #increase: number | undefined;
   readonly #cooldownMs: number;
-  readonly #minRate: number;
+  readonly #minRate: number | undefined;
   readonly #buckets = new Map<string, Bucket>();
 
   constructor(options: RateShaperOptions) {
     this.#clock = options.clock;
     this.#limits = options.limits ?? DEFAULT_AWS_RATE_LIMITS;
-    this.#decrease = options.decrease ?? 0.7;
-    this.#increase = options.increase ?? 2;
+    this.#decrease = options.decrease ?? 0.9;
+    this.#increase = options.increase;
     this.#cooldownMs = options.cooldownMs ?? 1000;
-    this.#minRate = options.minRatePerSecond ?? 0.5;
+    this.#minRate = options.minRatePerSecond;
     for (const [op, limit] of Object.entries(this.#limits)) {
       if (!(limit.ratePerSecond > 0) || !(limit.burst >= 1)) throw new Error(`rate limit of ${op}: expected rate_per_second > 0 and burst >= 1`);
     }
@@ -95,7 +99,7 @@ export class RateShaper {
     const now = this.#clock.now();
     if (now < bucket.calmAt) return;
     this.#refill(bucket, now);
-    bucket.rate = Math.max(this.#minRate, bucket.rate * this.#decrease);
+    bucket.rate = Math.max(this.#minRate ?? bucket.ceiling.ratePerSecond / 2, bucket.rate * this.#decrease);
     // Drop the saved burst too: the server just said the budget is spent.
     bucket.tokens = Math.min(bucket.tokens, 0);
     bucket.calmAt = now + this.#cooldownMs;
@@ -105,7 +109,8 @@ export class RateShaper {
   succeeded(account: string, region: string, operation: string): void {
     const bucket = this.#bucket(account, region, operation);
     if (!bucket) return;
-    bucket.rate = Math.min(bucket.ceiling.ratePerSecond, bucket.rate + this.#increase / bucket.rate);
+    const increase = this.#increase ?? bucket.ceiling.ratePerSecond * 0.05;
+    bucket.rate = Math.min(bucket.ceiling.ratePerSecond, bucket.rate + increase / bucket.rate);
   }
 
   /** Current rate of a bucket (requests per second); for metrics and tests. */

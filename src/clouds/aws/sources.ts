@@ -202,8 +202,10 @@ export class AwsSources {
           region,
           credentials,
           // Throttling is retried with backoff by the SDK; AWS_MAX_ATTEMPTS / AWS_RETRY_MODE still win.
+          // With rate shaping the shaper adapts the rate: the SDK's adaptive mode would add a second,
+          // slower limiter on top of it.
           maxAttempts: Number(env['AWS_MAX_ATTEMPTS']) || 8,
-          retryMode: env['AWS_RETRY_MODE'] ?? 'adaptive',
+          retryMode: env['AWS_RETRY_MODE'] ?? (this.#options.rateShaper ? 'standard' : 'adaptive'),
           requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
         });
         this.#shape(eks, region, role);
