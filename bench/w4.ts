@@ -7,6 +7,9 @@
  * false deregistrations.
  *
  *   npm run bench:w4 [-- --scenario bench/scenarios/w4-organization.json] [--cycles 4] [--node-args="--max-old-space-size=256"]
+ *
+ * Without --node-args the service runs with the Node flags it ships with (`npm start`, the image):
+ * the peak RSS target is about the service as deployed.
  */
 import {createServer, type IncomingMessage, type ServerResponse} from 'node:http';
 import type {AddressInfo} from 'node:net';
@@ -18,6 +21,7 @@ import {startFakeAws, type FakeAws} from '../test/fakes/aws-fakes.ts';
 import {runChild} from './child.ts';
 import type {DriverRequest, DriverResult} from './cycle-driver.ts';
 import {EXTERNAL_ID, MANAGEMENT_KEY, OrgWorld, ROLE_NAME, orgScenarioSchema, type OrgScenario} from './org-world.ts';
+import {shippedNodeFlags} from './memory.ts';
 import {scriptArgs} from './sim.ts';
 
 const HERE = import.meta.dirname;
@@ -169,6 +173,7 @@ export async function runOrgWorkload(scenario: OrgScenario, options: {cycles: nu
     return {
       name: scenario.name,
       description: scenario.description ?? '',
+      node_args: options.nodeArgs ?? [],
       accounts: {members: scenario.accounts, refusing_assume_role: world.deniedAccounts, joined_and_left: control.steps},
       clusters: {total: world.size, expected_last: cycles.at(-1)?.verdict.expected ?? 0, found_last: cycles.at(-1)?.verdict.found ?? 0},
       cycle_wall_ms: {cold: walls[0] ?? 0, steady_median: steadyMedian, all: walls},
@@ -209,14 +214,15 @@ async function main(argv: readonly string[]): Promise<void> {
     options: {
       scenario: {type: 'string', default: path.join(HERE, 'scenarios', 'w4-organization.json')},
       cycles: {type: 'string', default: '4'},
-      'node-args': {type: 'string', default: ''},
+      'node-args': {type: 'string'},
     },
     strict: true,
   });
   const cycles = Number(values.cycles);
   if (!Number.isInteger(cycles) || cycles < 2) throw new Error(`expected --cycles to be an integer >= 2 (one cold, then steady ones), got ${values.cycles}`);
   const scenario = orgScenarioSchema.parse(JSON.parse(await readFile(values.scenario, 'utf8')));
-  const report = await runOrgWorkload(scenario, {cycles, nodeArgs: values['node-args'].split(' ').filter(Boolean)});
+  const nodeArgs = values['node-args'] !== undefined ? values['node-args'].split(' ').filter(Boolean) : await shippedNodeFlags();
+  const report = await runOrgWorkload(scenario, {cycles, nodeArgs});
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 }
 

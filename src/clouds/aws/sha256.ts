@@ -19,8 +19,8 @@ import {createHash, createHmac, createSecretKey, type Hash, type Hmac, type KeyO
 
 type SourceData = string | ArrayBuffer | ArrayBufferView;
 
-/** Derivation steps remembered; ~150 bytes each. The working set is a few per account in flight. */
-const MEMO_SIZE = 16_384;
+/** Derivation steps remembered (~400 bytes each with the key object); the working set is a few per (account, region) in flight. */
+const MEMO_SIZE = 4_096;
 /** Longest data whose HMAC is remembered: dates, regions, services, access key ids; a SigV4 string to sign is at least 133 bytes. */
 const MEMO_MAX_DATA = 128;
 
