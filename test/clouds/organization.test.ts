@@ -233,6 +233,42 @@ describe('organization matcher against the fake', () => {
   });
 });
 
+describe('incremental discovery of an organization matcher', () => {
+  it('steady cycles read tags per (account, region) and describe only what changed; a failing tag read in one account describes instead and deletes nothing', async () => {
+    h = await harness(`{organization_id: ${org.id}, organizational_units: {include: ["${ou['prod']}"]}}`);
+    const first = await h.cycle();
+    expect(first.counts.create).toBe(8);
+    // Cold: every cluster of the two assumable accounts described once.
+    expect(fake.stats.count({operation: 'DescribeCluster'})).toBe(8);
+
+    fake.stats.reset();
+    const steady = await h.cycle();
+    expect(steady.counts).toMatchObject({unchanged: 8, delete: 0, create: 0});
+    expect(fake.stats.count({operation: 'DescribeCluster'})).toBe(0);
+    // One tag read per (account, region), signed as that account.
+    expect(fake.stats.count({operation: 'GetResources', account: '222222222222'})).toBe(REGIONS.length);
+    expect(fake.stats.count({operation: 'GetResources', account: '333333333333'})).toBe(REGIONS.length);
+
+    // A tag changed in one member account: that cluster alone is described, and its entry updated.
+    fake.world.retagCluster('333333333333', 'eu-west-1', 'c-333-b', {env: 'prod', team: 'payments'});
+    fake.stats.reset();
+    const retagged = await h.cycle();
+    expect(fake.stats.find({operation: 'DescribeCluster'}).map((c) => `${c.account}/${c.region}`)).toEqual(['333333333333/eu-west-1']);
+    expect(retagged.items.find((i) => i.name === 'c-333-b-eks-eu-west-1-333333333333')?.action).toBe('update');
+
+    // The tag read is denied in one account: its clusters are described instead; nothing leaves.
+    fake.fault = (ctx) => (ctx.operation === 'GetResources' && ctx.account === '222222222222' ? {code: 'AccessDeniedException'} : undefined);
+    fake.stats.reset();
+    const denied = await h.cycle();
+    expect(denied.counts.delete).toBe(0);
+    expect(denied.sources.filter((s) => s.account === '222222222222').every((s) => s.ok)).toBe(true);
+    expect(fake.stats.count({operation: 'DescribeCluster', account: '222222222222'})).toBe(4);
+    expect(fake.stats.count({operation: 'DescribeCluster', account: '333333333333'})).toBe(0);
+    expect(await h.names()).toEqual(clustersOf('222222222222', '333333333333'));
+    fake.world.retagCluster('333333333333', 'eu-west-1', 'c-333-b', {env: 'prod'});
+  });
+});
+
 describe('regions ["*"] of an organization matcher', () => {
   it('lists only the regions each account enabled, asks again only after the refresh interval, and falls back to every region when it cannot ask', async () => {
     fake.world.enabledRegions.set('222222222222', ['eu-west-1', 'me-south-1', 'us-east-1']);

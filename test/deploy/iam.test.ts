@@ -235,7 +235,9 @@ describe('AWS', () => {
     const role = Object.values(template.Resources).find((r) => r.Type === 'AWS::IAM::Role');
     expect(role).toBeDefined();
     const granted = role!.Properties.Policies.flatMap((p) => p.PolicyDocument.Statement).filter((s) => s.Effect === 'Allow').flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action]));
-    const eksActions = [...iamActionsOf(discoveryUses)].filter((a) => a.startsWith('eks:'));
+    // The member role lists, describes and reads tags (incremental discovery) like a single-account role.
+    const eksActions = [...iamActionsOf(discoveryUses)].filter((a) => a.startsWith('eks:') || a.startsWith('tag:'));
+    expect(eksActions).toContain('tag:GetResources');
     expect(sorted(granted)).toEqual(sorted([...eksActions, ...iamActionsOf(memberUses)]));
     const trust = role!.Properties.AssumeRolePolicyDocument.Statement;
     expect(trust).toHaveLength(1);

@@ -43,61 +43,77 @@ export function createEksFetcher(options: EksFetcherOptions): ClusterFetcher {
   const {source} = options;
   return {
     source,
-    async fetch(signal) {
-      let names: string[];
+    async fetch(cycleSignal) {
+      // The SDK adds two abort listeners per call to the signal it is given, and adding one scans
+      // the signal's list: with hundreds of sources sharing the cycle's signal that grew to seconds
+      // a cycle. One listener per source there; the calls listen on the source's own signal.
+      const local = new AbortController();
+      const onAbort = (): void => local.abort(cycleSignal.reason);
+      if (cycleSignal.aborted) onAbort();
+      else cycleSignal.addEventListener('abort', onAbort, {once: true});
       try {
-        names = await listAll(options, signal);
-      } catch (error) {
-        if (options.skipNotEnabledRegion && OPT_IN_REGIONS.has(source.region) && REGION_NOT_ENABLED_CODES.has(awsErrorCode(error))) {
-          return {source, ok: true, clusters: [], malformed: [], skippedReason: 'region not enabled for this account', notAListing: true};
-        }
-        return {source, ok: false, clusters: [], malformed: [], error: awsFailure(error, 'ListClusters')};
+        return await fetchSource(options, local.signal);
+      } finally {
+        cycleSignal.removeEventListener('abort', onAbort);
       }
-      const clusters: DiscoveredCluster[] = [];
-      const malformed: MalformedCluster[] = [];
-      let failure: SourceResult['error'];
-      const {tagReader} = options;
-      let toDescribe: readonly string[] = names;
-      if (tagReader) {
-        try {
-          const plan = await tagReader.plan(source.region, names, signal);
-          toDescribe = plan.describe;
-          clusters.push(...plan.reuse);
-        } catch (error) {
-          return {source, ok: false, clusters: [], malformed: [], error: awsFailure(error, 'GetResources')};
-        }
-      }
-      await Promise.all(
-        toDescribe.map((name) =>
-          // No per-task abort listener: thousands of them on one signal make every add/remove linear.
-          options.describeQueue.add(async () => {
-            if (failure || signal.aborted) return;
-            try {
-              const out = await options.client.send(new DescribeClusterCommand({name}), {abortSignal: signal});
-              const converted = toDiscovered(out.cluster, name, options);
-              if ('reason' in converted) malformed.push(converted);
-              else clusters.push(converted);
-              tagReader?.described(name, 'reason' in converted ? undefined : converted);
-            } catch (error) {
-              tagReader?.forget(name);
-              // Deleted between ListClusters and DescribeCluster: it is simply gone.
-              if (awsErrorCode(error) === 'ResourceNotFoundException') return;
-              // One record the SDK could not read costs that cluster this cycle (entry kept), not the source.
-              if (!signal.aborted && classifyAwsError(error) === 'invalid_response') {
-                malformed.push({name, sourceId: source.id, reason: `DescribeCluster answer unreadable: ${awsFailure(error, 'DescribeCluster').message}`});
-                return;
-              }
-              failure ??= awsFailure(error, 'DescribeCluster');
-            }
-          }),
-        ),
-      );
-      if (signal.aborted) return {source, ok: false, clusters: [], malformed: [], error: awsFailure(signal.reason ?? new Error('aborted'), 'DescribeCluster')};
-      if (failure) return {source, ok: false, clusters: [], malformed: [], error: failure};
-      clusters.sort((a, b) => a.name.localeCompare(b.name));
-      return {source, ok: true, clusters, malformed};
     },
   };
+}
+
+async function fetchSource(options: EksFetcherOptions, signal: AbortSignal): Promise<SourceResult> {
+  const {source} = options;
+  let names: string[];
+  try {
+    names = await listAll(options, signal);
+  } catch (error) {
+    if (options.skipNotEnabledRegion && OPT_IN_REGIONS.has(source.region) && REGION_NOT_ENABLED_CODES.has(awsErrorCode(error))) {
+      return {source, ok: true, clusters: [], malformed: [], skippedReason: 'region not enabled for this account', notAListing: true};
+    }
+    return {source, ok: false, clusters: [], malformed: [], error: awsFailure(error, 'ListClusters')};
+  }
+  const clusters: DiscoveredCluster[] = [];
+  const malformed: MalformedCluster[] = [];
+  let failure: SourceResult['error'];
+  const {tagReader} = options;
+  let toDescribe: readonly string[] = names;
+  if (tagReader) {
+    try {
+      const plan = await tagReader.plan(source.region, names, signal);
+      toDescribe = plan.describe;
+      clusters.push(...plan.reuse);
+    } catch (error) {
+      return {source, ok: false, clusters: [], malformed: [], error: awsFailure(error, 'GetResources')};
+    }
+  }
+  await Promise.all(
+    toDescribe.map((name) =>
+      // No per-task abort listener: thousands of them on one signal make every add/remove linear.
+      options.describeQueue.add(async () => {
+        if (failure || signal.aborted) return;
+        try {
+          const out = await options.client.send(new DescribeClusterCommand({name}), {abortSignal: signal});
+          const converted = toDiscovered(out.cluster, name, options);
+          if ('reason' in converted) malformed.push(converted);
+          else clusters.push(converted);
+          tagReader?.described(name, 'reason' in converted ? undefined : converted);
+        } catch (error) {
+          tagReader?.forget(name);
+          // Deleted between ListClusters and DescribeCluster: it is simply gone.
+          if (awsErrorCode(error) === 'ResourceNotFoundException') return;
+          // One record the SDK could not read costs that cluster this cycle (entry kept), not the source.
+          if (!signal.aborted && classifyAwsError(error) === 'invalid_response') {
+            malformed.push({name, sourceId: source.id, reason: `DescribeCluster answer unreadable: ${awsFailure(error, 'DescribeCluster').message}`});
+            return;
+          }
+          failure ??= awsFailure(error, 'DescribeCluster');
+        }
+      }),
+    ),
+  );
+  if (signal.aborted) return {source, ok: false, clusters: [], malformed: [], error: awsFailure(signal.reason ?? new Error('aborted'), 'DescribeCluster')};
+  if (failure) return {source, ok: false, clusters: [], malformed: [], error: failure};
+  clusters.sort((a, b) => a.name.localeCompare(b.name));
+  return {source, ok: true, clusters, malformed};
 }
 
 async function listAll(options: EksFetcherOptions, signal: AbortSignal): Promise<string[]> {

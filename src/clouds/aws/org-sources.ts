@@ -6,9 +6,12 @@
  * (its clusters kept, stale) while the others reconcile.
  */
 import {AsyncLocalStorage} from 'node:async_hooks';
+import {Agent as HttpAgent} from 'node:http';
+import {Agent as HttpsAgent} from 'node:https';
 import {AccountClient} from '@aws-sdk/client-account';
 import {EKSClient} from '@aws-sdk/client-eks';
 import {OrganizationsClient} from '@aws-sdk/client-organizations';
+import {ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import PQueue from 'p-queue';
 import type {ClusterFetcher} from '../fetcher.ts';
 import {systemClock, type Clock} from '../../core/clock.ts';
@@ -21,6 +24,8 @@ import {awsFailure} from './errors.ts';
 import {awsRequestHandler} from './sources.ts';
 import {OrganizationWalkError, walkOrganization, type OrganizationsApi, type OrganizationWalk} from './organization.ts';
 import {expandRegions, type AwsPartition} from './regions.ts';
+import {NodeSha256} from './sha256.ts';
+import {TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
 
 /** The part of an `aws:` matcher with `organization` that decides where to look. */
 export interface OrganizationSourceMatcher {
@@ -46,7 +51,20 @@ export interface OrganizationPlannerOptions {
   readonly makeEksClient?: (region: string, credentials: AwsCredentialProvider) => EksApi;
   /** Builds the one Account Management client (ListRegions) shared by every member account. */
   readonly makeAccountClient?: (credentials: AwsCredentialProvider) => AccountApi;
-  readonly onClient?: (client: EKSClient | OrganizationsClient | AccountClient) => void;
+  readonly onClient?: (client: EKSClient | OrganizationsClient | AccountClient | ResourceGroupsTaggingAPIClient) => void;
+  /**
+   * Incremental discovery per (account, region), as for single-account matchers (tag-reader.ts):
+   * the full refresh period of a description; absent or 0 describes every cluster every cycle.
+   */
+  readonly refreshMs?: number;
+  /** Refresh period of UPDATING clusters (tag-reader.ts). */
+  readonly settleMs?: number;
+  /** Bound on one source's tag read per cycle. */
+  readonly tagReadTimeoutMs?: number;
+  /** Builds the one tagging client of a region shared by every member account (credentials chosen per call). */
+  readonly makeTaggingClient?: (region: string, credentials: AwsCredentialProvider) => TaggingApi;
+  /** A source's tag read failed and it described every cluster instead. */
+  readonly onTagFallback?: (source: SourceRef, fallback: TagReadFallback) => void;
   /** How long an account's enabled regions (`regions: ["*"]`) are reused before being asked again. */
   readonly regionRefreshMs?: number;
   readonly clock?: Clock;
@@ -84,13 +102,27 @@ const perCallCredentials: AwsCredentialProvider & {memoized: boolean} = Object.a
   {memoized: true},
 );
 
+/**
+ * Keep-alive sockets per endpoint of the member-account clients. A region's client carries every
+ * account's calls in that region, and the cycle's source order (region-major) puts most in-flight
+ * sources in one region: the SDK's default of 50 per client capped a cycle of 100 source slots
+ * at 50 calls in flight.
+ */
+const SHARED_CLIENT_SOCKETS = 256;
+
 /** Plans organization matchers; Organizations clients, EKS clients and queues live across cycles. */
 export class OrganizationPlanner {
   readonly #options: OrganizationPlannerOptions;
   #organizations: OrganizationsApi | undefined;
   readonly #eksClients = new Map<string, EksApi>();
+  readonly #taggingClients = new Map<string, TaggingApi>();
+  /** Per (account, region) source id: what it described, kept across cycles. */
+  readonly #tagReaders = new Map<string, {readonly account: string; readonly reader: TagReader}>();
+  /** Accounts of each matcher's last good walk: state of accounts no walk has any more is dropped. */
+  readonly #accountsOf = new Map<number, ReadonlySet<string>>();
+  /** One pool of keep-alive sockets for every member-account client (pooled per endpoint host). */
+  #sharedAgents: {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent} | undefined;
   readonly #accountQueues = new Map<string, PQueue>();
-  readonly #regionQueues = new Map<string, PQueue>();
   #accountApi: AccountApi | undefined;
   readonly #enabledRegions = new Map<string, {regions: readonly string[]; at: number}>();
 
@@ -138,6 +170,7 @@ export class OrganizationPlanner {
       ),
     );
     ready.sort((a, b) => a.account.localeCompare(b.account));
+    this.#forgetAccountsNotIn(matcherIndex, walk.accounts.map((a) => a.id));
 
     // Region-major order: the cycle's FIFO source queue then spreads its slots over every account.
     const fetchers: ClusterFetcher[] = [];
@@ -145,16 +178,20 @@ export class OrganizationPlanner {
     for (const region of allRegions) {
       for (const {account, roleArn, provider, regions: enabled} of ready) {
         if (!enabled.includes(region)) continue;
-        fetchers.push(
-          createEksFetcher({
-            source: regionSource(matcherIndex, region, account),
-            client: this.#accountClient(region, account, provider),
-            describeQueue: this.#regionQueue(account, region),
-            skipNotEnabledRegion: wildcard,
-            roleArn,
-            ...(matcher.external_id ? {externalId: matcher.external_id} : {}),
-          }),
-        );
+        const source = regionSource(matcherIndex, region, account);
+        const tagReader = this.#tagReader(source, provider);
+        const options = {
+          source,
+          client: this.#accountClient(region, account, provider),
+          skipNotEnabledRegion: wildcard,
+          roleArn,
+          ...(matcher.external_id ? {externalId: matcher.external_id} : {}),
+          ...(tagReader ? {tagReader} : {}),
+        };
+        // The (account, region)'s describe cap lives only while its source runs (one source uses it):
+        // 17,000 idle queues kept across cycles were ~12 MB of heap.
+        const perRegion = this.#options.perRegionConcurrency ?? 10;
+        fetchers.push({source, fetch: (signal) => createEksFetcher({...options, describeQueue: new PQueue({concurrency: perRegion})}).fetch(signal)});
       }
     }
     return {fetchers, failed, walk};
@@ -188,9 +225,10 @@ export class OrganizationPlanner {
         const client = new AccountClient({
           region: 'us-east-1',
           credentials: perCallCredentials,
+          sha256: NodeSha256,
           maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
           retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
-          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
+          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
         });
         this.#options.onClient?.(client);
         this.#accountApi = client;
@@ -210,6 +248,7 @@ export class OrganizationPlanner {
           // Organizations is a global service answered in us-east-1 (the partition's endpoint resolver maps it).
           region: 'us-east-1',
           credentials,
+          sha256: NodeSha256,
           maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
           retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
           // Without throwOnRequestTimeout the handler only warns and a hung call never ends.
@@ -241,9 +280,10 @@ export class OrganizationPlanner {
         const eks = new EKSClient({
           region,
           credentials: perCallCredentials,
+          sha256: NodeSha256,
           maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
           retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
-          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
+          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
         });
         this.#options.onClient?.(eks);
         client = eks;
@@ -253,21 +293,76 @@ export class OrganizationPlanner {
     return client;
   }
 
+  /** Incremental discovery of one (account, region) source, or none when it is off. */
+  #tagReader(source: SourceRef, provider: AwsCredentialProvider): TagReader | undefined {
+    const refreshMs = this.#options.refreshMs ?? 0;
+    if (refreshMs <= 0 || (this.#options.makeEksClient && !this.#options.makeTaggingClient)) return undefined;
+    let reader = this.#tagReaders.get(source.id)?.reader;
+    if (!reader) {
+      const shared = this.#regionTaggingClient(source.region);
+      const queue = this.#accountQueue(source.account);
+      const onTagFallback = this.#options.onTagFallback;
+      reader = new TagReader({
+        // The account's identity and its per-account cap, like its EKS calls.
+        client: {
+          send: ((command: unknown, options?: unknown) =>
+            queue.add(() => callIdentity.run(provider, () => (shared.send as (c: unknown, o?: unknown) => Promise<unknown>)(command, options)))) as TaggingApi['send'],
+        },
+        clock: this.#options.clock ?? systemClock,
+        refreshMs,
+        ...(this.#options.settleMs === undefined ? {} : {settleMs: this.#options.settleMs}),
+        ...(this.#options.tagReadTimeoutMs === undefined ? {} : {timeoutMs: this.#options.tagReadTimeoutMs}),
+        ...(onTagFallback ? {onFallback: (fallback: TagReadFallback) => onTagFallback(source, fallback)} : {}),
+      });
+      this.#tagReaders.set(source.id, {account: source.account, reader});
+    }
+    return reader;
+  }
+
+  #regionTaggingClient(region: string): TaggingApi {
+    let client = this.#taggingClients.get(region);
+    if (!client) {
+      if (this.#options.makeTaggingClient) {
+        client = this.#options.makeTaggingClient(region, perCallCredentials);
+      } else {
+        const tagging = new ResourceGroupsTaggingAPIClient({
+          region,
+          credentials: perCallCredentials,
+          sha256: NodeSha256,
+          // A failed tag read only costs describes: retry little, fall back soon.
+          maxAttempts: 3,
+          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
+        });
+        this.#options.onClient?.(tagging);
+        client = tagging;
+      }
+      this.#taggingClients.set(region, client);
+    }
+    return client;
+  }
+
+  /** Drops queues, region lists and descriptions of accounts that no matcher's last good walk has. */
+  #forgetAccountsNotIn(matcherIndex: number, accounts: readonly string[]): void {
+    this.#accountsOf.set(matcherIndex, new Set(accounts));
+    const kept = (account: string): boolean => [...this.#accountsOf.values()].some((set) => set.has(account));
+    for (const account of this.#accountQueues.keys()) if (!kept(account)) this.#accountQueues.delete(account);
+    for (const account of this.#enabledRegions.keys()) if (!kept(account)) this.#enabledRegions.delete(account);
+    for (const [id, {account}] of this.#tagReaders) if (!kept(account)) this.#tagReaders.delete(id);
+  }
+
+  #agents(): {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent} {
+    this.#sharedAgents ??= {
+      httpAgent: new HttpAgent({keepAlive: true, maxSockets: SHARED_CLIENT_SOCKETS}),
+      httpsAgent: new HttpsAgent({keepAlive: true, maxSockets: SHARED_CLIENT_SOCKETS}),
+    };
+    return this.#sharedAgents;
+  }
+
   #accountQueue(account: string): PQueue {
     let queue = this.#accountQueues.get(account);
     if (!queue) {
       queue = new PQueue({concurrency: this.#options.perAccountConcurrency ?? 10});
       this.#accountQueues.set(account, queue);
-    }
-    return queue;
-  }
-
-  #regionQueue(account: string, region: string): PQueue {
-    const key = `${account}|${region}`;
-    let queue = this.#regionQueues.get(key);
-    if (!queue) {
-      queue = new PQueue({concurrency: this.#options.perRegionConcurrency ?? 10});
-      this.#regionQueues.set(key, queue);
     }
     return queue;
   }

@@ -1,4 +1,6 @@
 /** Turns the `aws:` matchers of the config into one EKS fetcher per (matcher, region, account). */
+import type {Agent as HttpAgent} from 'node:http';
+import type {Agent as HttpsAgent} from 'node:https';
 import {EKSClient} from '@aws-sdk/client-eks';
 import {ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import {GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
@@ -11,6 +13,7 @@ import {awsFailure} from './errors.ts';
 import {OrganizationPlanner, type OrganizationPlannerOptions, type OrganizationSourceMatcher} from './org-sources.ts';
 import {TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
 import {shapeClient, type RateShaper, type ShapeableClient} from './rate-shaper.ts';
+import {NodeSha256} from './sha256.ts';
 import {systemClock, type Clock} from '../../core/clock.ts';
 import {expandRegions, partitionOfArn, partitionOfRegion, type AwsPartition} from './regions.ts';
 
@@ -41,7 +44,7 @@ export interface AwsSourcesOptions {
   readonly onClient?: (client: EKSClient | STSClient | ResourceGroupsTaggingAPIClient | Parameters<NonNullable<OrganizationPlannerOptions['onClient']>>[0]) => void;
   /** Options of organization matchers (Organizations client, per-account caps); see org-sources.ts. */
   readonly organizations?: Partial<
-    Pick<OrganizationPlannerOptions, 'makeOrganizationsClient' | 'makeEksClient' | 'makeAccountClient' | 'perAccountConcurrency' | 'assumeConcurrency' | 'organizationsTimeoutMs' | 'regionRefreshMs' | 'clock'>
+    Pick<OrganizationPlannerOptions, 'makeOrganizationsClient' | 'makeEksClient' | 'makeAccountClient' | 'makeTaggingClient' | 'perAccountConcurrency' | 'assumeConcurrency' | 'organizationsTimeoutMs' | 'regionRefreshMs' | 'clock'>
   >;
   /**
    * Period of each cluster's full DescribeCluster refresh between tag reads (default 1 h);
@@ -135,11 +138,17 @@ export class AwsSources {
   #organizationPlanner(): OrganizationPlanner {
     this.#organizations ??= new OrganizationPlanner({
       ...(this.#options.requestTimeoutMs === undefined ? {} : {requestTimeoutMs: this.#options.requestTimeoutMs}),
+      ...(this.#options.clock ? {clock: this.#options.clock} : {}),
       ...this.#options.organizations,
       env: this.#options.env ?? process.env,
       // The default chain is resolved in us-east-1; AssumeRole itself goes to each call's region.
       baseCredentials: () => this.#provider({}, 'us-east-1'),
       roleCredentials: (role) => this.#provider(role, role.region),
+      // Incremental discovery per (account, region), with the same settings as single-account matchers.
+      refreshMs: this.#options.refreshMs ?? DEFAULT_REFRESH_MS,
+      ...(this.#options.settleMs === undefined ? {} : {settleMs: this.#options.settleMs}),
+      ...(this.#options.tagReadTimeoutMs === undefined ? {} : {tagReadTimeoutMs: this.#options.tagReadTimeoutMs}),
+      ...(this.#options.onTagFallback ? {onTagFallback: this.#options.onTagFallback} : {}),
       ...(this.#options.perRegionConcurrency ? {perRegionConcurrency: this.#options.perRegionConcurrency} : {}),
       ...(this.#options.onClient ? {onClient: this.#options.onClient} : {}),
     });
@@ -178,7 +187,7 @@ export class AwsSources {
   }
 
   async #callerAccount(credentials: AwsCredentialProvider, region: string): Promise<string> {
-    const sts = new STSClient({region, credentials, requestHandler: awsRequestHandler(this.#options.requestTimeoutMs)});
+    const sts = new STSClient({region, credentials, sha256: NodeSha256, requestHandler: awsRequestHandler(this.#options.requestTimeoutMs)});
     this.#options.onClient?.(sts);
     try {
       const out = await sts.send(new GetCallerIdentityCommand({}));
@@ -201,6 +210,7 @@ export class AwsSources {
         const eks = new EKSClient({
           region,
           credentials,
+          sha256: NodeSha256,
           // Throttling is retried with backoff by the SDK; AWS_MAX_ATTEMPTS / AWS_RETRY_MODE still win.
           // With rate shaping the shaper adapts the rate: the SDK's adaptive mode would add a second,
           // slower limiter on top of it.
@@ -247,6 +257,7 @@ export class AwsSources {
         const tagging = new ResourceGroupsTaggingAPIClient({
           region,
           credentials,
+          sha256: NodeSha256,
           // A failed tag read only costs describes: retry little, fall back soon.
           maxAttempts: 3,
           requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
@@ -282,12 +293,14 @@ export class AwsSources {
  * warning in smithy's NodeHttpHandler (4.x); `throwOnRequestTimeout` turns it into a
  * TimeoutError, and `socketTimeout` ends a connection that goes silent mid-answer.
  */
-export function awsRequestHandler(requestTimeoutMs = 20_000) {
+export function awsRequestHandler(requestTimeoutMs = 20_000, agents?: {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent}) {
   return {
     connectionTimeout: Math.min(5_000, requestTimeoutMs),
     requestTimeout: requestTimeoutMs,
     throwOnRequestTimeout: true,
     socketTimeout: requestTimeoutMs,
+    // Keep-alive agents shared by several clients (the SDK makes one per client otherwise).
+    ...(agents ?? {}),
   };
 }
 
