@@ -165,6 +165,15 @@ export class Inventory {
     for (const name of this.#servers.keys()) yield this.#view(name);
   }
 
+  /**
+   * The parsed document of `name` exactly as stored at `revision` (expiry as last listed), or
+   * undefined when the view holds another revision: a writer shares this copy instead of keeping one.
+   */
+  stored(name: string, revision: string): KubeServer | undefined {
+    const server = this.#servers.get(name);
+    return server?.metadata.revision === revision ? server : undefined;
+  }
+
   /** One entry. */
   get(name: string): KubeServer | undefined {
     return this.#servers.has(name) ? this.#view(name) : undefined;

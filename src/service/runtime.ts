@@ -3,6 +3,7 @@ import os from 'node:os';
 import {pino} from 'pino';
 import {Heartbeat, type HeartbeatFailureKind} from '../../heartbeats/heartbeat.ts';
 import {loadOrCreateHostId} from '../../heartbeats/host-id.ts';
+import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
 import type {Registrar} from '../discovery/cycle.ts';
@@ -59,6 +60,8 @@ export interface RuntimeOptions {
   readonly onKeepAlive?: (lease: string, expiresMs: number) => void;
   /** Background failures of the backend (purge, a deleted database file). */
   readonly onBackendError?: (error: Error) => void;
+  /** The inventory's parsed copy of an entry at a revision, which heartbeats share instead of keeping their own. */
+  readonly storedDocument?: (name: string, revision: string) => KubeServer | undefined;
 }
 
 /** Whether the log stream is a terminal: then `start` (stdout) and `once` (stderr) both print human-readable lines. */
@@ -120,6 +123,7 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
           ...(options.onHeartbeatFailure ? {onFailure: options.onHeartbeatFailure} : {}),
           ...(options.onHeartbeatSuccess ? {onSuccess: options.onHeartbeatSuccess} : {}),
           ...(options.onKeepAlive ? {onKeepAlive: (lease: Lease, expiresMs: number) => options.onKeepAlive?.(lease.id, expiresMs)} : {}),
+          ...(options.storedDocument ? {stored: options.storedDocument} : {}),
         });
         await heartbeat.start();
         const registrar = createRegistrar(view, heartbeat, group, (key, error) => logger.warn({key, err: error}, 'skipping unreadable registry entry'));

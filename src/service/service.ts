@@ -3,6 +3,7 @@
  * and — while it leads its discovery group — runs discovery cycles on schedule and keeps
  * entries alive. Every replica serves the HTTP API from its inventory cache.
  */
+import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
 import type {CliIo} from '../cli/io.ts';
@@ -82,6 +83,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   });
   // Keepalives reach the inventory built after the runtime: readers follow the lease.
   let keptAlive: (lease: string, expiresMs: number) => void = () => undefined;
+  // Heartbeats share the inventory's parsed documents (one copy of each), once it exists.
+  let storedDocument: (name: string, revision: string) => KubeServer | undefined = () => undefined;
   const dynamic = new DynamicLabels({
     commands: config.kubernetes_service.commands,
     clock,
@@ -99,6 +102,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     },
     onHeartbeatSuccess: () => registryHealth.succeeded('write'),
     onKeepAlive: (lease, expiresMs) => keptAlive(lease, expiresMs),
+    storedDocument: (name, revision) => storedDocument(name, revision),
     onBackendError: (error) => registryHealth.failed('write', error),
     discovery: {
       // Every SDK client and ARM pipeline counts its HTTP attempts (retries included) in the metrics.
@@ -144,6 +148,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   });
   const inventory = cache;
   keptAlive = (lease, expiresMs) => cache.leaseKeptAlive(lease, expiresMs);
+  storedDocument = (name, revision) => cache.stored(name, revision);
   await cache.start();
   metrics.observeInventory(inventory.list());
   // A cycle writes thousands of entries; recount the inventory once per burst, not once per event.
