@@ -245,9 +245,10 @@ export class Heartbeat {
     this.#entries.set(name, {doc, server, lease: undefined, revision: previous?.revision ?? '', mine: true});
     const item = await this.#retrying('announce', key, async () => {
       const lease = fixedLease ?? (await this.#currentLease());
-      const value = JSON.stringify(withRegistryFields(server, this.#clock.now() + this.#ttlMs, undefined));
+      const document = withRegistryFields(server, this.#clock.now() + this.#ttlMs, undefined);
       try {
-        return await this.#backend.put(key, value, {lease});
+        // The document goes along with its text: a local registry's inventory shares it instead of parsing a copy.
+        return await this.#backend.put(key, JSON.stringify(document), {lease, document});
       } catch (err) {
         // A lost lease takes every entry with it: replace it (re-announcing all) and try again.
         if (err instanceof LeaseNotFoundError && !fixedLease) await this.#replaceLease(lease);

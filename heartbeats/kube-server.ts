@@ -121,12 +121,14 @@ export type KubeServerDraft = Omit<KubeServer, 'metadata' | 'spec'> & {
 /**
  * Reads a stored kube_server, with `expires` and `revision` taken from the registry (keepalives move
  * the expiry without rewriting the document, and the revision is only known after the write).
- * Throws, naming the key, when the entry is not JSON or not a kube_server.
+ * `document`, the writer's own object for `item.value` when a local backend handed it on, is used
+ * instead of parsing the text again (one copy). Throws, naming the key, when the entry is not JSON
+ * or not a kube_server.
  */
-export function kubeServerFromItem(item: Pick<RegistryItem, 'key' | 'value' | 'expires' | 'revision'>): KubeServer {
-  let parsed: unknown;
+export function kubeServerFromItem(item: Pick<RegistryItem, 'key' | 'value' | 'expires' | 'revision'>, document?: unknown): KubeServer {
+  let parsed: unknown = document;
   try {
-    parsed = JSON.parse(item.value);
+    parsed ??= JSON.parse(item.value);
   } catch (err) {
     throw new Error(`registry entry ${item.key} is not valid JSON: ${errorMessage(err)}`, {cause: err});
   }

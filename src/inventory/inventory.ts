@@ -209,7 +209,8 @@ export class Inventory {
     if (event.type === 'put') {
       try {
         const name = event.item.key.slice(this.#prefix.length);
-        const server = readServer(event.item, name);
+        // A local backend hands on the writer's object: share it instead of parsing the text again.
+        const server = readServer(event.item, name, event.document);
         const previous = this.#servers.get(name);
         this.#servers.set(name, server);
         this.#noteLease(name, event.item, this.#leaseOf);
@@ -273,8 +274,8 @@ function byName(a: string, b: string): number {
 }
 
 /** A stored kube_server whose document is well-formed and names the entry it is stored under. */
-function readServer(item: RegistryItem, name: string): KubeServer {
-  const server = kubeServerFromItem(item);
+function readServer(item: RegistryItem, name: string, document?: unknown): KubeServer {
+  const server = kubeServerFromItem(item, document);
   const meta = (server as {metadata?: {name?: unknown}}).metadata;
   const spec = (server as {spec?: {cluster?: unknown}}).spec;
   if (meta?.name !== name || typeof spec?.cluster !== 'object' || spec.cluster === null) {

@@ -224,7 +224,7 @@ export class SqliteBackend implements RegistryBackend {
       const revision = this.#nextRevision();
       this.#sql.upsert.run({key, value, lease: leaseId ?? null, revision});
       const stored = toItem({key, value, lease: leaseId ?? null, revision, expires: expires ?? null});
-      return [[...purged, {type: 'put', item: stored}], stored];
+      return [[...purged, {type: 'put', item: stored, ...(options?.document === undefined ? {} : {document: options.document})}], stored];
     });
     this.#hub.emit(events);
     return item;
