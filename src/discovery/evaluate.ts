@@ -132,7 +132,8 @@ function collisionReason(name: string, owner: DiscoveredCluster): string {
 }
 
 function toServer(name: string, cluster: DiscoveredCluster, labels: Record<string, string>, ctx: EvaluateContext): KubeServerDraft {
-  const allLabels = {...ctx.staticLabels, ...labels};
+  // Without static labels the cluster's own label object is the document's: one object per cluster, not two.
+  const allLabels = hasOwnKeys(ctx.staticLabels) ? {...ctx.staticLabels, ...labels} : labels;
   const cloudSpec =
     cluster.cloud === 'AWS'
       ? {aws: {region: cluster.region, account_id: cluster.account, name: cluster.name}}
@@ -172,6 +173,11 @@ function toServer(name: string, cluster: DiscoveredCluster, labels: Record<strin
       ...(cluster.access ? {access: toAccess(cluster)} : {}),
     },
   };
+}
+
+function hasOwnKeys(record: Readonly<Record<string, string>>): boolean {
+  for (const key in record) if (Object.hasOwn(record, key)) return true;
+  return false;
 }
 
 function toAccess(cluster: DiscoveredCluster): KubeAccess | undefined {
