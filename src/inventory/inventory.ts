@@ -10,7 +10,7 @@
  * the last good copy of its entry instead of dropping it.
  */
 import {randomBytes} from 'node:crypto';
-import {kubeServerFromItem, kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
+import {kubeServerFromDocument, kubeServerFromItem, kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import {errorMessage} from '../core/errors.ts';
 import type {RegistryBackend, RegistryItem, WatchEvent, Watcher} from '../registry/backend.ts';
@@ -275,7 +275,7 @@ function byName(a: string, b: string): number {
 
 /** A stored kube_server whose document is well-formed and names the entry it is stored under. */
 function readServer(item: RegistryItem, name: string, document?: unknown): KubeServer {
-  const server = kubeServerFromItem(item, document);
+  const server = document === undefined ? kubeServerFromItem(item) : kubeServerFromDocument(item, document);
   const meta = (server as {metadata?: {name?: unknown}}).metadata;
   const spec = (server as {spec?: {cluster?: unknown}}).spec;
   if (meta?.name !== name || typeof spec?.cluster !== 'object' || spec.cluster === null) {
