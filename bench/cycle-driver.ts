@@ -27,7 +27,7 @@ import {systemClock} from '../src/core/clock.ts';
 import {awsCredentialProvider} from '../src/credentials/aws-credentials.ts';
 import type {CycleReport} from '../src/discovery/cycle.ts';
 import {createLogger} from '../src/observability/logger.ts';
-import {startService} from '../src/service/service.ts';
+import {startService, type RunningService} from '../src/service/service.ts';
 import type {SimStats, SimVerdict} from './sim.ts';
 import {clusterKey} from './sim-world.ts';
 
@@ -66,8 +66,14 @@ export interface DriverResult {
   readonly maxRssKb: number;
   /** `process.memoryUsage()` after the last cycle, MB. */
   readonly memoryMb: Readonly<Record<string, number>>;
-  /** The same after a full GC (when run with --expose-gc): what is really held. */
+  /** The same after a full GC (when run with --expose-gc), after the service stopped. */
   readonly memoryAfterGcMb?: Readonly<Record<string, number>>;
+  /**
+   * Service mode, with --expose-gc: `process.memoryUsage()` after a full GC once the last cycle
+   * completed, the service still running (inventory, heartbeat, discovery state) and the cycle's
+   * report dropped: the live heap a running service holds between cycles.
+   */
+  readonly liveAfterCycleMb?: Readonly<Record<string, number>>;
 }
 
 async function control<T>(base: string, method: 'GET' | 'POST', route: string, body?: unknown): Promise<T> {
@@ -98,46 +104,58 @@ function keyOf(server: KubeServer): string {
   return clusterKey({cloud: 'Azure', account: az?.subscription_id ?? '', resourceGroup: az?.resource_group ?? '', region: '', name: az?.resource_name ?? server.metadata.name});
 }
 
-async function runService(request: DriverRequest, config: Config): Promise<DriverCycle[]> {
+async function runService(request: DriverRequest, config: Config, live: {mb?: Record<string, number>}): Promise<DriverCycle[]> {
   const logger = createLogger({level: config.log.level, format: 'json', destination: pino.destination(2)});
   const cycles: DriverCycle[] = [];
   await beforeCycle(request, 0);
-  let started = process.hrtime.bigint();
-  let cpu = process.cpuUsage();
+  const started = process.hrtime.bigint();
+  const cpu = process.cpuUsage();
   // The first cycle starts with the service, as in production.
   const service = await startService({config, io: processIo, clock: systemClock, logger, listenAddr: '127.0.0.1:0'});
   try {
-    let next = service.nextCycle();
-    for (let i = 0; i < request.cycles; i++) {
-      if (i > 0) {
-        await beforeCycle(request, i);
-        next = service.nextCycle();
-        started = process.hrtime.bigint();
-        cpu = process.cpuUsage();
-        service.trigger();
-      }
-      const report = await next;
-      const wallMs = elapsedMs(started);
-      const usage = cpuMs(cpu);
-      const stats = await control<SimStats>(request.controlUrl, 'GET', '/stats');
-      const current = service.inventory.list();
-      const verdict = await control<SimVerdict>(request.controlUrl, 'POST', '/verify', {keys: current.map(keyOf)});
-      cycles.push({
-        wallMs,
-        reportMs: report.durationMs,
-        ...usage,
-        stats,
-        verdict,
-        counts: report.counts,
-        result: report.result,
-        failedSources: report.sources.filter((s) => !s.ok).length,
-      });
-      process.stderr.write(`[driver] service cycle ${i + 1}/${request.cycles}: ${wallMs.toFixed(0)} ms, ${verdict.found}/${verdict.expected} registered\n`);
+    await measuredCycles(request, service, cycles, {started, cpu});
+    // Measured once the cycles' frames are gone: the last report is the driver's, not the service's.
+    const gc = (globalThis as {gc?: () => void}).gc;
+    if (gc) {
+      gc();
+      live.mb = megabytes(process.memoryUsage());
     }
   } finally {
     await service.stop({deregister: false, graceMs: 1000});
   }
   return cycles;
+}
+
+/** Runs the service's cycles (the first one already started with it), recording each in `cycles`. */
+async function measuredCycles(request: DriverRequest, service: RunningService, cycles: DriverCycle[], first: {started: bigint; cpu: NodeJS.CpuUsage}): Promise<void> {
+  let {started, cpu} = first;
+  let next = service.nextCycle();
+  for (let i = 0; i < request.cycles; i++) {
+    if (i > 0) {
+      await beforeCycle(request, i);
+      next = service.nextCycle();
+      started = process.hrtime.bigint();
+      cpu = process.cpuUsage();
+      service.trigger();
+    }
+    const report = await next;
+    const wallMs = elapsedMs(started);
+    const usage = cpuMs(cpu);
+    const stats = await control<SimStats>(request.controlUrl, 'GET', '/stats');
+    const current = service.inventory.list();
+    const verdict = await control<SimVerdict>(request.controlUrl, 'POST', '/verify', {keys: current.map(keyOf)});
+    cycles.push({
+      wallMs,
+      reportMs: report.durationMs,
+      ...usage,
+      stats,
+      verdict,
+      counts: report.counts,
+      result: report.result,
+      failedSources: report.sources.filter((s) => !s.ok).length,
+    });
+    process.stderr.write(`[driver] service cycle ${i + 1}/${request.cycles}: ${wallMs.toFixed(0)} ms, ${verdict.found}/${verdict.expected} registered\n`);
+  }
 }
 
 /** The SDK floor: same clients and concurrency as the service's AWS sources, nothing else. */
@@ -208,7 +226,8 @@ async function main(argv: readonly string[]): Promise<void> {
   if (!raw) throw new Error('usage: node bench/cycle-driver.ts -- <request JSON>; expected a request, got none');
   const request = JSON.parse(raw) as DriverRequest;
   const config = parseConfig(await readFile(request.config, 'utf8'), request.config);
-  const cycles = request.mode === 'service' ? await runService(request, config) : await runFloor(request, config);
+  const live: {mb?: Record<string, number>} = {};
+  const cycles = request.mode === 'service' ? await runService(request, config, live) : await runFloor(request, config);
   const memoryMb = megabytes(process.memoryUsage());
   const gc = (globalThis as {gc?: () => void}).gc;
   gc?.();
@@ -218,6 +237,7 @@ async function main(argv: readonly string[]): Promise<void> {
     maxRssKb: process.resourceUsage().maxRSS,
     memoryMb,
     ...(gc ? {memoryAfterGcMb: megabytes(process.memoryUsage())} : {}),
+    ...(live.mb ? {liveAfterCycleMb: live.mb} : {}),
   };
   process.stdout.write(`BENCH_RESULT ${JSON.stringify(result)}\n`);
 }

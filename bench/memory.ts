@@ -1,10 +1,14 @@
 /**
  * `npm run bench:memory`: the service alone (SQLite registry, real cycles against the
  * simulator) at several sizes, run with exactly the Node flags `npm start` and the image use
- * (NODE_FLAGS below, read from package.json), reporting peak RSS and the live heap after a
- * cycle per size — the sizing table of the README.
+ * (read from package.json), reporting peak RSS and the live heap after a cycle per size — the
+ * sizing table of the README.
  *
- *   npm run bench:memory [-- --sizes 10000,50000] [--cycles 3] [--node-args "..."]
+ * Like the image (deploy/Dockerfile), the measured process runs on a warm Node compile cache
+ * (NODE_COMPILE_CACHE, warmed by a small run with the same flags first), so it never loads
+ * Node's TypeScript stripper; `--cold` measures without it (what a first `npm start` costs).
+ *
+ *   npm run bench:memory [-- --sizes 10000,50000] [--cycles 3] [--cold] [--node-args=...]
  */
 import {readFile, rm, writeFile, mkdtemp} from 'node:fs/promises';
 import os from 'node:os';
@@ -28,12 +32,13 @@ export async function shippedNodeFlags(): Promise<string[]> {
 export interface MemoryRow {
   readonly clusters: number;
   readonly peak_rss_mb: number;
+  /** Live heap after the last cycle (full GC, service running, report dropped). */
   readonly heap_after_gc_mb: number | null;
   readonly cycle_wall_ms: readonly number[];
   readonly registered: number;
 }
 
-async function measure(clusters: number, cycles: number, nodeArgs: readonly string[]): Promise<MemoryRow> {
+async function measure(clusters: number, cycles: number, nodeArgs: readonly string[], compileCache: string | undefined): Promise<MemoryRow> {
   const regions = 20;
   const scenario = await loadScenario(
     await writeScenario({name: `M${clusters}`, seed: 7, aws: {accounts: 1, regions, clusters_per_region: Math.ceil(clusters / regions), page_size: 100, latency_ms: 20}}),
@@ -47,13 +52,14 @@ async function measure(clusters: number, cycles: number, nodeArgs: readonly stri
       serviceConfig(sim.description, {group: 'bench', pollInterval: '1h', storage: {type: 'sqlite', path: path.join(dir, 'registry.db')}, log: {level: 'warn', format: 'json'}, probe: false}),
     );
     const request: DriverRequest = {mode: 'service', config: configFile, cycles, controlUrl: sim.description.control_url};
-    const out = await runChild<DriverResult>(path.join(HERE, 'cycle-driver.ts'), request, {env: sim.description.env, nodeArgs, onProgress: (l) => process.stderr.write(`  ${l}\n`)});
+    const env = {...sim.description.env, ...(compileCache ? {NODE_COMPILE_CACHE: compileCache} : {})};
+    const out = await runChild<DriverResult>(path.join(HERE, 'cycle-driver.ts'), request, {env, nodeArgs, onProgress: (l) => process.stderr.write(`  ${l}\n`)});
     if (!out.ok) throw new Error(out.reason);
     const r = out.result;
     return {
       clusters: sim.description.clusters.total,
       peak_rss_mb: Math.round(r.maxRssKb / 102.4) / 10,
-      heap_after_gc_mb: r.memoryAfterGcMb?.['heapUsed'] ?? null,
+      heap_after_gc_mb: r.liveAfterCycleMb?.['heapUsed'] ?? null,
       cycle_wall_ms: r.cycles.map((c) => Math.round(c.wallMs)),
       registered: r.cycles.at(-1)?.verdict.found ?? 0,
     };
@@ -73,15 +79,21 @@ async function writeScenario(scenario: unknown): Promise<string> {
 if (import.meta.main) {
   const {values} = parseArgs({
     args: process.argv.slice(2).filter((a) => a !== '--'),
-    options: {sizes: {type: 'string', default: '10000'}, cycles: {type: 'string', default: '3'}, 'node-args': {type: 'string'}},
+    options: {sizes: {type: 'string', default: '10000'}, cycles: {type: 'string', default: '3'}, 'node-args': {type: 'string'}, cold: {type: 'boolean', default: false}},
   });
   const nodeArgs = values['node-args'] !== undefined ? values['node-args'].split(/\s+/).filter(Boolean) : await shippedNodeFlags();
+  // The cache is keyed by Node version and flags: a run with the same flags fills it for the measured ones.
+  const compileCache = values.cold ? undefined : path.join(os.tmpdir(), 'kube-discovery-bench-compile-cache');
+  if (compileCache) {
+    process.stderr.write(`memory: warming the compile cache (${compileCache})\n`);
+    await measure(20, 1, nodeArgs, compileCache);
+  }
   const rows: MemoryRow[] = [];
   for (const size of values.sizes.split(',').map(Number)) {
-    process.stderr.write(`memory: ${size} clusters, node ${nodeArgs.join(' ') || '(no flags)'}\n`);
-    const row = await measure(size, Number(values.cycles), nodeArgs);
+    process.stderr.write(`memory: ${size} clusters, node ${nodeArgs.join(' ') || '(no flags)'}${compileCache ? ', warm compile cache' : ', cold (no compile cache)'}\n`);
+    const row = await measure(size, Number(values.cycles), nodeArgs, compileCache);
     process.stderr.write(`  peak RSS ${row.peak_rss_mb} MB, heap after GC ${row.heap_after_gc_mb} MB, cycles ${row.cycle_wall_ms.join(' / ')} ms, ${row.registered} registered\n`);
     rows.push(row);
   }
-  process.stdout.write(`${JSON.stringify({node_args: nodeArgs, rows}, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify({node_args: nodeArgs, compile_cache: compileCache !== undefined, rows}, null, 2)}\n`);
 }

@@ -55,12 +55,22 @@ export interface HeartbeatOptions {
   readonly onKeepAlive?: (lease: Lease, expiresMs: number) => void;
   /** Default 3 attempts, 200 ms base delay. */
   readonly retry?: RetryPolicy;
+  /**
+   * The registry's parsed copy of an entry as stored at `revision` (the service's inventory), or
+   * undefined when it holds no such copy (yet). Given it, the heartbeat keeps a reference to that
+   * copy instead of a document of its own, so each document is held once, not twice.
+   */
+  readonly stored?: (name: string, revision: string) => KubeServer | undefined;
 }
 
 interface Entry {
   /** Digest of the canonical JSON of the document without expires/revision: what "unchanged" compares. */
   readonly doc: string;
-  readonly server: KubeServerDraft;
+  /**
+   * The document, for re-putting it under a new lease: the inventory's stored copy once it has one
+   * (`stored`), else the announced draft; a stored copy's expires/revision are ignored when re-put.
+   */
+  readonly server: KubeServerDraft | KubeServer;
   /** Lease of the stored copy; undefined while a write is pending or after it failed. */
   readonly lease: string | undefined;
   readonly revision: string;
@@ -83,6 +93,7 @@ export class Heartbeat {
   readonly #onSuccess: (kind: HeartbeatFailureKind) => void;
   readonly #onKeepAlive: (lease: Lease, expiresMs: number) => void;
   readonly #retry: RetryPolicy;
+  readonly #stored: (name: string, revision: string) => KubeServer | undefined;
   readonly #entries = new Map<string, Entry>();
   readonly #abort = new AbortController();
   #lease: Lease | undefined;
@@ -118,6 +129,7 @@ export class Heartbeat {
     this.#onSuccess = options.onSuccess ?? (() => {});
     this.#onKeepAlive = options.onKeepAlive ?? (() => {});
     this.#retry = retry;
+    this.#stored = options.stored ?? (() => undefined);
   }
 
   /** The lease our entries hang on (undefined before start). */
@@ -161,8 +173,9 @@ export class Heartbeat {
       if (!item.key.startsWith(prefix)) continue;
       const name = item.key.slice(prefix.length);
       try {
-        const server = withoutRegistryFields(kubeServerFromItem(item));
-        this.#entries.set(name, {doc: docDigest(server), server, lease: item.lease, revision: item.revision, mine: false});
+        // The inventory already parsed this revision: share its copy instead of parsing another.
+        const server = this.#stored(name, item.revision) ?? kubeServerFromItem(item);
+        this.#entries.set(name, {doc: docDigest(withoutRegistryFields(server)), server, lease: item.lease, revision: item.revision, mine: false});
       } catch (err) {
         // Unreadable: no baseline, so the next announce simply overwrites it.
         this.#log.warn({key: item.key, err: errorMessage(err)}, 'registry entry is not a readable kube_server; it will be overwritten when announced');
@@ -184,8 +197,10 @@ export class Heartbeat {
     const lease = await this.#currentLease();
     const known = this.#entries.get(name);
     if (known && known.doc === doc && known.lease === lease.id) {
-      this.#entries.set(name, {...known, mine: true});
-      return withRegistryFields(known.server, this.#leaseExpires, known.revision);
+      // A registry whose watch lags its writes (etcd) has the stored copy by now: drop the draft for it.
+      const held = this.#stored(name, known.revision) ?? known.server;
+      this.#entries.set(name, {...known, server: held, mine: true});
+      return withRegistryFields(held, this.#leaseExpires, known.revision);
     }
     return this.#write(name, doc, server);
   }
@@ -232,9 +247,10 @@ export class Heartbeat {
     this.#entries.set(name, {doc, server, lease: undefined, revision: previous?.revision ?? '', mine: true});
     const item = await this.#retrying('announce', key, async () => {
       const lease = fixedLease ?? (await this.#currentLease());
-      const value = JSON.stringify(withRegistryFields(server, this.#clock.now() + this.#ttlMs, undefined));
+      const document = withRegistryFields(server, this.#clock.now() + this.#ttlMs, undefined);
       try {
-        return await this.#backend.put(key, value, {lease});
+        // The document goes along with its text: a local registry's inventory shares it instead of parsing a copy.
+        return await this.#backend.put(key, JSON.stringify(document), {lease, document});
       } catch (err) {
         // A lost lease takes every entry with it: replace it (re-announcing all) and try again.
         if (err instanceof LeaseNotFoundError && !fixedLease) await this.#replaceLease(lease);
@@ -243,7 +259,8 @@ export class Heartbeat {
     });
     // A newer announce of the same name may have finished meanwhile; keep the newest.
     const current = this.#entries.get(name);
-    if (!current || current.doc === doc) this.#entries.set(name, {doc, server, lease: item.lease, revision: item.revision, mine: true});
+    // Memory and SQLite deliver the write to the inventory before put() returns: keep its copy, not the draft.
+    if (!current || current.doc === doc) this.#entries.set(name, {doc, server: this.#stored(name, item.revision) ?? server, lease: item.lease, revision: item.revision, mine: true});
     return withRegistryFields(server, item.expires ?? this.#leaseExpires, item.revision);
   }
 
@@ -315,7 +332,7 @@ export class Heartbeat {
         this.#lease = lease;
         this.#leaseExpires = at + this.#ttlMs;
         const held = [...this.#entries].filter(([, e]) => e.mine || e.lease === lost.id);
-        const results = await Promise.allSettled(held.map(([name, e]) => this.#write(name, e.doc, e.server, lease)));
+        const results = await Promise.allSettled(held.map(([name, e]) => this.#write(name, e.doc, withoutRegistryFields(e.server), lease)));
         const failed = results.filter((r) => r.status === 'rejected').length;
         this.#log.warn({group: this.#group, lost: lost.id, lease: lease.id, reannounced: held.length - failed, failed}, 'replaced a lost lease');
       } catch (err) {

@@ -130,9 +130,17 @@ export function kubeServerFromItem(item: Pick<RegistryItem, 'key' | 'value' | 'e
   } catch (err) {
     throw new Error(`registry entry ${item.key} is not valid JSON: ${errorMessage(err)}`, {cause: err});
   }
-  const kind = (parsed as {kind?: unknown} | null)?.kind;
+  return kubeServerFromDocument(item, parsed);
+}
+
+/**
+ * Like `kubeServerFromItem`, from the writer's own object for `item.value` (a local backend hands it
+ * on with the put event) instead of parsing the text again: one copy of the document, not two.
+ */
+export function kubeServerFromDocument(item: Pick<RegistryItem, 'key' | 'expires' | 'revision'>, document: unknown): KubeServer {
+  const kind = (document as {kind?: unknown} | null)?.kind;
   if (kind !== 'kube_server') throw new Error(`registry entry ${item.key}: expected kind "kube_server", found ${JSON.stringify(kind)}`);
-  const server = parsed as KubeServer;
+  const server = document as KubeServer;
   if (typeof server.metadata?.name !== 'string') throw new Error(`registry entry ${item.key}: expected a string metadata.name, found ${JSON.stringify(server.metadata?.name)}`);
   const expires = item.expires === undefined ? server.metadata.expires : new Date(item.expires).toISOString();
   return {...server, metadata: {...server.metadata, expires, revision: item.revision}};

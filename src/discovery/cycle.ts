@@ -6,7 +6,7 @@ import type {ClusterFetcher, PlannedSources} from '../clouds/fetcher.ts';
 import type {Clock} from '../core/clock.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import {evaluate, registeredIdentity, type EvaluateContext} from './evaluate.ts';
-import {reconcile, type Action, type PlanItem} from './reconcile.ts';
+import {reconcile, type Action, type Plan, type PlanItem} from './reconcile.ts';
 import {errorMessage} from '../core/errors.ts';
 import type {DiscoveryEvents} from './events.ts';
 
@@ -120,17 +120,7 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
 
   // A cycle cut short (shutdown, lost leadership) must not publish what its aborted sources "found".
   signal.throwIfAborted();
-  const current = await options.registrar.current();
-  const {clouds} = options.evaluateContext;
-  const registered = new Map(current.map((s) => [s.metadata.name, registeredIdentity(s, clouds)]));
-  const evaluation = evaluate(results, {...options.evaluateContext, discoveryGroup: options.discoveryGroup, matcherFor: options.matcherFor, registered});
-  const reconciled = reconcile(current, evaluation, results, options.discoveryGroup, clouds);
-  // A new entry remembers when it was first registered (`ls` shows its age); updates carry it over.
-  const discoveredAt = new Date(startedAt).toISOString();
-  const plan = {
-    ...reconciled,
-    items: reconciled.items.map((i) => (i.action === 'create' && i.server ? {...i, server: {...i.server, status: {...i.server.status, discovered_at: discoveredAt}}} : i)),
-  };
+  const {plan, notes} = planCycle(await options.registrar.current(), results, options, startedAt);
 
   const applyErrors: {name: string; action: Action; message: string}[] = [];
   // A bounded number of writes in flight: starting all of a first cycle's 50,000 announces at once
@@ -167,11 +157,29 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
     sources: results.map(sourceReport).sort((a, b) => a.id.localeCompare(b.id)),
     items: plan.items,
     counts,
-    notes: evaluation.notes,
+    notes,
     applyErrors,
     results,
     ...(deadline.signal.aborted ? {deadlineExceeded: true} : {}),
   };
+}
+
+/**
+ * Evaluates and reconciles. Its own function so that the evaluation (a candidate, a draft and a
+ * registered identity per cluster) is garbage once the plan exists, not held through the writes.
+ */
+function planCycle(current: readonly KubeServer[], results: readonly SourceResult[], options: CycleOptions, startedAt: number): {plan: Plan; notes: readonly string[]} {
+  const {clouds} = options.evaluateContext;
+  const registered = new Map(current.map((s) => [s.metadata.name, registeredIdentity(s, clouds)]));
+  const evaluation = evaluate(results, {...options.evaluateContext, discoveryGroup: options.discoveryGroup, matcherFor: options.matcherFor, registered});
+  const reconciled = reconcile(current, evaluation, results, options.discoveryGroup, clouds);
+  // A new entry remembers when it was first registered (`ls` shows its age); updates carry it over.
+  const discoveredAt = new Date(startedAt).toISOString();
+  const plan = {
+    ...reconciled,
+    items: reconciled.items.map((i) => (i.action === 'create' && i.server ? {...i, server: {...i.server, status: {...i.server.status, discovered_at: discoveredAt}}} : i)),
+  };
+  return {plan, notes: evaluation.notes};
 }
 
 /** Plans one cloud; a planner that throws or is cut off by the deadline fails its catch-all source. */

@@ -133,7 +133,8 @@ function collisionReason(name: string, owner: DiscoveredCluster): string {
 }
 
 function toServer(name: string, cluster: DiscoveredCluster, labels: Record<string, string>, ctx: EvaluateContext, clouds: Clouds): KubeServerDraft {
-  const allLabels = {...ctx.staticLabels, ...labels};
+  // Without static labels the cluster's own label object is the document's: one object per cluster, not two.
+  const allLabels = hasOwnKeys(ctx.staticLabels) ? {...ctx.staticLabels, ...labels} : labels;
   const cloud = clouds.get(cluster.cloud);
   const access = cloud.access(cluster);
   return {
@@ -160,4 +161,9 @@ function toServer(name: string, cluster: DiscoveredCluster, labels: Record<strin
       ...(access ? {access} : {}),
     },
   };
+}
+
+function hasOwnKeys(record: Readonly<Record<string, string>>): boolean {
+  for (const key in record) if (Object.hasOwn(record, key)) return true;
+  return false;
 }

@@ -446,7 +446,7 @@ class WatchStream {
     if (reset !== undefined) yield textFrame(`event: reset\ndata: ${JSON.stringify({reason: reset, message: 'the requested Last-Event-ID is no longer in this server\'s history; a fresh snapshot follows, replace what you hold'})}\n\n`);
     const {matches, selector, frames} = this.#p;
     // Matching reads labels only, which the stored entry and its view share.
-    for (const [name, stored] of this.#p.inventory.stored()) {
+    for (const [name, stored] of this.#p.inventory.storedEntries()) {
       if (matches(stored, selector)) yield frames.frame(name, stored);
     }
     // The snapshot reflects at least every change up to `from`; later ones follow from the queue.

@@ -10,7 +10,7 @@
  * the last good copy of its entry instead of dropping it.
  */
 import {randomBytes} from 'node:crypto';
-import {kubeServerFromItem, kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
+import {kubeServerFromDocument, kubeServerFromItem, kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import {errorMessage} from '../core/errors.ts';
 import type {RegistryBackend, RegistryItem, WatchEvent, Watcher} from '../registry/backend.ts';
@@ -169,7 +169,7 @@ export class Inventory {
    * Entries as stored, without values()'s copies: a cache keyed by the stored object stays valid
    * until the entry is replaced or its lease's expiry (leaseExpiryOf) moves.
    */
-  stored(): MapIterator<[string, KubeServer]> {
+  storedEntries(): MapIterator<[string, KubeServer]> {
     return this.#servers.entries();
   }
 
@@ -177,6 +177,15 @@ export class Inventory {
   leaseExpiryOf(name: string): number | undefined {
     const lease = this.#leaseOf.get(name);
     return lease === undefined ? undefined : this.#leaseExpiry.get(lease);
+  }
+
+  /**
+   * The parsed document of `name` exactly as stored at `revision` (expiry as last listed), or
+   * undefined when the view holds another revision: a writer shares this copy instead of keeping one.
+   */
+  stored(name: string, revision: string): KubeServer | undefined {
+    const server = this.#servers.get(name);
+    return server?.metadata.revision === revision ? server : undefined;
   }
 
   /** One entry. */
@@ -214,7 +223,8 @@ export class Inventory {
     if (event.type === 'put') {
       try {
         const name = event.item.key.slice(this.#prefix.length);
-        const server = readServer(event.item, name);
+        // A local backend hands on the writer's object: share it instead of parsing the text again.
+        const server = readServer(event.item, name, event.document);
         const previous = this.#servers.get(name);
         this.#servers.set(name, server);
         this.#noteLease(name, event.item, this.#leaseOf);
@@ -278,8 +288,8 @@ function byName(a: string, b: string): number {
 }
 
 /** A stored kube_server whose document is well-formed and names the entry it is stored under. */
-function readServer(item: RegistryItem, name: string): KubeServer {
-  const server = kubeServerFromItem(item);
+function readServer(item: RegistryItem, name: string, document?: unknown): KubeServer {
+  const server = document === undefined ? kubeServerFromItem(item) : kubeServerFromDocument(item, document);
   const meta = (server as {metadata?: {name?: unknown}}).metadata;
   const spec = (server as {spec?: {cluster?: unknown}}).spec;
   if (meta?.name !== name || typeof spec?.cluster !== 'object' || spec.cluster === null) {

@@ -28,7 +28,12 @@ export interface RegistryItem {
 
 /** A change seen by a watcher. Deletes include expiry and lease revocation. */
 export type WatchEvent =
-  | {readonly type: 'put'; readonly item: RegistryItem}
+  | {
+      readonly type: 'put';
+      readonly item: RegistryItem;
+      /** The writer's own object for `item.value` (`PutOptions.document`), when the backend handed it on. */
+      readonly document?: unknown;
+    }
   | {readonly type: 'delete'; readonly key: string; readonly revision: string};
 
 /** A running watch; `close` stops it. */
@@ -40,6 +45,12 @@ export interface Watcher {
 export interface PutOptions {
   /** Attach the entry to this lease: it expires with the lease. */
   readonly lease?: Lease;
+  /**
+   * The object `value` is the JSON text of. Never stored; backends that deliver their own writes to
+   * in-process watchers (memory, sqlite) pass it with the put event, so a reader shares the writer's
+   * object instead of parsing a second copy of the text.
+   */
+  readonly document?: unknown;
 }
 
 /** The storage behind the registry. */

@@ -85,7 +85,7 @@ export class MemoryBackend implements RegistryBackend {
     this.#entries.set(key, entry);
     lease?.keys.add(key);
     const item = this.#item(key, entry, lease);
-    this.#hub.emit([{type: 'put', item}]);
+    this.#hub.emit([{type: 'put', item, ...(options?.document === undefined ? {} : {document: options.document})}]);
     return item;
   }
 

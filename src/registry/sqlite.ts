@@ -114,7 +114,7 @@ export class SqliteBackend implements RegistryBackend {
    */
   readonly #held = new Map<string, {ttlMs: number; expires: number}>();
   /** Puts waiting for their group's transaction (see put). */
-  #pendingPuts: {key: string; value: string; leaseId: string | undefined; resolve: (item: RegistryItem) => void; reject: (error: unknown) => void}[] = [];
+  #pendingPuts: {key: string; value: string; leaseId: string | undefined; document: unknown; resolve: (item: RegistryItem) => void; reject: (error: unknown) => void}[] = [];
   /** Opened read-only (the file system refused writes at open): every stored entry is served as last known. */
   #readOnly = false;
   #closed = false;
@@ -223,7 +223,7 @@ export class SqliteBackend implements RegistryBackend {
     // The lease went with the deleted file: say so (the same fault, not a new one), so the heartbeat re-grants and re-announces.
     if (reopened && leaseId !== undefined) throw new LeaseNotFoundError(`lease ${leaseId} was in the deleted registry database ${this.path}; grant a new one and re-announce`);
     return new Promise<RegistryItem>((resolve, reject) => {
-      this.#pendingPuts.push({key, value, leaseId, resolve, reject});
+      this.#pendingPuts.push({key, value, leaseId, document: options?.document, resolve, reject});
       if (this.#pendingPuts.length === 1) setImmediate(() => this.#commitPuts());
     });
   }
@@ -240,7 +240,7 @@ export class SqliteBackend implements RegistryBackend {
       const now = this.#clock.now();
       [events, outcomes] = this.#transaction((): [WatchEvent[], (RegistryItem | LeaseNotFoundError)[]] => {
         const written: WatchEvent[] = this.#purgeIn(now);
-        const results = batch.map(({key, value, leaseId}) => {
+        const results = batch.map(({key, value, leaseId, document}) => {
           let expires: number | undefined;
           if (leaseId !== undefined) {
             const lease = this.#sql.liveLease.get({id: leaseId, now}) as {expires: number} | undefined;
@@ -252,7 +252,7 @@ export class SqliteBackend implements RegistryBackend {
           const revision = this.#nextRevision();
           this.#sql.upsert.run({key, value, lease: leaseId ?? null, revision});
           const stored = toItem({key, value, lease: leaseId ?? null, revision, expires: expires ?? null});
-          written.push({type: 'put', item: stored});
+          written.push({type: 'put', item: stored, ...(document === undefined ? {} : {document})});
           return stored;
         });
         return [written, results];

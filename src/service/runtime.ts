@@ -3,6 +3,7 @@ import os from 'node:os';
 import {pino} from 'pino';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
 import {loadOrCreateHostId} from '../../heartbeats/host-id.ts';
+import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
 import type {Registrar} from '../discovery/cycle.ts';
@@ -61,6 +62,8 @@ export interface RuntimeOptions {
   readonly backend?: RegistryBackend;
   /** Everything the runtime reports, created once by the caller; default none. */
   readonly events?: RuntimeEvents;
+  /** The inventory's parsed copy of an entry at a revision, which heartbeats share instead of keeping their own. */
+  readonly storedDocument?: (name: string, revision: string) => KubeServer | undefined;
 }
 
 /** Whether the log stream is a terminal: then `start` (stdout) and `once` (stderr) both print human-readable lines. */
@@ -119,6 +122,7 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
           ...(events.heartbeatFailed ? {onFailure: (kind, error) => events.heartbeatFailed?.(kind, error)} : {}),
           ...(events.heartbeatSucceeded ? {onSuccess: (kind) => events.heartbeatSucceeded?.(kind)} : {}),
           ...(events.keptAlive ? {onKeepAlive: (lease: Lease, expiresMs: number) => events.keptAlive?.(lease.id, expiresMs)} : {}),
+          ...(options.storedDocument ? {stored: options.storedDocument} : {}),
         });
         await heartbeat.start();
         const registrar = createRegistrar(view, heartbeat, group, (key, error) => logger.warn({key, err: error}, 'skipping unreadable registry entry'));

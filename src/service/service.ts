@@ -3,6 +3,7 @@
  * and — while it leads its discovery group — runs discovery cycles on schedule and keeps
  * entries alive. Every replica serves the HTTP API from its inventory cache.
  */
+import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
 import type {CliIo} from '../cli/io.ts';
@@ -83,6 +84,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // One events object for discovery, the heartbeat and the backend, handed down once; the cycle
   // observer and the inventory (built after the runtime) join it below.
   const events = new ServiceEvents({metrics, registryHealth, log: () => logger});
+  // Heartbeats share the inventory's parsed documents (one copy of each), once it exists.
+  let storedDocument: (name: string, revision: string) => KubeServer | undefined = () => undefined;
   const dynamic = new DynamicLabels({
     commands: config.kubernetes_service.commands,
     clock,
@@ -95,6 +98,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     ...(options.logger ? {logger: options.logger} : {}),
     ...(options.backend ? {backend: options.backend} : {}),
     events,
+    storedDocument: (name, revision) => storedDocument(name, revision),
     discovery: {
       dynamicLabels: () => dynamic.current(),
       ...options.discovery,
@@ -118,6 +122,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const inventory = cache;
   // Keepalives reach the inventory: readers follow the lease.
   events.inventory = cache;
+  storedDocument = (name, revision) => cache.stored(name, revision);
   await cache.start();
   metrics.observeInventory(inventory.list());
   // A cycle writes thousands of entries; recount the inventory once per burst, not once per event.

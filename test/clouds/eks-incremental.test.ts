@@ -142,6 +142,33 @@ describe('incremental EKS discovery', () => {
     expect(Math.max(...perCycle)).toBeLessThan(60);
   });
 
+  it('a periodic refresh that finds nothing new hands on the description held before (its strings stay held once), a change a new one', async () => {
+    populate(10);
+    world.addCluster(ACCOUNT, 'us-east-1', {name: 'moved', tags: {env: 'prod'}});
+    const clock = new FakeClock();
+    const sources = new AwsSources({clock, refreshMs: HOUR});
+    const byName = (results: readonly SourceResult[]): Map<string, DiscoveredCluster> => new Map(results.flatMap((r) => r.clusters).map((c) => [`${c.region}/${c.name}`, c]));
+    const first = byName(await cycle(sources));
+    // An endpoint change does not show in tags: only the periodic refresh sees it.
+    world.updateCluster(ACCOUNT, 'us-east-1', 'moved', {endpoint: 'https://moved.example.eks.amazonaws.com'});
+    let refreshed = new Map<string, DiscoveredCluster>();
+    // Twelve 5-minute cycles: every cluster is re-described once in the hour.
+    for (let i = 0; i <= 12; i++) {
+      await clock.advance(5 * 60_000);
+      refreshed = byName(await cycle(sources));
+    }
+    expect(calls('DescribeCluster')).toBeGreaterThanOrEqual(first.size);
+    expect(refreshed.size).toBe(first.size);
+    for (const [key, cluster] of refreshed) {
+      if (key === 'us-east-1/moved') {
+        expect(cluster.endpoint).toBe('https://moved.example.eks.amazonaws.com');
+        expect(cluster).not.toBe(first.get(key));
+      } else {
+        expect(cluster, key).toBe(first.get(key));
+      }
+    }
+  });
+
   it('an UPDATING cluster stays registered and is re-described on its settle period, not every cycle', async () => {
     populate(50);
     for (let i = 0; i < 5; i++) world.updateCluster(ACCOUNT, 'us-east-1', `c${String(i).padStart(4, '0')}`, {status: 'UPDATING'});

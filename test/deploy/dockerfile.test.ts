@@ -87,6 +87,20 @@ describe('Dockerfile, statically', () => {
     expect(entrypoint.slice(1, -1)).toEqual(startFlags);
   });
 
+  it('ships a Node compile cache filled by the runtime image\'s Node with the entry point\'s flags (the cache is keyed by them)', () => {
+    const cacheStage = stages.find((s) => s.name === 'compile-cache');
+    expect(cacheStage?.from).toBe(final.from);
+    const warm = execForm(cacheStage?.instructions.find((i) => i.keyword === 'RUN')?.args ?? '') ?? [];
+    expect(warm[0]).toBe(entrypoint[0]);
+    expect(warm.slice(1, 1 + entrypoint.length - 2)).toEqual(entrypoint.slice(1, -1));
+    const cacheEnv = (stage: Stage | undefined): string | undefined =>
+      stage?.instructions.filter((i) => i.keyword === 'ENV').map((i) => /^NODE_COMPILE_CACHE=(\S+)$/.exec(i.args)?.[1]).find((v) => v !== undefined);
+    const dir = cacheEnv(final);
+    expect(dir).toBeDefined();
+    expect(cacheEnv(cacheStage)).toBe(dir);
+    expect(finalArgs('COPY')).toContain(`--from=compile-cache ${dir} ./${path.posix.relative(workdir, dir ?? '')}`);
+  });
+
   it('the Kubernetes container runs the image CMD and exposes the EXPOSEd port, which the config listens on', () => {
     const statefulSet = parse(read('deploy/kubernetes/base/statefulset.yaml')) as {spec: {template: {spec: {containers: {args: string[]; ports: {containerPort: number}[]}[]}}}};
     const container = statefulSet.spec.template.spec.containers[0];

@@ -126,13 +126,16 @@ export class TagReader {
       return;
     }
     const now = this.#options.clock.now();
+    const previous = this.#known.get(name);
+    // A refresh that found nothing new keeps the object remembered before: the registered document
+    // was built from it and shares its strings (CA, endpoint, tags), so they stay held once.
+    if (previous && sameDescription(previous.cluster, cluster)) cluster = previous.cluster;
     if (cluster.status !== 'ACTIVE') {
       // Spread over the second half of the settle period so updates started together are not re-described together.
       const settleMs = Math.min(this.#options.settleMs ?? DEFAULT_SETTLE_MS, this.#options.refreshMs);
       this.#known.set(name, {cluster, refreshAt: now + Math.floor(settleMs * (0.5 + 0.5 * spread(name)))});
       return;
     }
-    const previous = this.#known.get(name);
     // The first refresh lands in the period's own slot of this name (never in its first 5 %, so the
     // cycles right after a first full describe stay cheap), later ones a period apart: refreshes stay spread.
     const refreshAt = previous ? now + this.#options.refreshMs : now + Math.floor(this.#options.refreshMs * (0.05 + 0.95 * spread(name)));
@@ -198,6 +201,10 @@ function clusterNameOfArn(arn: string, region: string): string | undefined {
   if (parts[2] !== 'eks' || parts[3] !== region) return undefined;
   const resource = parts.slice(5).join(':');
   return resource.startsWith('cluster/') ? resource.slice('cluster/'.length) : undefined;
+}
+
+function sameDescription(a: DiscoveredCluster, b: DiscoveredCluster): boolean {
+  return a === b || JSON.stringify(a) === JSON.stringify(b);
 }
 
 function sameTags(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
