@@ -83,9 +83,11 @@ async function startControl(world: ManagementGroupWorld, fake: FakeArm): Promise
 
 /**
  * The latency bound of one cycle: the descendants pages (one after the other, next to the
- * subscriptions list pages), then every subscription source's managed clusters page(s), plus in
- * the cold cycle its listClusterUserCredential rounds (per-subscription queue), spread over the
- * source slots. Denied subscriptions cost one round trip each.
+ * subscriptions list pages: the walk runs beside the listing), then every subscription source's
+ * managed clusters page(s), plus its listClusterUserCredential rounds (per-subscription queue;
+ * cold: every subscription, steady: the one that moved in), spread over the source slots, which
+ * a source holds for its list and its credential calls. Denied subscriptions cost one round
+ * trip each. Token acquisition (one, cached) is left out.
  */
 export function mgBounds(s: MgScenario, world: ManagementGroupWorld): {coldMs: number; steadyMs: number; formula: string} {
   const inside = s.subscriptions;
@@ -96,14 +98,16 @@ export function mgBounds(s: MgScenario, world: ManagementGroupWorld): {coldMs: n
   const pages = Math.max(1, Math.ceil(n / s.page_size));
   const listing = world.deniedSubscriptions + (inside - world.deniedSubscriptions) * pages;
   const credentials = (inside - world.deniedSubscriptions) * (n > 0 ? Math.ceil(n / s.concurrency.per_region) : 0);
-  const steadyMs = planMs + Math.ceil(listing / s.concurrency.sources) * s.latency_ms;
+  // A steady cycle also fetches the kubeconfigs of the subscription that moved into the tree.
+  const joined = n > 0 ? Math.ceil(n / s.concurrency.per_region) : 0;
+  const steadyMs = planMs + Math.ceil((listing + joined) / s.concurrency.sources) * s.latency_ms;
   const coldMs = planMs + Math.ceil((listing + credentials) / s.concurrency.sources) * s.latency_ms;
   return {
     coldMs,
     steadyMs,
     formula:
       `max(${walkPages} descendants pages, ${listPages} subscriptions pages) x ${s.latency_ms} ms + ${listing} managed-cluster list round trips` +
-      ` (cold: + ${credentials} listClusterUserCredential rounds of ${s.concurrency.per_region}) / ${s.concurrency.sources} sources x ${s.latency_ms} ms`,
+      ` (cold: + ${credentials} listClusterUserCredential rounds of ${s.concurrency.per_region}; steady: + ${joined} for the subscription that moved in) / ${s.concurrency.sources} sources x ${s.latency_ms} ms`,
   };
 }
 

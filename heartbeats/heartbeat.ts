@@ -9,7 +9,7 @@ import type {Lease, RegistryBackend, RegistryItem} from '../src/registry/backend
 import {LeaseNotFoundError} from '../src/registry/backend.ts';
 import {errorMessage} from '../src/core/errors.ts';
 import type {KubeServer, KubeServerDraft} from './kube-server.ts';
-import {canonicalJson, kubeServerFromItem, kubeServerKey, kubeServerPrefix, withoutRegistryFields} from './kube-server.ts';
+import {canonicalJson, kubeServerFromItem, sameJson, kubeServerKey, kubeServerPrefix, withoutRegistryFields} from './kube-server.ts';
 
 /** The registry operations of a heartbeat: put (`announce`), lease upkeep (`keepalive`), delete / revoke (`delete`). */
 export const HEARTBEAT_FAILURE_KINDS = ['announce', 'keepalive', 'delete'] as const;
@@ -193,16 +193,17 @@ export class Heartbeat {
     const server = withoutRegistryFields({...draft, spec: {...this.#identity, ...draft.spec, ...this.#identity}} as KubeServer);
     const name = server.metadata.name;
     if (name === '' || name.includes('/')) throw new RangeError(`Expected a kube_server name without "/", got ${JSON.stringify(name)}`);
-    const doc = docDigest(server);
     const lease = await this.#currentLease();
     const known = this.#entries.get(name);
-    if (known && known.doc === doc && known.lease === lease.id) {
+    // Compared as documents first (the stored copy without its registry fields): the digest
+    // (canonical JSON, then SHA-256) is only needed for a write.
+    if (known && known.lease === lease.id && sameJson(withoutRegistryFields(known.server), server)) {
       // A registry whose watch lags its writes (etcd) has the stored copy by now: drop the draft for it.
       const held = this.#stored(name, known.revision) ?? known.server;
       this.#entries.set(name, {...known, server: held, mine: true});
       return withRegistryFields(held, this.#leaseExpires, known.revision);
     }
-    return this.#write(name, doc, server);
+    return this.#write(name, docDigest(server), server);
   }
 
   /** Deletes the entry of `name`; true when it existed. */

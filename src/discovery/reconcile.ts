@@ -4,7 +4,7 @@
  * what vanished — but only where a source that covers the entry succeeded this cycle.
  * Entries a failed source covers are kept and marked stale.
  */
-import {canonicalJson, type KubeServer, type KubeServerDraft} from '../../heartbeats/kube-server.ts';
+import {sameJson, type KubeServer, type KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import {builtInClouds} from '../clouds/index.ts';
 import type {Clouds} from '../clouds/cloud.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
@@ -189,5 +189,5 @@ export function changedFields(existing: KubeServer, wanted: KubeServerDraft): st
   if ((DISCOVERY_HEALTH_REASONS.has(before?.reason ?? '') || DISCOVERY_HEALTH_REASONS.has(after?.reason ?? '')) && (before?.reason !== after?.reason || before?.message !== after?.message)) {
     pairs.push(['health', before?.reason, after?.reason]);
   }
-  return pairs.filter(([, a, b]) => canonicalJson(a) !== canonicalJson(b)).map(([field]) => field);
+  return pairs.filter(([, a, b]) => !sameJson(a, b)).map(([field]) => field);
 }

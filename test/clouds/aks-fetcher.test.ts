@@ -1,5 +1,6 @@
 // The AKS fetcher against the fake ARM, through the real @azure/arm-containerservice client:
 // paging, conversion, region and status filters, endpoint and CA from the user kubeconfig.
+import {getEventListeners} from 'node:events';
 import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
 import {AKS_SERVER_ID} from '../../src/credentials/aks-token.ts';
 import type {DiscoveredCluster} from '../../src/core/types.ts';
@@ -49,6 +50,17 @@ describe('listing', () => {
     expect(arm.stats.apiVersionsSeen()).toEqual([...ARM_API_VERSIONS.containerService]);
     expect(credential.scopesRequested.every(([s]) => s === 'https://management.azure.com/.default')).toBe(true);
     expect(result.clusters[4]).toMatchObject({cloud: 'Azure', type: 'aks', account: SUB_A, resourceGroup: 'rg-b', tenantId: TENANT, region: 'eastus'});
+  });
+
+  it('leaves no abort listener on the cycle signal once its sources end, however many clusters they described', async () => {
+    for (const n of ['c1', 'c2', 'c3', 'c4', 'c5', 'c6', 'c7', 'c8', 'c9', 'c10', 'c11', 'c12']) addRunning(n);
+    const {sources} = fakeSources(arm);
+    const cycle = new AbortController();
+    const planned = await sources.plan([matcher(arm, {subscriptions: [SUB_A, SUB_B]})]);
+    const results = await Promise.all(planned.fetchers.map((f) => f.fetch(cycle.signal)));
+    expect(results.map((r) => [r.ok, r.clusters.length])).toEqual([[true, 12], [true, 0]]);
+    expect(arm.stats.count({operation: 'managedClusters.listClusterUserCredentials', status: 200})).toBe(12);
+    expect(getEventListeners(cycle.signal, 'abort')).toHaveLength(0);
   });
 
   it('is refused by ARM when the credential hands out another token (the fake really checks it)', async () => {

@@ -42,7 +42,20 @@ describe('parseAksKubeconfig', () => {
     } catch (error) {
       message = (error as Error).message;
     }
-    expect(message).toMatch(/^expected a kubeconfig in YAML, got text that does not parse/);
+    expect(message).toMatch(/^expected a kubeconfig in YAML, got text that does not parse \(line \d+, column \d+\)$/);
     expect(message).not.toContain(SECRET);
+  });
+
+  it('names the line of a broken kubeconfig, counting from 1', () => {
+    const broken = `apiVersion: v1\nclusters:\n- cluster:\n    server: "https://x:443\n`;
+    expect(() => parseAksKubeconfig(broken)).toThrow(/does not parse \(line [45], column \d+\)/);
+  });
+
+  it('reads a kubeconfig written as JSON (YAML accepts it), and refuses two documents or a duplicate key', () => {
+    const json = JSON.stringify({clusters: [{name: 'c', cluster: {server: 'https://c:443'}}], users: [{name: 'u', user: {token: SECRET}}], contexts: [{name: 'c', context: {cluster: 'c', user: 'u'}}], 'current-context': 'c'});
+    expect(parseAksKubeconfig(json)).toEqual({server: 'https://c:443', user: {kind: 'token', token: SECRET}});
+    const yaml = buildKubeconfig({clusterName: 'c', server: 'https://c:443', userName: 'u', user: {token: SECRET}});
+    expect(() => parseAksKubeconfig(`${yaml}---\n${yaml}`)).toThrow(/does not parse/);
+    expect(() => parseAksKubeconfig(`${yaml}kind: Config\n`)).toThrow(/does not parse/);
   });
 });

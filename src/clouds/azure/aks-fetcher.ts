@@ -6,7 +6,7 @@
 import type {ContainerServiceClient, ManagedCluster} from '@azure/arm-containerservice';
 import type PQueue from 'p-queue';
 import type {Clock} from '../../core/clock.ts';
-import type {ClusterAccess, DiscoveredCluster, MalformedCluster, SourceRef} from '../../core/types.ts';
+import type {ClusterAccess, DiscoveredCluster, MalformedCluster, SourceRef, SourceResult} from '../../core/types.ts';
 import {parseAksKubeconfig, type AksUserKubeconfig} from '../../credentials/aks-kubeconfig.ts';
 import {accountOf, type AksClusterRef, type AksLocalAccounts} from '../../credentials/aks-local-accounts.ts';
 import {AKS_SERVER_ID} from '../../credentials/aks-token.ts';
@@ -72,51 +72,64 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
     async fetch(cycleSignal) {
       // A signal of this source's own: each queued task and request adds an abort listener, and
       // adding one to a signal costs O(listeners) — thousands on the cycle's signal made it quadratic.
-      const signal = AbortSignal.any([cycleSignal]);
-      let records: ManagedCluster[];
+      // A child controller rather than AbortSignal.any: its one listener on the cycle's signal is
+      // removed when the source ends, so the cycle's signal holds at most one per running source.
+      const child = new AbortController();
+      const forward = (): void => child.abort(cycleSignal.reason);
+      if (cycleSignal.aborted) forward();
+      else cycleSignal.addEventListener('abort', forward, {once: true});
       try {
-        records = await listAll(options, signal);
-      } catch (error) {
-        if (source.resourceGroup && azureErrorCode(error) === 'ResourceGroupNotFound') {
-          // A deleted resource group holds no clusters; a succeeded, empty listing lets its entries go.
-          return {source, ok: true, clusters: [], malformed: [], skippedReason: `resource group ${source.resourceGroup} not found`};
-        }
-        return {source, ok: false, clusters: [], malformed: [], error: azureFailure(error, operation)};
+        return await fetchSource(child.signal);
+      } finally {
+        cycleSignal.removeEventListener('abort', forward);
       }
-
-      const clusters: DiscoveredCluster[] = [];
-      const malformed: MalformedCluster[] = [];
-      const pending: Promise<void>[] = [];
-      for (const record of records) {
-        const converted = toDiscovered(record, options);
-        if ('reason' in converted) {
-          malformed.push(converted);
-          continue;
-        }
-        if (regions && !regions.has(converted.region)) continue;
-        if (!converted.statusOk) {
-          logger.debug({source: source.id, cluster: converted.name, status: converted.status}, 'AKS cluster skipped by status');
-          clusters.push(converted);
-          continue;
-        }
-        pending.push(
-          options.credentialQueue.add(async () => {
-            const withCredential = await withEndpoint(converted, record, options, logger, signal);
-            if ('reason' in withCredential) malformed.push(withCredential);
-            else clusters.push(withCredential);
-          }, {signal}),
-        );
-      }
-      try {
-        await Promise.all(pending);
-      } catch (error) {
-        // Only an abort gets here (the cycle is stopping): a partial listing must not be published.
-        return {source, ok: false, clusters: [], malformed: [], error: azureFailure(error, 'ManagedClusters.ListClusterUserCredentials')};
-      }
-      clusters.sort((a, b) => a.name.localeCompare(b.name) || (a.resourceGroup ?? '').localeCompare(b.resourceGroup ?? ''));
-      return {source, ok: true, clusters, malformed};
     },
   };
+
+  async function fetchSource(signal: AbortSignal): Promise<SourceResult> {
+    let records: ManagedCluster[];
+    try {
+      records = await listAll(options, signal);
+    } catch (error) {
+      if (source.resourceGroup && azureErrorCode(error) === 'ResourceGroupNotFound') {
+        // A deleted resource group holds no clusters; a succeeded, empty listing lets its entries go.
+        return {source, ok: true, clusters: [], malformed: [], skippedReason: `resource group ${source.resourceGroup} not found`};
+      }
+      return {source, ok: false, clusters: [], malformed: [], error: azureFailure(error, operation)};
+    }
+
+    const clusters: DiscoveredCluster[] = [];
+    const malformed: MalformedCluster[] = [];
+    const pending: Promise<void>[] = [];
+    for (const record of records) {
+      const converted = toDiscovered(record, options);
+      if ('reason' in converted) {
+        malformed.push(converted);
+        continue;
+      }
+      if (regions && !regions.has(converted.region)) continue;
+      if (!converted.statusOk) {
+        logger.debug({source: source.id, cluster: converted.name, status: converted.status}, 'AKS cluster skipped by status');
+        clusters.push(converted);
+        continue;
+      }
+      pending.push(
+        options.credentialQueue.add(async () => {
+          const withCredential = await withEndpoint(converted, record, options, logger, signal);
+          if ('reason' in withCredential) malformed.push(withCredential);
+          else clusters.push(withCredential);
+        }, {signal}),
+      );
+    }
+    try {
+      await Promise.all(pending);
+    } catch (error) {
+      // Only an abort gets here (the cycle is stopping): a partial listing must not be published.
+      return {source, ok: false, clusters: [], malformed: [], error: azureFailure(error, 'ManagedClusters.ListClusterUserCredentials')};
+    }
+    clusters.sort((a, b) => a.name.localeCompare(b.name) || (a.resourceGroup ?? '').localeCompare(b.resourceGroup ?? ''));
+    return {source, ok: true, clusters, malformed};
+  }
 }
 
 /** Every page of the listing; the pager follows `nextLink`, we make sure it cannot loop. */

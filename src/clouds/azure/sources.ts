@@ -6,6 +6,7 @@
 import {ContainerServiceClient} from '@azure/arm-containerservice';
 import {ManagementGroupsAPI} from '@azure/arm-managementgroups';
 import {SubscriptionClient} from '@azure/arm-resources-subscriptions';
+import {createDefaultHttpClient, type HttpClient} from '@azure/core-rest-pipeline';
 import PQueue from 'p-queue';
 import {systemClock, type Clock} from '../../core/clock.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
@@ -74,6 +75,12 @@ export class AzureSources {
   readonly #logger: Logger;
   readonly #identities: AzureIdentities;
   readonly #clusterClients = new Map<string, ContainerServiceClient>();
+  /**
+   * One HTTP client (one connection pool) for every ARM client: a client per subscription each
+   * with its own pool opened a TLS connection per subscription and per credential slot (W5's cold
+   * cycle: thousands of handshakes) and kept them all open between cycles.
+   */
+  #httpClient: HttpClient | undefined;
   readonly #subscriptionClients = new Map<string, SubscriptionClient>();
   readonly #managementGroupClients = new Map<string, ManagementGroupsAPI>();
   readonly #queues = new Map<string, PQueue>();
@@ -203,7 +210,8 @@ export class AzureSources {
 
   #clientOptions(matcher: AzureSourceMatcher) {
     const cloud = azureCloud(matcher.cloud, matcher.resource_manager_endpoint);
-    return {cloud, options: armClientOptions(cloud.armEndpoint, cloud.armScope, this.#options.clientOptions, this.#options.policyOptions)};
+    const httpClient = this.#options.clientOptions?.httpClient ?? (this.#httpClient ??= createDefaultHttpClient());
+    return {cloud, options: armClientOptions(cloud.armEndpoint, cloud.armScope, {...this.#options.clientOptions, httpClient}, this.#options.policyOptions)};
   }
 
   #clusterClient(matcher: AzureSourceMatcher, subscriptionId: string): ContainerServiceClient {
