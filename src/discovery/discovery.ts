@@ -13,8 +13,6 @@ import type {KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import type {SharedCredentials} from '../credentials/shared.ts';
 import type {DiscoveryEvents} from './events.ts';
 
-export {everySource};
-
 /** What discovery needs besides the config. */
 export interface DiscoveryOptions {
   readonly config: Config;
