@@ -8,6 +8,8 @@ import type {TagMatcherInput} from '../../matchers/index.ts';
 import type {DiscoveredCluster, SourceRef} from '../core/types.ts';
 import type {DiscoveryServiceConfig} from '../config/schema.ts';
 import type {MessageTarget} from '../probe/messages.ts';
+import type {SourcePlanner} from '../discovery/cycle.ts';
+import type {DiscoveryOptions} from '../discovery/discovery.ts';
 
 /** The cloud block of a kube_cluster spec (`spec.aws`, `spec.azure`), as Teleport writes it. */
 export type CloudClusterSpec = Omit<KubeCluster['spec'], 'dynamic_labels'>;
@@ -44,8 +46,12 @@ export interface CloudProbeAdvice {
   rbacSubject(target: MessageTarget): {readonly subject: string; readonly note: string};
 }
 
-/** What the pure core asks of one cloud. Implementations live in `src/clouds/<cloud>/cloud.ts` and import no SDK. */
-export interface CloudModule {
+/**
+ * What the pure core asks of one cloud. Implementations live in `src/clouds/<cloud>/cloud-module.ts`
+ * and import no SDK statically; `P` is the planner the module builds (the Azure one also answers
+ * AKS access set-up).
+ */
+export interface CloudModule<P extends SourcePlanner = SourcePlanner> {
   /** `teleport.dev/cloud`, the `cloud` of its sources and clusters, and its `cloud` metric label: `AWS`, `Azure`. */
   readonly cloud: string;
   /** `teleport.dev/discovery-type` and the prefix of its source ids: `eks`, `aks`. */
@@ -72,6 +78,19 @@ export interface CloudModule {
   noCredentialsWarning(firstMessage: string | undefined): string | undefined;
   /** The access probe's side. */
   readonly probe: CloudProbeAdvice;
+  /**
+   * Its source planner for discovery's options (config, clock, events, shared credentials and the
+   * caller's overrides: `aws`, `azure`, or `cloudOptions[cloud]` for another cloud), or undefined
+   * when the config has none of its matchers. Called once per `Discovery`; the SDKs load on the
+   * first `plan()`, so a deployment without this cloud never loads them. Discovery supplies
+   * `coversAll` (`everySource`) when the planner has none.
+   */
+  planner?(options: DiscoveryOptions): P | undefined;
+}
+
+/** The catch-all source of a cloud (`eks:*`): region '*' and account '' cover every entry of the cloud, so a planning failure protects them all. */
+export function everySource(cloud: Pick<CloudModule, 'cloud' | 'type'>): SourceRef {
+  return {id: `${cloud.type}:*`, cloud: cloud.cloud, type: cloud.type, region: '*', account: '', matcherIndex: 0};
 }
 
 /** The cloud modules discovery knows, by cloud name. Built once from a list (see `src/clouds/index.ts`). */

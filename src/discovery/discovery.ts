@@ -1,13 +1,10 @@
-/** Assembles discovery from the config: source planners per cloud, compiled matchers, and the cycle. */
+/** Assembles discovery from the config: each registered cloud's source planner, compiled matchers, and the cycle. */
 import {compileTagMatcher, type TagMatcher} from '../../matchers/index.ts';
-import {AwsSources, type AwsSourcesOptions} from '../clouds/aws/sources.ts';
-import {awsCloud} from '../clouds/aws/cloud-module.ts';
-import {azureCloud} from '../clouds/azure/cloud-module.ts';
-import type {CloudModule} from '../clouds/cloud.ts';
+import type {AwsSourcesOptions} from '../clouds/aws/sources.ts';
+import {everySource, type Clouds, type CloudModule} from '../clouds/cloud.ts';
 import {builtInClouds} from '../clouds/index.ts';
-import type {AzurePlanner, AzureSourceMatcher, AzureSourcesOptions} from '../clouds/azure/sources.ts';
-import {systemClock, type Clock} from '../core/clock.ts';
-import {RateShaper, awsRateLimits} from '../clouds/aws/rate-shaper.ts';
+import type {AzureSourcesOptions} from '../clouds/azure/sources.ts';
+import type {Clock} from '../core/clock.ts';
 import type {SourceRef} from '../core/types.ts';
 import type {Config} from '../config/schema.ts';
 import {cronSchedule} from '../scheduler/schedule.ts';
@@ -20,9 +17,15 @@ import type {DiscoveryEvents} from './events.ts';
 export interface DiscoveryOptions {
   readonly config: Config;
   readonly clock: Clock;
+  /** Overrides of the EKS planner's options (read by `awsCloud.planner`). */
   readonly aws?: AwsSourcesOptions;
+  /** Overrides of the AKS planner's options (read by `azureCloud.planner`). */
   readonly azure?: AzureSourcesOptions;
-  /** Extra planners (Azure, or tests). */
+  /** Overrides for other clouds' planners, keyed by the module's `cloud` name; each module reads its own. */
+  readonly cloudOptions?: Readonly<Record<string, object>>;
+  /** The clouds to plan, evaluate and reconcile with; default `builtInClouds` (a test registers a third one). */
+  readonly clouds?: Clouds;
+  /** Extra planners (tests). */
   readonly planners?: readonly SourcePlanner[];
   /** What discovery reports (sources, SDK clients, tag reads), built once by the service. */
   readonly events?: DiscoveryEvents;
@@ -35,47 +38,32 @@ export interface DiscoveryOptions {
 /** Runs discovery cycles for one config; planners, SDK clients and credentials live as long as it does. */
 export class Discovery {
   readonly #options: DiscoveryOptions;
+  readonly #clouds: Clouds;
+  /** Each cloud's planner, when the config has matchers for it. */
+  readonly #byCloud = new Map<CloudModule, SourcePlanner>();
   readonly #planners: SourcePlanner[];
-  /** The Azure planner when the config has `azure:` matchers (its token source serves AKS probes). */
-  readonly azure: LazyAzurePlanner | undefined;
   /** Compiled matchers by cloud name, in config order. */
   readonly #matchers = new Map<string, TagMatcher[]>();
 
   constructor(options: DiscoveryOptions) {
     this.#options = options;
+    this.#clouds = options.clouds ?? builtInClouds;
     const ds = options.config.discovery_service;
-    for (const cloud of builtInClouds.all) this.#matchers.set(cloud.cloud, cloud.matchers(ds).map((m) => compileTagMatcher(m.tags)));
-    const rateShaper = ds.aws_rate_limits ? new RateShaper({clock: systemClock, limits: awsRateLimits(ds.aws_rate_limits)}) : undefined;
-    const {events, credentials} = options;
-    const aws = new AwsSources({
-      perRegionConcurrency: ds.concurrency.per_region,
-      requestTimeoutMs: ds.request_timeout,
-      refreshMs: ds.refresh_interval,
-      clock: options.clock,
-      ...(rateShaper ? {rateShaper} : {}),
-      ...(credentials ? {credentialProvider: (role) => credentials.aws.provider(role)} : {}),
-      ...(events?.awsClient ? {onClient: (client) => events.awsClient?.(client)} : {}),
-      ...(events?.tagReadFallback ? {onTagFallback: (source, fallback) => events.tagReadFallback?.(source, fallback)} : {}),
-      ...options.aws,
-    });
-    const azure: AzureSourcesOptions = {
-      clock: options.clock,
-      perSubscriptionConcurrency: ds.concurrency.per_region,
-      policyOptions: {requestTimeoutMs: ds.request_timeout},
-      credentialMaxAgeMs: ds.refresh_interval,
-      ...(credentials ? {localAccounts: credentials.aksLocalAccounts} : {}),
-      ...options.azure,
-    };
-    // The metrics policies join whatever client options were given, rather than being replaced by them.
-    const armPolicies = events?.armPolicies ?? [];
-    const withPolicies: AzureSourcesOptions =
-      armPolicies.length > 0 ? {...azure, clientOptions: {...azure.clientOptions, additionalPolicies: [...armPolicies, ...(azure.clientOptions?.additionalPolicies ?? [])]}} : azure;
-    this.azure = ds.azure.length > 0 ? lazyAzurePlanner(ds.azure, withPolicies, credentials) : undefined;
-    this.#planners = [
-      ...(ds.aws.length > 0 ? [{plan: () => aws.plan(ds.aws), coversAll: everySource(awsCloud)}] : []),
-      ...(this.azure ? [{plan: () => this.azure!.plan(), coversAll: everySource(azureCloud)}] : []),
-      ...(options.planners ?? []),
-    ];
+    const planners: SourcePlanner[] = [];
+    for (const cloud of this.#clouds.all) {
+      this.#matchers.set(cloud.cloud, cloud.matchers(ds).map((m) => compileTagMatcher(m.tags)));
+      const planner = cloud.planner?.(options);
+      if (!planner) continue;
+      this.#byCloud.set(cloud, planner);
+      planners.push(planner.coversAll ? planner : {plan: () => planner.plan(), coversAll: everySource(cloud)});
+    }
+    this.#planners = [...planners, ...(options.planners ?? [])];
+  }
+
+  /** The planner a cloud's module built for this config (the Azure one also serves AKS access set-up); undefined without its matchers. */
+  planner<P extends SourcePlanner>(cloud: CloudModule<P>): P | undefined {
+    // The map holds what `cloud.planner` returned, so it is a `P`.
+    return this.#byCloud.get(cloud as CloudModule) as P | undefined;
   }
 
   /** The compiled matcher a source's clusters are judged by. */
@@ -98,6 +86,7 @@ export class Discovery {
       sourceConcurrency: config.discovery_service.concurrency.sources,
       evaluateContext: {
         staticLabels: config.kubernetes_service.labels,
+        clouds: this.#clouds,
         ...(dynamic ? {dynamicLabels: dynamic} : {}),
       },
       deadlineMs: cycleDeadline(config),
@@ -105,11 +94,6 @@ export class Discovery {
       ...(this.#options.events ? {events: this.#options.events} : {}),
     });
   }
-}
-
-/** The catch-all source of a cloud (`eks:*`): region '*' and account '' cover every entry of the cloud, so a planning failure protects them all. */
-export function everySource(cloud: CloudModule): SourceRef {
-  return {id: `${cloud.type}:*`, cloud: cloud.cloud, type: cloud.type, region: '*', account: '', matcherIndex: 0};
 }
 
 /**
@@ -126,22 +110,4 @@ export function cycleDeadline(config: Config): number {
     interval = next(first, first) - first;
   }
   return Math.max(1000, Math.floor(interval * 0.8));
-}
-
-/**
- * The Azure planner, loaded on first use (the Azure SDKs cost tens of MB that AWS-only deployments
- * don't need), plus a matcher's ARM credential and client options (AKS access set-up).
- */
-export type LazyAzurePlanner = Pick<AzurePlanner, 'plan'> & {armAccess(matcher: AzureSourceMatcher): Promise<ReturnType<AzurePlanner['sources']['armAccess']>>};
-
-function lazyAzurePlanner(matchers: readonly AzureSourceMatcher[], options: AzureSourcesOptions, credentials: SharedCredentials | undefined): LazyAzurePlanner {
-  let planner: Promise<AzurePlanner> | undefined;
-  const load = (): Promise<AzurePlanner> =>
-    (planner ??= Promise.all([import('../clouds/azure/sources.ts'), credentials?.azure()]).then(([m, identities]) =>
-      m.azurePlanner(matchers, {...options, ...(identities && !options.identities ? {identities} : {})}),
-    ));
-  return {
-    plan: async () => (await load()).plan(),
-    armAccess: async (matcher) => (await load()).sources.armAccess(matcher),
-  };
 }

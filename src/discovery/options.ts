@@ -5,12 +5,14 @@ import type {DiscoveryOptions} from './discovery.ts';
 export type DiscoveryOverrides = Partial<Omit<DiscoveryOptions, 'config' | 'clock'>>;
 
 /**
- * `base` with `override` on top. The nested `aws` and `azure` blocks merge per field: a test that
+ * `base` with `override` on top. The nested `aws` and `azure` blocks (and each cloud's `cloudOptions` block) merge per field: a test that
  * sets `aws.makeEksClient` keeps the runtime's shared credentials and the metrics hooks, where a
  * plain spread would drop the whole block.
  */
 export function mergeDiscoveryOptions<T extends DiscoveryOverrides>(base: T, override: DiscoveryOverrides = {}): T & DiscoveryOverrides {
   const aws = base.aws || override.aws ? {aws: {...base.aws, ...override.aws}} : {};
   const azure = base.azure || override.azure ? {azure: {...base.azure, ...override.azure}} : {};
-  return {...base, ...override, ...aws, ...azure};
+  const keys = new Set([...Object.keys(base.cloudOptions ?? {}), ...Object.keys(override.cloudOptions ?? {})]);
+  const cloudOptions = keys.size > 0 ? {cloudOptions: Object.fromEntries([...keys].map((k) => [k, {...base.cloudOptions?.[k], ...override.cloudOptions?.[k]}]))} : {};
+  return {...base, ...override, ...aws, ...azure, ...cloudOptions};
 }

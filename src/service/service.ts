@@ -29,6 +29,7 @@ import {createProbeStage} from './probes.ts';
 import {createAccessSetupStep} from '../access/setup-step.ts';
 import {accessSetupCounter} from '../access/setup-metrics.ts';
 import {createAksAccessSetupStep, lazyRoleAssignmentsApis} from '../access/aks-setup-step.ts';
+import {azureCloud} from '../clouds/azure/cloud-module.ts';
 import {openRuntime, type Runtime, type Writer} from './runtime.ts';
 import {CycleObserver} from './cycle-observer.ts';
 import {LeadershipTerms} from './terms.ts';
@@ -146,7 +147,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     timeoutMs: config.probe.timeout,
     onOutcome: countAccessSetup,
   });
-  const aks = runtime.discovery.azure;
+  const aks = runtime.discovery.planner(azureCloud);
   // setup_access_for_principal_id: the AKS counterpart, right after it (src/access/aks-setup-step.ts).
   const aksAccessSetup = createAksAccessSetupStep({
     config,

@@ -1,21 +1,26 @@
 /**
  * A third cloud is one module plus one registration: this test registers a small GKE-like cloud
- * in-process (nothing in src/ knows it) and runs real cycles over it — evaluate, reconcile, a
- * memory registry behind the heartbeat, metrics and the no-credentials warning — next to EKS.
+ * in-process (nothing in src/ knows it) and has `Discovery` run real cycles over it — its planner
+ * comes from the module, then evaluate, reconcile, a memory registry behind the heartbeat, metrics
+ * and the no-credentials warning — next to EKS. If Discovery still built the AWS and Azure planners
+ * by name, the GCP clusters would never be listed.
  * If the core still branched on cloud names, the GCP clusters would be misnamed, mislabelled,
  * deleted by the wrong source or counted as `other`.
  */
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
 import {parseKubeServers, type KubeServer} from '../../heartbeats/kube-server.ts';
-import {compileTagMatcher} from '../../matchers/index.ts';
+import {compileTagMatcher, type TagMatcherInput} from '../../matchers/index.ts';
+import {parseConfig} from '../../src/config/load.ts';
+import type {Config} from '../../src/config/schema.ts';
 import {eksSource} from '../../src/clouds/aws/sources.ts';
+import {awsCloud} from '../../src/clouds/aws/cloud-module.ts';
+import {azureCloud} from '../../src/clouds/azure/cloud-module.ts';
 import {Clouds, type CloudModule} from '../../src/clouds/cloud.ts';
 import type {ClusterFetcher} from '../../src/clouds/fetcher.ts';
-import {builtInClouds} from '../../src/clouds/index.ts';
 import type {DiscoveredCluster, SourceRef, SourceResult} from '../../src/core/types.ts';
 import {runCycle, type CycleReport} from '../../src/discovery/cycle.ts';
-import {everySource} from '../../src/discovery/discovery.ts';
+import {Discovery} from '../../src/discovery/discovery.ts';
 import {evaluate} from '../../src/discovery/evaluate.ts';
 import {createRegistrar} from '../../src/discovery/registrar.ts';
 import {warnIfNoCredentials} from '../../src/observability/log-events.ts';
@@ -26,11 +31,20 @@ import {FakeClock} from '../helpers/fake-clock.ts';
 
 const PROJECT_LABEL = 'project-id';
 
+/** The cloud's matcher block, `discovery_service.gcp`: the one piece a real GCP would add to `src/config/schema.ts`. */
+type GcpServiceConfig = {readonly gcp?: readonly {readonly tags: TagMatcherInput}[]};
+
+/** What a caller hands the GCP planner through `cloudOptions.GCP`: the fake GKE API's answers. */
+interface GcpPlannerOptions {
+  readonly listing: () => SourceResult[];
+  readonly planFails?: boolean;
+}
+
 /** The whole of the third cloud: what a `src/clouds/gcp/cloud-module.ts` would hold. */
 const gcpCloud: CloudModule = {
   cloud: 'GCP',
   type: 'gke',
-  matchers: () => [],
+  matchers: (ds) => (ds as GcpServiceConfig).gcp ?? [],
   nameOverrideTags: ['TeleportKubernetesName'],
   // Deliberately unlike EKS and AKS (project before region), so a core that still chose the parts by cloud name would misname.
   nameParts: (c) => [c.type, c.account, c.region],
@@ -55,9 +69,33 @@ const gcpCloud: CloudModule = {
     unauthorized: (t) => `grant ${t.principal ?? 'the identity'} roles/container.clusterViewer`,
     rbacSubject: (t) => ({subject: `--user=${t.principal ?? '<email>'}`, note: ''}),
   },
+  // No coversAll: Discovery supplies `gke:*`, so a planning failure protects every GCP entry.
+  planner(options) {
+    if (((options.config.discovery_service as GcpServiceConfig).gcp ?? []).length === 0) return undefined;
+    const own = options.cloudOptions?.['GCP'] as GcpPlannerOptions;
+    return {
+      plan: async () => {
+        if (own.planFails) throw new Error('projects.locations.clusters.list: connection reset');
+        return {fetchers: own.listing().map((r) => fetcher(() => r)), failed: []};
+      },
+    };
+  },
 };
 
-const clouds = new Clouds([...builtInClouds.all, gcpCloud]);
+/** EKS as built in, except that its planner answers from the test's listing instead of the AWS SDK. */
+const eksFromListing: CloudModule = {
+  ...awsCloud,
+  planner: (options) => (options.config.discovery_service.aws.length === 0 ? undefined : {plan: async () => ({fetchers: [fetcher(() => listing.eks)], failed: []})}),
+};
+
+const clouds = new Clouds([eksFromListing, azureCloud, gcpCloud]);
+
+/** One EKS matcher and one GCP matcher, both matching every tag. */
+function gcpConfig(aws = true): Config {
+  const config = parseConfig(`version: v1\ndiscovery_service:\n  discovery_group: g1\n  aws: [${aws ? `{types: [eks], regions: [us-east-1]}` : ''}]\nstorage: {type: memory}\n`, 'third-cloud.yaml');
+  const gcp: GcpServiceConfig['gcp'] = [{tags: {'*': '*'}}];
+  return {...config, discovery_service: {...config.discovery_service, ...{gcp}}};
+}
 const ACCOUNT = '111111111111';
 
 function gkeSource(project: string, region: string): SourceRef {
@@ -69,7 +107,7 @@ function gkeCluster(name: string, project: string, region: string, extra: Partia
 }
 
 /** The clouds' answers of the next cycle, set by each test. */
-let listing: {gke: SourceResult | SourceResult[]; eks: SourceResult};
+let listing: {gke: SourceResult | SourceResult[]; eks: SourceResult; planFails?: boolean};
 
 function fetcher(pick: () => SourceResult): ClusterFetcher {
   const result = pick();
@@ -94,20 +132,17 @@ afterEach(async () => {
   await backend.close();
 });
 
+let discovery: Discovery;
+
 async function cycle(): Promise<CycleReport> {
-  const matcher = compileTagMatcher({'*': '*'});
-  const report = await runCycle({
-    planners: [
-      {plan: async () => ({fetchers: [listing.gke].flat().map((r) => fetcher(() => r)), failed: []}), coversAll: everySource(gcpCloud)},
-      {plan: async () => ({fetchers: [fetcher(() => listing.eks)], failed: []}), coversAll: everySource(builtInClouds.get('AWS'))},
-    ],
-    registrar: createRegistrar(backend, heartbeat, 'g1'),
+  // A new Discovery each cycle reads the current listing; the planner is the module's, not the test's.
+  discovery = new Discovery({
+    config: gcpConfig(),
     clock,
-    discoveryGroup: 'g1',
-    matcherFor: () => matcher,
-    sourceConcurrency: 4,
-    evaluateContext: {staticLabels: {}, clouds},
+    clouds,
+    cloudOptions: {GCP: {listing: () => [listing.gke].flat(), ...(listing.planFails ? {planFails: true} : {})} satisfies GcpPlannerOptions},
   });
+  const report = await discovery.runCycle(createRegistrar(backend, heartbeat, 'g1'));
   metrics.observeCycle(report);
   metrics.observeInventory(await registered());
   return report;
@@ -202,5 +237,36 @@ describe('a third cloud registered in-process', () => {
     });
     await expect(withoutGcp).rejects.toThrow('unknown cloud "GCP"; known: AWS, Azure');
     expect((await registered()).map((s) => s.metadata.name)).toEqual(['web-gke-shop-prod-europe-west1']);
+  });
+
+  it('supplies its planner through its module: Discovery builds one per registered cloud with matchers, and its planning failure deletes nothing', async () => {
+    listing = {gke: ok(GKE, [gkeCluster('web', 'shop-prod', 'europe-west1')]), eks: ok(EKS, [eksCluster('api', 'us-east-1', ACCOUNT)])};
+    await cycle();
+    expect(discovery.planner(gcpCloud)).toBeDefined();
+    expect(discovery.planner(eksFromListing)).toBeDefined();
+    expect(discovery.planner(azureCloud)).toBeUndefined();
+
+    // The planner throws: Discovery reports the module's catch-all source, and both entries stay (GCP's stale).
+    listing = {gke: [], eks: ok(EKS, [eksCluster('api', 'us-east-1', ACCOUNT)]), planFails: true};
+    const failed = await cycle();
+    expect(failed.sources.find((s) => !s.ok)).toMatchObject({id: 'gke:*', cloud: 'GCP'});
+    expect(failed.items.filter((i) => i.action === 'delete')).toEqual([]);
+    const after = await registered();
+    expect(after.map((s) => [s.metadata.name, s.status?.stale === true]).sort()).toEqual([
+      ['api-eks-us-east-1-111111111111', false],
+      ['web-gke-shop-prod-europe-west1', true],
+    ]);
+  });
+
+  it('gets no planner from a Discovery whose registry does not hold it', async () => {
+    listing = {gke: ok(GKE, [gkeCluster('web', 'shop-prod', 'europe-west1')]), eks: ok(EKS, [])};
+    const builtIn = new Discovery({config: gcpConfig(false), clock, cloudOptions: {GCP: {listing: () => [listing.gke].flat()} satisfies GcpPlannerOptions}});
+    expect(builtIn.planner(gcpCloud)).toBeUndefined();
+    expect(builtIn.planner(awsCloud)).toBeUndefined();
+    const report = await builtIn.runCycle(createRegistrar(backend, heartbeat, 'g1'));
+    expect(report.sources).toEqual([]);
+    expect(await registered()).toEqual([]);
+    // With an aws matcher the built-in AWS module plans (lazily: its SDK loads on the first plan, not here).
+    expect(new Discovery({config: gcpConfig(true), clock}).planner(awsCloud)).toBeDefined();
   });
 });

@@ -22,4 +22,9 @@ describe('mergeDiscoveryOptions', () => {
     expect('azure' in merged).toBe(false);
     expect(mergeDiscoveryOptions({aws: {perRegionConcurrency: 2}})).toEqual({aws: {perRegionConcurrency: 2}});
   });
+
+  it('merges each cloud\'s cloudOptions block per field, keyed by the module\'s cloud name', () => {
+    const merged = mergeDiscoveryOptions({cloudOptions: {GCP: {projects: ['a'], timeoutMs: 5_000}}}, {cloudOptions: {GCP: {timeoutMs: 1_000}, OCI: {region: 'x'}}});
+    expect(merged.cloudOptions).toEqual({GCP: {projects: ['a'], timeoutMs: 1_000}, OCI: {region: 'x'}});
+  });
 });

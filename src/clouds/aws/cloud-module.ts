@@ -1,6 +1,7 @@
-/** EKS's rules for the pure core: labels, Teleport names, the `spec.aws` block, which entries a source covers. */
+/** EKS's rules for the pure core: labels, Teleport names, the `spec.aws` block, which entries a source covers; its planner (AWS SDK loaded on the first plan). */
 import {LABEL} from '../../core/label-names.ts';
 import type {CloudModule} from '../cloud.ts';
+import type {SourcePlanner} from '../../discovery/cycle.ts';
 import {eksProbeAdvice} from './probe-advice.ts';
 
 /** AWS EKS. */
@@ -34,4 +35,9 @@ export const awsCloud: CloudModule = {
   noCredentialsWarning: () =>
     'no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, or run with an IAM role (IRSA, EKS Pod Identity, instance profile). The service keeps serving the registry and retries every cycle.',
   probe: eksProbeAdvice,
+  planner(options) {
+    if (options.config.discovery_service.aws.length === 0) return undefined;
+    let loaded: Promise<SourcePlanner> | undefined;
+    return {plan: async () => (await (loaded ??= import('./planner.ts').then((m) => m.awsPlanner(options)))).plan()};
+  },
 };

@@ -1,10 +1,11 @@
-/** AKS's rules for the pure core: labels, Teleport names, the `spec.azure` block, which entries a source covers. No Azure SDK here. */
+/** AKS's rules for the pure core: labels, Teleport names, the `spec.azure` block, which entries a source covers; its planner. No Azure SDK here (`planner.ts` loads it on first use). */
 import {LABEL} from '../../core/label-names.ts';
 import type {CloudModule} from '../cloud.ts';
+import {azurePlanner, type LazyAzurePlanner} from './planner.ts';
 import {aksProbeAdvice} from './probe-advice.ts';
 
 /** Azure AKS. */
-export const azureCloud: CloudModule = {
+export const azureCloud: CloudModule<LazyAzurePlanner> = {
   cloud: 'Azure',
   type: 'aks',
   matchers: (config) => config.azure,
@@ -46,4 +47,5 @@ export const azureCloud: CloudModule = {
   },
   noCredentialsWarning: (firstMessage) => (firstMessage ? `${firstMessage}. The service keeps serving the registry and retries every cycle.` : undefined),
   probe: aksProbeAdvice,
+  planner: azurePlanner,
 };
