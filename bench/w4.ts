@@ -11,14 +11,13 @@
  * Without --node-args the service runs with the Node flags it ships with (`npm start`, the image):
  * the peak RSS target is about the service as deployed.
  */
-import {createServer, type IncomingMessage, type ServerResponse} from 'node:http';
-import type {AddressInfo} from 'node:net';
 import {mkdtemp, readFile, rm, writeFile} from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import {parseArgs} from 'node:util';
 import {startFakeAws, type FakeAws} from '../test/fakes/aws-fakes.ts';
 import {runChild} from './child.ts';
+import {startControl} from './control-server.ts';
 import type {DriverRequest, DriverResult} from './cycle-driver.ts';
 import {EXTERNAL_ID, MANAGEMENT_KEY, OrgWorld, ROLE_NAME, orgScenarioSchema, type OrgScenario} from './org-world.ts';
 import {shippedNodeFlags} from './memory.ts';
@@ -38,50 +37,6 @@ function stats(fake: FakeAws): Record<string, unknown> {
     else if (call.status >= 400 || call.status === 0) op.errors++;
   }
   return {aws, aws_calls: calls, aws_throttled: 0, arm: {}, arm_calls: 0, arm_throttled: 0, describe_max_in_flight: 0, aws_early_throttled_share: 0};
-}
-
-/** The control API the cycle driver expects (the subset of bench/sim.ts's it calls). */
-async function startControl(world: OrgWorld, fake: FakeAws): Promise<{url: string; steps: {joined: string; left: string}[]; close(): Promise<void>}> {
-  const steps: {joined: string; left: string}[] = [];
-  const reply = (res: ServerResponse, status: number, body: unknown): void => {
-    res.writeHead(status, {'content-type': 'application/json'});
-    res.end(JSON.stringify(body));
-  };
-  const read = async (req: IncomingMessage): Promise<string> => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    return Buffer.concat(chunks).toString('utf8');
-  };
-  const server = createServer((req, res) => {
-    const route = `${req.method} ${(req.url ?? '/').split('?')[0]}`;
-    void (async () => {
-      switch (route) {
-        case 'GET /stats': return reply(res, 200, stats(fake));
-        case 'POST /stats/reset': fake.stats.reset(); return reply(res, 200, {reset: true});
-        case 'POST /limits/refill': return reply(res, 200, {refilled: true});
-        case 'POST /churn': {
-          const step = world.joinAndLeave();
-          steps.push(step);
-          return reply(res, 200, {created: 1, deleted: 1, retagged: 0, ...step});
-        }
-        case 'POST /verify': {
-          const {keys} = JSON.parse(await read(req)) as {keys: string[]};
-          const expected = world.expectedKeys();
-          const got = new Set(keys);
-          const missing = [...expected].filter((k) => !got.has(k));
-          const unexpected = [...got].filter((k) => !expected.has(k));
-          return reply(res, 200, {expected: expected.size, found: expected.size - missing.length, missing: missing.length, unexpected: unexpected.length, missing_sample: missing.slice(0, 5)});
-        }
-        default: return reply(res, 404, {error: `no route ${route}`});
-      }
-    })().catch((error: unknown) => reply(res, 500, {error: String(error)}));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    steps,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
 }
 
 /**
@@ -128,7 +83,7 @@ export async function runOrgWorkload(scenario: OrgScenario, options: {cycles: nu
   const log = options.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const world = new OrgWorld(scenario);
   const fake = await startFakeAws({world: world.aws, latencyMs: scenario.latency_ms, pageSize: scenario.page_size});
-  const control = await startControl(world, fake);
+  const control = await startControl({stats: () => stats(fake), resetStats: () => fake.stats.reset(), churn: () => ({step: world.joinAndLeave(), created: 1, deleted: 1}), expectedKeys: () => world.expectedKeys()});
   const dir = await mkdtemp(path.join(os.tmpdir(), 'kd-bench-w4-'));
   try {
     const config = {

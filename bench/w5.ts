@@ -9,8 +9,6 @@
  *
  *   npm run bench:w5 [-- --scenario bench/scenarios/w5-management-groups.json] [--cycles 4] [--node-args="--max-old-space-size=256"]
  */
-import {createServer, type IncomingMessage, type ServerResponse} from 'node:http';
-import type {AddressInfo} from 'node:net';
 import {mkdtemp, readFile, rm, writeFile} from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,6 +16,7 @@ import {parseArgs} from 'node:util';
 import {startFakeArm, type FakeArm} from '../test/fakes/arm-server.ts';
 import {sharedServerTls} from '../test/fakes/tls-ca.ts';
 import {runChild} from './child.ts';
+import {startControl} from './control-server.ts';
 import type {DriverRequest, DriverResult} from './cycle-driver.ts';
 import {ManagementGroupWorld, ROOT_GROUP, mgScenarioSchema, type MgScenario} from './mg-world.ts';
 import {startSimIdentity} from './sim-identity.ts';
@@ -35,50 +34,6 @@ function stats(fake: FakeArm): Record<string, unknown> {
     else if (r.status >= 400 || r.status === 0) op.errors++;
   }
   return {aws: {}, aws_calls: 0, aws_throttled: 0, arm, arm_calls: fake.stats.requests.length, arm_throttled: 0, describe_max_in_flight: 0, aws_early_throttled_share: 0};
-}
-
-/** The control API the cycle driver expects (the subset of bench/sim.ts's it calls). */
-async function startControl(world: ManagementGroupWorld, fake: FakeArm): Promise<{url: string; steps: {joined: string; left: string; leftClusters: number}[]; close(): Promise<void>}> {
-  const steps: {joined: string; left: string; leftClusters: number}[] = [];
-  const reply = (res: ServerResponse, status: number, body: unknown): void => {
-    res.writeHead(status, {'content-type': 'application/json'});
-    res.end(JSON.stringify(body));
-  };
-  const read = async (req: IncomingMessage): Promise<string> => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    return Buffer.concat(chunks).toString('utf8');
-  };
-  const server = createServer((req, res) => {
-    const route = `${req.method} ${(req.url ?? '/').split('?')[0]}`;
-    void (async () => {
-      switch (route) {
-        case 'GET /stats': return reply(res, 200, stats(fake));
-        case 'POST /stats/reset': fake.stats.reset(); return reply(res, 200, {reset: true});
-        case 'POST /limits/refill': return reply(res, 200, {refilled: true});
-        case 'POST /churn': {
-          const step = world.joinAndLeave();
-          steps.push(step);
-          return reply(res, 200, {created: 0, deleted: 0, retagged: 0, ...step});
-        }
-        case 'POST /verify': {
-          const {keys} = JSON.parse(await read(req)) as {keys: string[]};
-          const expected = world.expectedKeys();
-          const got = new Set(keys);
-          const missing = [...expected].filter((k) => !got.has(k));
-          const unexpected = [...got].filter((k) => !expected.has(k));
-          return reply(res, 200, {expected: expected.size, found: expected.size - missing.length, missing: missing.length, unexpected: unexpected.length, missing_sample: missing.slice(0, 5)});
-        }
-        default: return reply(res, 404, {error: `no route ${route}`});
-      }
-    })().catch((error: unknown) => reply(res, 500, {error: String(error)}));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    steps,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
 }
 
 /**
@@ -128,7 +83,7 @@ export async function runManagementGroupWorkload(scenario: MgScenario, options: 
     fault: world.fault,
     acceptToken: (token) => identity.resourceOf(token) === 'https://management.azure.com',
   });
-  const control = await startControl(world, fake);
+  const control = await startControl({stats: () => stats(fake), resetStats: () => fake.stats.reset(), churn: () => ({step: world.joinAndLeave(), created: 0, deleted: 0}), expectedKeys: () => world.expectedKeys()});
   const dir = await mkdtemp(path.join(os.tmpdir(), 'kd-bench-w5-'));
   try {
     const caFile = path.join(dir, 'ca.pem');
