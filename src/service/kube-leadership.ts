@@ -12,7 +12,7 @@ import type {RegistryBackend} from '../registry/backend.ts';
 import {fencedView} from '../registry/fenced-view.ts';
 import type {KubeClient} from '../registry/kube-client.ts';
 import type {KubernetesBackend} from '../registry/kubernetes.ts';
-import type {Leadership, Role} from './leadership.ts';
+import {electionLeadership, type Leadership, type Role} from './leadership.ts';
 
 /** Options of createKubeLeadership. */
 export interface KubeLeadershipOptions {
@@ -46,28 +46,7 @@ export function createKubeLeadership(options: KubeLeadershipOptions): Leadership
     const state = election.state();
     return state.role === 'leader' ? {role: 'leader', backend: view} : {role: 'follower', ...(state.leader ? {leader: state.leader} : {})};
   };
-  let current: Role = {role: 'follower'};
-  let notified: Role['role'] | undefined;
-  return {
-    async start(onRole) {
-      const publish = (): void => {
-        current = toRole();
-        options.reaper?.(current.role === 'leader');
-        if (current.role !== notified) {
-          notified = current.role;
-          onRole(current);
-        }
-      };
-      election.onChange(publish);
-      await election.start();
-      publish();
-    },
-    current: () => current,
-    stop: async () => {
-      options.reaper?.(false);
-      await election.stop();
-    },
-  };
+  return electionLeadership(election, toRole, {onPublish: (role) => options.reaper?.(role.role === 'leader'), onStop: () => options.reaper?.(false)});
 }
 
 /**

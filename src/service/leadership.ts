@@ -63,13 +63,29 @@ export function createLeadership(options: LeadershipOptions): Leadership {
     }
     return {role: 'follower', ...(state.leader ? {leader: state.leader} : {})};
   };
+  return electionLeadership(election, toRole);
+}
+
+/** What electionLeadership needs of an election (etcd's or a Lease). */
+export interface RoleElection {
+  onChange(listener: () => void): void;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Leadership over an election whose state `toRole` reads: `onRole` hears each change of role
+ * once, whether it happens during the first round or after; `onPublish` sees every reading
+ * (the kubernetes storage's reaper follows it).
+ */
+export function electionLeadership(election: RoleElection, toRole: () => Role, hooks: {onPublish?: (role: Role) => void; onStop?: () => void} = {}): Leadership {
   let current: Role = {role: 'follower'};
   let notified: Role['role'] | undefined;
   return {
     async start(onRole) {
-      // Changes during the first round and the settled state both go through here, once per change.
       const publish = (): void => {
         current = toRole();
+        hooks.onPublish?.(current);
         if (current.role !== notified) {
           notified = current.role;
           onRole(current);
@@ -80,7 +96,10 @@ export function createLeadership(options: LeadershipOptions): Leadership {
       publish();
     },
     current: () => current,
-    stop: () => election.stop(),
+    stop: async () => {
+      hooks.onStop?.();
+      await election.stop();
+    },
   };
 }
 

@@ -4,21 +4,10 @@ import {join} from 'node:path';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {formatDuration, parseDuration} from '../../src/config/duration.ts';
 import {ConfigError, loadConfigFile, parseConfig} from '../../src/config/load.ts';
-import type {ConfigProblem} from '../../src/config/load.ts';
 import {formatConfigYaml} from '../../src/config/print.ts';
+import {problemsOf} from './problems.ts';
 
 const examplePath = new URL('../../discovery.example.yaml', import.meta.url);
-
-/** The problems parseConfig reports for `text`; fails the test when the config is accepted. */
-function problemsOf(text: string): ConfigProblem[] {
-  try {
-    parseConfig(text, 'discovery.yaml');
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError);
-    return [...(error as ConfigError).problems];
-  }
-  throw new Error('expected the config to be rejected, but it was accepted');
-}
 
 function minimal(extra = ''): string {
   return `version: v1\ndiscovery_service:\n  discovery_group: mgmt\n${extra}`;

@@ -1,16 +1,7 @@
 /** Config of `management_groups` on an azure matcher: accepted ids and located errors. */
 import {describe, expect, it} from 'vitest';
-import {ConfigError, parseConfig, type ConfigProblem} from '../../src/config/load.ts';
-
-function problemsOf(text: string): ConfigProblem[] {
-  try {
-    parseConfig(text, 'discovery.yaml');
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError);
-    return [...(error as ConfigError).problems];
-  }
-  throw new Error('expected the config to be rejected, but it was accepted');
-}
+import {parseConfig} from '../../src/config/load.ts';
+import {problemsOf} from './problems.ts';
 
 function withMatcher(lines: string): string {
   return `version: v1\ndiscovery_service:\n  discovery_group: mgmt\n  azure:\n    - types: [aks]\n${lines}`;

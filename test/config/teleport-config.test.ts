@@ -9,9 +9,10 @@ import {join} from 'node:path';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {parse} from 'yaml';
 import {runConfigCheck} from '../../src/cli/config-check.ts';
-import {ConfigError, parseConfig} from '../../src/config/load.ts';
+import {parseConfig} from '../../src/config/load.ts';
 import {configWarnings} from '../../src/config/warnings.ts';
 import {captureIo} from '../helpers/env.ts';
+import {problemsOf} from './problems.ts';
 
 const fixture = (name: string): string => new URL(`./teleport/${name}`, import.meta.url).pathname;
 
@@ -26,15 +27,7 @@ async function check(file: string): Promise<{code: number; printed: Record<strin
   return {code, printed: code === 0 ? (parse(cap.stdout()) as Record<string, Record<string, unknown>>) : {}, warnings};
 }
 
-function problemsOf(text: string): ConfigError['problems'] {
-  try {
-    parseConfig(text, 'teleport.yaml');
-  } catch (error) {
-    if (error instanceof ConfigError) return error.problems;
-    throw error;
-  }
-  throw new Error('expected the config to be rejected');
-}
+const problemsOfTeleport = (text: string) => problemsOf(text, 'teleport.yaml');
 
 describe("Teleport's documented configs pass config check", () => {
   it('the EKS guide\'s whole teleport.yaml: exit 0, its matcher kept, the other sections in one warning', async () => {
@@ -119,7 +112,7 @@ describe('Teleport spellings and defaults', () => {
   });
 
   it('rejects a spelling Teleport does not have either, naming the accepted ones', () => {
-    expect(problemsOf(section('maybe'))).toEqual([
+    expect(problemsOfTeleport(section('maybe'))).toEqual([
       {path: 'discovery_service.enabled', line: 2, column: 12, message: 'expected true or false (Teleport spellings yes/no, on/off too), found a string "maybe"'},
     ]);
   });
@@ -138,13 +131,13 @@ describe('Teleport spellings and defaults', () => {
 describe('what neither Teleport nor this service knows is an error at its line and column', () => {
   it('suggests the Teleport key a typo was meant to be', () => {
     const text = 'discovery_service:\n  discovery_group: g\n  aws:\n    - types: [eks]\n      regions: [us-east-1]\n      instal: {script_name: x}\n';
-    expect(problemsOf(text)).toEqual([
+    expect(problemsOfTeleport(text)).toEqual([
       expect.objectContaining({path: 'discovery_service.aws[0].instal', line: 6, column: 7, message: expect.stringMatching(/found unknown key "instal" \(did you mean install\?\)$/)}),
     ]);
   });
 
   it('suggests our own key as before', () => {
-    const problems = problemsOf('discovery_servce:\n  discovery_group: g\n');
+    const problems = problemsOfTeleport('discovery_servce:\n  discovery_group: g\n');
     expect(problems).toContainEqual(expect.objectContaining({path: 'discovery_servce', line: 1, column: 1, message: expect.stringContaining('(did you mean discovery_service?)')}));
   });
 
@@ -161,14 +154,14 @@ describe('what neither Teleport nor this service knows is an error at its line a
       '      regions: [Mars]',
       '',
     ].join('\n');
-    expect(problemsOf(text).map((p) => [p.path, p.line, p.column])).toEqual([
+    expect(problemsOfTeleport(text).map((p) => [p.path, p.line, p.column])).toEqual([
       ['discovery_service.aws[1].types[1]', 6, 20],
       ['discovery_service.aws[2].regions[0]', 9, 17],
     ]);
   });
 
   it('still rejects an unknown top-level section', () => {
-    expect(problemsOf('discovery_service:\n  discovery_group: g\nwidget_service:\n  enabled: yes\n')).toEqual([
+    expect(problemsOfTeleport('discovery_service:\n  discovery_group: g\nwidget_service:\n  enabled: yes\n')).toEqual([
       expect.objectContaining({path: 'widget_service', line: 3, column: 1, message: expect.stringMatching(/^expected one of the keys .*found unknown key "widget_service"/)}),
     ]);
   });

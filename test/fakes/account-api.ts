@@ -4,7 +4,7 @@
  * from `world.enabledRegions` (default: every region that needs no opt-in); every page is two
  * regions unless the fake's page size says otherwise.
  */
-import {AwsApiError, type ApiResponse, type AwsApi, type BoundOperation, type CallContext} from './aws-api.ts';
+import {type ApiResponse, type AwsApi, AwsApiError, type BoundOperation, type CallContext, JSON_API_AUTH_ERROR_CODES, jsonInput} from './aws-api.ts';
 import type {WireRequest} from './aws-sigv4.ts';
 
 const JSON_TYPE = 'application/json';
@@ -34,13 +34,7 @@ function route(req: WireRequest): BoundOperation {
   if (req.method !== 'POST' || req.rawPath !== '/listRegions') {
     throw new AwsApiError('UnknownOperationException', `The fake Account API serves POST /listRegions, got ${req.method} ${req.rawPath}`, {status: 404});
   }
-  let input: Record<string, unknown>;
-  try {
-    const text = Buffer.from(req.body).toString('utf8');
-    input = text ? (JSON.parse(text) as Record<string, unknown>) : {};
-  } catch {
-    throw new AwsApiError('ValidationException', 'Request body is not JSON', {status: 400});
-  }
+  const input = jsonInput(req.body, 'ValidationException');
   return {
     name: 'ListRegions',
     run: (ctx) => listRegions(input, ctx),
@@ -55,12 +49,5 @@ export const accountApi: AwsApi = {
   errorResponse(error) {
     return {status: error.status, contentType: JSON_TYPE, headers: {'x-amzn-ErrorType': error.code}, body: JSON.stringify({message: error.message})};
   },
-  authErrorCodes: {
-    'missing': 'MissingAuthenticationTokenException',
-    'malformed': 'IncompleteSignatureException',
-    'unknown-key': 'UnrecognizedClientException',
-    'bad-signature': 'InvalidSignatureException',
-    'expired': 'ExpiredTokenException',
-    'opt-in-required': 'UnrecognizedClientException',
-  },
+  authErrorCodes: JSON_API_AUTH_ERROR_CODES,
 };

@@ -63,3 +63,23 @@ export interface AwsApi {
   /** Error code this API answers per authentication failure, and for a region not enabled. */
   readonly authErrorCodes: Readonly<Record<AuthFailureKind | 'opt-in-required', string>>;
 }
+
+/** The authentication error codes of the JSON-protocol APIs (EKS, Organizations, tagging, Account). */
+export const JSON_API_AUTH_ERROR_CODES: AwsApi['authErrorCodes'] = {
+  'missing': 'MissingAuthenticationTokenException',
+  'malformed': 'IncompleteSignatureException',
+  'unknown-key': 'UnrecognizedClientException',
+  'bad-signature': 'InvalidSignatureException',
+  'expired': 'ExpiredTokenException',
+  'opt-in-required': 'UnrecognizedClientException',
+};
+
+/** A JSON-protocol request's input; an unparsable body is the error `code` (400), as the real API answers. */
+export function jsonInput(body: Uint8Array, code: string): Record<string, unknown> {
+  try {
+    const text = Buffer.from(body).toString('utf8');
+    return text ? (JSON.parse(text) as Record<string, unknown>) : {};
+  } catch {
+    throw new AwsApiError(code, 'Request body is not JSON', {status: 400});
+  }
+}

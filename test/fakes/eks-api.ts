@@ -7,7 +7,7 @@
  * nextToken is opaque, bound to (account, region, cluster) so a token reused elsewhere fails.
  */
 import {createHash} from 'node:crypto';
-import {AwsApiError, type ApiResponse, type AwsApi, type BoundOperation, type CallContext} from './aws-api.ts';
+import {type ApiResponse, type AwsApi, AwsApiError, type BoundOperation, type CallContext, JSON_API_AUTH_ERROR_CODES} from './aws-api.ts';
 import {parseQuery, type WireRequest} from './aws-sigv4.ts';
 import type {FakeAccessEntry, FakeAssociatedPolicy, FakeEksCluster} from './aws-world.ts';
 
@@ -307,12 +307,5 @@ export const eksApi: AwsApi = {
       body: JSON.stringify({...error.fields, message: error.message}),
     };
   },
-  authErrorCodes: {
-    'missing': 'MissingAuthenticationTokenException',
-    'malformed': 'IncompleteSignatureException',
-    'unknown-key': 'UnrecognizedClientException',
-    'bad-signature': 'InvalidSignatureException',
-    'expired': 'ExpiredTokenException',
-    'opt-in-required': 'UnrecognizedClientException',
-  },
+  authErrorCodes: JSON_API_AUTH_ERROR_CODES,
 };

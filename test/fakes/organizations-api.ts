@@ -10,7 +10,7 @@
  *   world.organization = org;
  */
 import {createHash} from 'node:crypto';
-import {AwsApiError, type ApiResponse, type AwsApi, type BoundOperation, type CallContext} from './aws-api.ts';
+import {type ApiResponse, type AwsApi, AwsApiError, type BoundOperation, type CallContext, JSON_API_AUTH_ERROR_CODES, jsonInput} from './aws-api.ts';
 import type {WireRequest} from './aws-sigv4.ts';
 
 /** Member account states as Organizations reports them. */
@@ -212,13 +212,7 @@ function route(req: WireRequest): BoundOperation {
   if (req.method !== 'POST' || req.rawPath !== '/' || !run) {
     throw new AwsApiError('UnknownOperationException', `The fake Organizations does not serve ${req.method} ${req.rawPath} ${String(target)}`, {status: 400});
   }
-  let input: Record<string, unknown>;
-  try {
-    const text = Buffer.from(req.body).toString('utf8');
-    input = text ? (JSON.parse(text) as Record<string, unknown>) : {};
-  } catch {
-    throw new AwsApiError('SerializationException', 'Request body is not JSON', {status: 400});
-  }
+  const input = jsonInput(req.body, 'SerializationException');
   return {
     name,
     run: (ctx) => run(input, ctx),
@@ -233,12 +227,5 @@ export const organizationsApi: AwsApi = {
   errorResponse(error) {
     return {status: error.status, contentType: JSON_TYPE, body: JSON.stringify({__type: error.code, Message: error.message})};
   },
-  authErrorCodes: {
-    'missing': 'MissingAuthenticationTokenException',
-    'malformed': 'IncompleteSignatureException',
-    'unknown-key': 'UnrecognizedClientException',
-    'bad-signature': 'InvalidSignatureException',
-    'expired': 'ExpiredTokenException',
-    'opt-in-required': 'UnrecognizedClientException',
-  },
+  authErrorCodes: JSON_API_AUTH_ERROR_CODES,
 };

@@ -7,7 +7,7 @@
  * per page (capped by ResourcesPerPage, 1–100), with an opaque PaginationToken bound to
  * (account, region) and an empty PaginationToken on the last page.
  */
-import {AwsApiError, type ApiResponse, type AwsApi, type BoundOperation, type CallContext} from './aws-api.ts';
+import {type ApiResponse, type AwsApi, AwsApiError, type BoundOperation, type CallContext, JSON_API_AUTH_ERROR_CODES} from './aws-api.ts';
 import type {WireRequest} from './aws-sigv4.ts';
 
 const JSON_TYPE = 'application/x-amz-json-1.1';
@@ -100,12 +100,5 @@ export const taggingApi: AwsApi = {
       body: JSON.stringify({__type: error.code, message: error.message}),
     };
   },
-  authErrorCodes: {
-    'missing': 'MissingAuthenticationTokenException',
-    'malformed': 'IncompleteSignatureException',
-    'unknown-key': 'UnrecognizedClientException',
-    'bad-signature': 'InvalidSignatureException',
-    'expired': 'ExpiredTokenException',
-    'opt-in-required': 'UnrecognizedClientException',
-  },
+  authErrorCodes: JSON_API_AUTH_ERROR_CODES,
 };

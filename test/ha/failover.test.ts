@@ -14,6 +14,7 @@ import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
 import {freePort} from '../helpers/net.ts';
 import {spawnCli, type CliProcess} from '../helpers/process.ts';
+import {replicaNames, replicaOutputs, replicaStatus, until as untilSaid, type Replica} from '../helpers/replica.ts';
 
 const ACCOUNT = '111111111111';
 // One key per replica, so the fake can tell which replica called.
@@ -24,31 +25,11 @@ const KEYS: Record<string, {accessKeyId: string; secretAccessKey: string}> = {
 const CLUSTERS = ['a', 'b', 'c', 'd', 'e'];
 
 
-interface Replica {
-  readonly name: string;
-  readonly port: number;
-  proc: CliProcess;
-}
-
 // Budget for one step on a loaded machine (two Node processes, etcd and the suite share two CPUs).
 const STEP_MS = 120_000;
 
-async function status(r: Replica): Promise<{role: string; leader?: string} | undefined> {
-  try {
-    return (await (await fetch(`http://127.0.0.1:${r.port}/v1/status`, {signal: AbortSignal.timeout(10_000)})).json()) as {role: string; leader?: string};
-  } catch {
-    return undefined;
-  }
-}
-
-async function names(r: Replica): Promise<string[] | undefined> {
-  try {
-    const body = (await (await fetch(`http://127.0.0.1:${r.port}/v1/kube_servers?limit=1000`, {signal: AbortSignal.timeout(10_000)})).json()) as {items: {metadata: {name: string}}[]};
-    return body.items.map((s) => s.metadata.name);
-  } catch {
-    return undefined;
-  }
-}
+const status = replicaStatus;
+const names = replicaNames;
 
 /** Log lines (JSON) a replica printed since `from` (an offset into its stdout). */
 function logs(r: Replica, from = 0): {msg: string; event?: string; role?: string; leader?: string}[] {
@@ -61,22 +42,9 @@ function logs(r: Replica, from = 0): {msg: string; event?: string; role?: string
     .map((l) => JSON.parse(l) as {msg: string});
 }
 
-/** Both replicas' recent output, for a failure message. */
-function outputs(replicas: readonly Replica[]): string {
-  return replicas.map((r) => `--- ${r.name} stdout:\n${r.proc?.stdout().slice(-8000)}\n--- ${r.name} stderr:\n${r.proc?.stderr().slice(-2000)}`).join('\n');
-}
-
 let everyReplica: readonly Replica[] = [];
 
-async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = STEP_MS): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${outputs(everyReplica)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const until = <T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = STEP_MS): Promise<T> => untilSaid(what, fn, timeoutMs, () => replicaOutputs(everyReplica));
 
 describeWithEtcd('high availability on etcd', () => {
   let etcd: TestEtcd;

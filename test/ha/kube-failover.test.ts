@@ -15,6 +15,7 @@ import {electionLeaseName} from '../../src/ha/lease-election.ts';
 import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
 import {freePort} from '../helpers/net.ts';
 import {spawnCli, type CliProcess} from '../helpers/process.ts';
+import {replicaNames, replicaStatus, until, type Replica} from '../helpers/replica.ts';
 import type {KubeEnv} from '../kubernetes/kube-env.ts';
 import {startKubeEnv} from '../kubernetes/kube-env.ts';
 
@@ -24,32 +25,8 @@ const CLUSTERS = ['a', 'b', 'c', 'd', 'e'];
 const KUBECTL = existsSync('/usr/bin/kubectl') ? '/usr/bin/kubectl' : 'kubectl';
 const run = promisify(execFile);
 
-interface Replica {
-  readonly name: string;
-  readonly port: number;
-  proc: CliProcess;
-}
-
-async function getJson<T>(r: Replica, p: string): Promise<T | undefined> {
-  try {
-    return (await (await fetch(`http://127.0.0.1:${r.port}${p}`)).json()) as T;
-  } catch {
-    return undefined;
-  }
-}
-
-const status = (r: Replica) => getJson<{role: string; host_id: string}>(r, '/v1/status');
-const names = async (r: Replica) => (await getJson<{items: {metadata: {name: string}}[]}>(r, '/v1/kube_servers?limit=1000'))?.items.map((s) => s.metadata.name);
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 90_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const status = replicaStatus;
+const names = replicaNames;
 
 describe('high availability on the Kubernetes API', () => {
   let kube: KubeEnv;

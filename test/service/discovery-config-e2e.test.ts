@@ -14,6 +14,7 @@ import {validateDiscoveryConfig} from '../../src/service/discovery-configs.ts';
 import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
 import {freePort} from '../helpers/net.ts';
 import {spawnCli, type CliProcess} from '../helpers/process.ts';
+import {until} from '../helpers/replica.ts';
 import type {KubeEnv} from '../kubernetes/kube-env.ts';
 import {startKubeEnv} from '../kubernetes/kube-env.ts';
 
@@ -22,16 +23,6 @@ const KEY = {accessKeyId: 'AKIADISCOVERYCONFIG1', secretAccessKey: 'discovery-co
 const KUBECTL = existsSync('/usr/bin/kubectl') ? '/usr/bin/kubectl' : 'kubectl';
 const run = promisify(execFile);
 const kubectlFound = await run(KUBECTL, ['version', '--client']).then(() => true, () => false);
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 describe('validateDiscoveryConfig', () => {
   it('accepts the config file syntax and names problems by their path under spec', () => {
