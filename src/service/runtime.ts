@@ -28,6 +28,8 @@ export function replicaName(env: Readonly<Record<string, string | undefined>>): 
 export interface Writer {
   readonly heartbeat: Heartbeat;
   readonly registrar: Registrar;
+  /** The view the term writes through (fenced while leading on etcd or a Lease): access set-up markers go there too. */
+  readonly backend: RegistryBackend;
 }
 
 /** Everything a running discovery needs, opened from a config. */
@@ -126,7 +128,7 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
         });
         await heartbeat.start();
         const registrar = createRegistrar(view, heartbeat, group, (key, error) => logger.warn({key, err: error}, 'skipping unreadable registry entry'));
-        return {heartbeat, registrar};
+        return {heartbeat, registrar, backend: view};
       },
       close: () => backend.close(),
     };

@@ -186,8 +186,9 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         const report = await runtime.discovery.runCycle(cycleRegistrar(writer), signal);
         cycles.applied(report);
         // Access set-up, then probes, run after registration, inside the cycle's slot so their writes never race the next cycle.
-        await accessSetup.run(report, signal);
-        await aksAccessSetup.run(report, signal);
+        // Through the term's fenced view: a deposed leader's markers and records are refused like its entries.
+        await accessSetup.run(report, signal, writer.backend);
+        await aksAccessSetup.run(report, signal, writer.backend);
         cycles.completed(report, await probe(report, writer.registrar, signal));
       },
     });
