@@ -64,6 +64,13 @@ export const runOnce: Command = async (argv, io) => {
     try {
       const writer = await runtime.openWriter(role.backend);
       try {
+        if (config.storage.type === 'kubernetes') {
+          // Like a new leader of `start`: DiscoveryConfig matchers first, or this cycle would deregister what only they find.
+          // A list that fails is a failed source covering every entry: nothing is deleted then.
+          const {startDiscoveryConfigs} = await import('../service/kube-dynamic.ts');
+          const dynamic = await startDiscoveryConfigs({runtime, clock: systemClock, log: runtime.logger, runCycle: () => Promise.reject(new Error('once runs one cycle only'))});
+          dynamic.stop();
+        }
         report = await runtime.discovery.runCycle(writer.registrar);
         await accessSetup.run(report, new AbortController().signal, writer.backend);
       } finally {
