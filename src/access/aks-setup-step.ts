@@ -8,6 +8,7 @@
  * cluster is deregistered. Clusters on Kubernetes RBAC are left alone (their probe message says
  * what to bind). Failures never touch registration: they become the cluster's health message.
  */
+import {AsyncLocalStorage} from 'node:async_hooks';
 import type {TargetHealth} from '../../heartbeats/kube-server.ts';
 import type {RoleAssignmentsApi} from '../clouds/azure/role-assignments-api.ts';
 import type {ArmAccessSource} from '../clouds/azure/role-assignments-client.ts';
@@ -46,6 +47,7 @@ export function lazyRoleAssignmentsApis(config: Config, source: ArmAccessSource)
 export interface AksAccessSetupOptions {
   readonly config: Config;
   readonly clock: Clock;
+  /** The registry a run writes its records and markers to unless `run` is given the leader's (fenced) view. */
   readonly backend: RegistryBackend;
   readonly logger: SetupLogger;
   /** Role assignment calls with the identity of `azure[matcherIndex]` in a subscription; undefined without Azure discovery. */
@@ -58,7 +60,7 @@ export interface AksAccessSetupOptions {
 /** The step as the service runs it (same shape as the EKS step). */
 export interface AksAccessSetupStep {
   /** Sets up this cycle's clusters and cleans up after deregistered ones. Never throws. */
-  run(report: CycleReport, signal: AbortSignal): Promise<void>;
+  run(report: CycleReport, signal: AbortSignal, registry?: RegistryBackend): Promise<void>;
   /** A probe result, with a set-up failure added. */
   adjustHealth(server: KubeServerDraft, health: TargetHealth): TargetHealth;
 }
@@ -87,7 +89,16 @@ interface FailedNote {
 
 /** Builds the step. Without opted-in matchers it only cleans up what earlier runs left. */
 export function createAksAccessSetupStep(options: AksAccessSetupOptions): AksAccessSetupStep {
-  const {config, clock, backend, logger} = options;
+  const {config, clock, logger} = options;
+  // Registry calls go to the view of the run in progress (a leader's fenced view, `run`'s `registry`):
+  // a run of a deposed term keeps its own view, whose writes are refused, even while a later term runs.
+  const runRegistry = new AsyncLocalStorage<RegistryBackend>();
+  const backend: Pick<RegistryBackend, 'get' | 'list' | 'put' | 'delete'> = {
+    get: (key) => (runRegistry.getStore() ?? options.backend).get(key),
+    list: (prefix) => (runRegistry.getStore() ?? options.backend).list(prefix),
+    put: (key, value) => (runRegistry.getStore() ?? options.backend).put(key, value),
+    delete: (key) => (runRegistry.getStore() ?? options.backend).delete(key),
+  };
   const group = config.discovery_service.discovery_group;
   const prefix = `access_setup/${group}/aks/`;
   const refreshMs = options.fullRefreshMs ?? FULL_REFRESH_MS;
@@ -153,37 +164,39 @@ export function createAksAccessSetupStep(options: AksAccessSetupOptions): AksAcc
   };
 
   return {
-    async run(report, signal) {
-      try {
-        const wanted = wantedClusters(report, config);
-        const live = new Set(wanted.map((w) => w.scope.toLowerCase()));
-        // Stale entries stay registered (their source failed): never clean up after them.
-        const registered = new Set(report.items.filter((i) => i.action !== 'delete' && i.action !== 'skip').map((i) => i.name));
-        const records = (await backend.list(prefix)).map((item) => item.key.slice(prefix.length));
-        for (const name of [...cache.keys()]) if (!registered.has(name)) cache.delete(name);
-        await runSetupRound({
-          concurrency: config.probe.concurrency,
-          signal,
-          wanted,
-          setUp,
-          onSetUpError: (w, error) => {
-            cache.delete(w.server);
-            notes.set(w.server, failureNote(error));
-            count('failed');
-            logger.warn({event: 'access_setup', kube_server: w.server, err: error}, `AKS access set-up for cluster ${w.cluster} failed; it stays registered and is retried next cycle`);
-          },
-          deregistered: records.filter((name) => !registered.has(name)),
-          cleanUp: (name, roundSignal) => cleanUp(name, live, roundSignal),
-          onCleanUpError: (name, error) => {
-            count('cleanup_failed');
-            logger.warn({event: 'access_setup', kube_server: name, err: error}, `could not delete the role assignment of deregistered ${name}; retrying next cycle`);
-          },
-          count,
-        });
-      } catch (error) {
-        // The registry could not be read or written: set-up waits for the next cycle; registration is untouched.
-        logger.warn({event: 'access_setup', err: error}, 'AKS access set-up skipped this cycle');
-      }
+    run(report, signal, registry) {
+      return runRegistry.run(registry ?? options.backend, async () => {
+        try {
+          const wanted = wantedClusters(report, config);
+          const live = new Set(wanted.map((w) => w.scope.toLowerCase()));
+          // Stale entries stay registered (their source failed): never clean up after them.
+          const registered = new Set(report.items.filter((i) => i.action !== 'delete' && i.action !== 'skip').map((i) => i.name));
+          const records = (await backend.list(prefix)).map((item) => item.key.slice(prefix.length));
+          for (const name of [...cache.keys()]) if (!registered.has(name)) cache.delete(name);
+          await runSetupRound({
+            concurrency: config.probe.concurrency,
+            signal,
+            wanted,
+            setUp,
+            onSetUpError: (w, error) => {
+              cache.delete(w.server);
+              notes.set(w.server, failureNote(error));
+              count('failed');
+              logger.warn({event: 'access_setup', kube_server: w.server, err: error}, `AKS access set-up for cluster ${w.cluster} failed; it stays registered and is retried next cycle`);
+            },
+            deregistered: records.filter((name) => !registered.has(name)),
+            cleanUp: (name, roundSignal) => cleanUp(name, live, roundSignal),
+            onCleanUpError: (name, error) => {
+              count('cleanup_failed');
+              logger.warn({event: 'access_setup', kube_server: name, err: error}, `could not delete the role assignment of deregistered ${name}; retrying next cycle`);
+            },
+            count,
+          });
+        } catch (error) {
+          // The registry could not be read or written: set-up waits for the next cycle; registration is untouched.
+          logger.warn({event: 'access_setup', err: error}, 'AKS access set-up skipped this cycle');
+        }
+      });
     },
     adjustHealth(server, health) {
       const note = notes.get(server.metadata.name);

@@ -10,6 +10,7 @@
  * group created (and only that) is deleted. Failures never touch registration: they become the
  * cluster's health message and a metric.
  */
+import {AsyncLocalStorage} from 'node:async_hooks';
 import PQueue from 'p-queue';
 import type {KubeAccess, KubeServerDraft, TargetHealth} from '../../heartbeats/kube-server.ts';
 import {AccessSetupCallError, createAccessSetupApi, type AccessSetupApi} from '../clouds/aws/access-setup-api.ts';
@@ -58,6 +59,7 @@ export interface SetupLogger {
 export interface AccessSetupOptions {
   readonly config: Config;
   readonly clock: Clock;
+  /** The registry a run writes its records and markers to unless `run` is given the leader's (fenced) view. */
   readonly backend: RegistryBackend;
   readonly logger: SetupLogger;
   readonly env: Env;
@@ -77,7 +79,7 @@ export interface AccessSetupOptions {
 /** The step as the service runs it. */
 export interface AccessSetupStep {
   /** Repairs leftovers, sets up this cycle's clusters and cleans up after deregistered ones. Never throws. */
-  run(report: CycleReport, signal: AbortSignal): Promise<void>;
+  run(report: CycleReport, signal: AbortSignal, registry?: RegistryBackend): Promise<void>;
   /** A probe result, with what set-up knows about the cluster added when the probe is not healthy. */
   adjustHealth(server: KubeServerDraft, health: TargetHealth): TargetHealth;
   /** Releases SDK clients. */
@@ -126,7 +128,16 @@ const quietLogger = {debug() {}, info() {}, warn() {}, error() {}};
 
 /** Builds the step. Without opted-in matchers it only cleans up and repairs what earlier runs left. */
 export function createAccessSetupStep(options: AccessSetupOptions): AccessSetupStep {
-  const {config, clock, backend, logger} = options;
+  const {config, clock, logger} = options;
+  // Registry calls go to the view of the run in progress (a leader's fenced view, `run`'s `registry`):
+  // a run of a deposed term keeps its own view, whose writes are refused, even while a later term runs.
+  const runRegistry = new AsyncLocalStorage<RegistryBackend>();
+  const backend: Pick<RegistryBackend, 'get' | 'list' | 'put' | 'delete'> = {
+    get: (key) => (runRegistry.getStore() ?? options.backend).get(key),
+    list: (prefix) => (runRegistry.getStore() ?? options.backend).list(prefix),
+    put: (key, value) => (runRegistry.getStore() ?? options.backend).put(key, value),
+    delete: (key) => (runRegistry.getStore() ?? options.backend).delete(key),
+  };
   const group = config.discovery_service.discovery_group;
   const prefix = `access_setup/${group}/`;
   const refreshMs = options.fullRefreshMs ?? FULL_REFRESH_MS;
@@ -312,39 +323,41 @@ export function createAccessSetupStep(options: AccessSetupOptions): AccessSetupS
   };
 
   return {
-    async run(report, signal) {
-      try {
-        await repair();
-        const wanted = wantedClusters(report, config);
-        const live = new Set(wanted.map((w) => refKey(w.ref)));
-        // Stale entries stay registered (their source failed): never clean up after them.
-        const registered = new Set(report.items.filter((i) => i.action !== 'delete' && i.action !== 'skip').map((i) => i.name));
-        const records = (await backend.list(`${prefix}entries/`)).map((item) => item.key.slice(`${prefix}entries/`.length));
-        for (const name of [...cache.keys()]) if (!registered.has(name)) cache.delete(name);
-        await runSetupRound({
-          concurrency: config.probe.concurrency,
-          signal,
-          wanted,
-          setUp,
-          onSetUpError: (w, error) => {
-            cache.delete(w.name);
-            notes.set(w.name, failureNote(error));
-            count('failed');
-            logger.warn({event: 'access_setup', kube_server: w.name, err: error}, `access set-up for cluster ${w.ref.clusterName} failed; it stays registered and is retried next cycle`);
-          },
-          // Records of names no longer registered: deregistered this cycle, or earlier by a run that could not finish.
-          deregistered: records.filter((name) => !registered.has(name)),
-          cleanUp: (name) => cleanUp(name, live),
-          onCleanUpError: (name, error) => {
-            count('cleanup_failed');
-            logger.warn({event: 'access_setup', kube_server: name, err: error}, `could not delete the access entry of deregistered ${name}; retrying next cycle`);
-          },
-          count,
-        });
-      } catch (error) {
-        // The registry could not be read or written: set-up waits for the next cycle; registration is untouched.
-        logger.warn({event: 'access_setup', err: error}, 'access set-up skipped this cycle');
-      }
+    run(report, signal, registry) {
+      return runRegistry.run(registry ?? options.backend, async () => {
+        try {
+          await repair();
+          const wanted = wantedClusters(report, config);
+          const live = new Set(wanted.map((w) => refKey(w.ref)));
+          // Stale entries stay registered (their source failed): never clean up after them.
+          const registered = new Set(report.items.filter((i) => i.action !== 'delete' && i.action !== 'skip').map((i) => i.name));
+          const records = (await backend.list(`${prefix}entries/`)).map((item) => item.key.slice(`${prefix}entries/`.length));
+          for (const name of [...cache.keys()]) if (!registered.has(name)) cache.delete(name);
+          await runSetupRound({
+            concurrency: config.probe.concurrency,
+            signal,
+            wanted,
+            setUp,
+            onSetUpError: (w, error) => {
+              cache.delete(w.name);
+              notes.set(w.name, failureNote(error));
+              count('failed');
+              logger.warn({event: 'access_setup', kube_server: w.name, err: error}, `access set-up for cluster ${w.ref.clusterName} failed; it stays registered and is retried next cycle`);
+            },
+            // Records of names no longer registered: deregistered this cycle, or earlier by a run that could not finish.
+            deregistered: records.filter((name) => !registered.has(name)),
+            cleanUp: (name) => cleanUp(name, live),
+            onCleanUpError: (name, error) => {
+              count('cleanup_failed');
+              logger.warn({event: 'access_setup', kube_server: name, err: error}, `could not delete the access entry of deregistered ${name}; retrying next cycle`);
+            },
+            count,
+          });
+        } catch (error) {
+          // The registry could not be read or written: set-up waits for the next cycle; registration is untouched.
+          logger.warn({event: 'access_setup', err: error}, 'access set-up skipped this cycle');
+        }
+      });
     },
     adjustHealth(server, health) {
       const note = notes.get(server.metadata.name);

@@ -7,6 +7,7 @@ import type {CycleReport} from '../discovery/cycle.ts';
 import type {Command, CliIo} from './io.ts';
 import {createLeadership, type Role} from '../service/leadership.ts';
 import {openRuntime} from '../service/runtime.ts';
+import {createAccessSetupSteps} from '../service/access-setup.ts';
 import {runningWriter} from '../service/writer-claim.ts';
 import {redact, redactText} from '../observability/redact.ts';
 import {usageError, withConfig} from './common.ts';
@@ -57,19 +58,36 @@ export const runOnce: Command = async (argv, io) => {
       );
       return 1;
     }
+    // One cycle of `start`: registration, then access set-up (set up, clean up after deregistrations, repair), counted for the output.
+    const setupOutcomes = new Map<string, number>();
+    const accessSetup = createAccessSetupSteps({runtime, clock: systemClock, logger: runtime.logger, env: io.env, onOutcome: (outcome) => setupOutcomes.set(outcome, (setupOutcomes.get(outcome) ?? 0) + 1)});
     try {
       const writer = await runtime.openWriter(role.backend);
       try {
+        if (config.storage.type === 'kubernetes') {
+          // Like a new leader of `start`: DiscoveryConfig matchers first, or this cycle would deregister what only they find.
+          // A list that fails is a failed source covering every entry: nothing is deleted then.
+          const {startDiscoveryConfigs} = await import('../service/kube-dynamic.ts');
+          const dynamic = await startDiscoveryConfigs({runtime, clock: systemClock, log: runtime.logger, runCycle: () => Promise.reject(new Error('once runs one cycle only'))});
+          dynamic.stop();
+        }
         report = await runtime.discovery.runCycle(writer.registrar);
+        await accessSetup.run(report, new AbortController().signal, writer.backend);
       } finally {
         await writer.heartbeat.stop({deregister: false});
       }
     } finally {
+      accessSetup.close();
       await leadership.stop();
       await runtime.close();
     }
     // Messages in the report come from clouds: redacted by value and pattern before they leave the process.
-    io.stdout(output === 'json' ? `${JSON.stringify(redact(toJson(report, values.explain)), null, 2)}\n` : redactText(toTable(report, values.explain)));
+    const setup = Object.fromEntries([...setupOutcomes].sort(([a], [b]) => a.localeCompare(b)));
+    io.stdout(
+      output === 'json'
+        ? `${JSON.stringify(redact({...(toJson(report, values.explain) as object), ...(setupOutcomes.size > 0 ? {access_setup: setup} : {})}), null, 2)}\n`
+        : redactText(`${toTable(report, values.explain)}${setupOutcomes.size > 0 ? `access set-up: ${Object.entries(setup).map(([o, n]) => `${n} ${o}`).join(', ')}\n` : ''}`),
+    );
     return report.result === 'success' ? 0 : 1;
   });
 };

@@ -15,6 +15,7 @@ import type {Config} from '../config/schema.ts';
 import type {Logger} from '../observability/logger.ts';
 import type {KubeClient, KubeWatchHandle} from '../registry/kube-client.ts';
 import {KubeApiError} from '../registry/kube-client.ts';
+import type {DiscoveryConfigSource} from './config-source.ts';
 
 /** Finalizer that holds a deleted DiscoveryConfig until its clusters are deregistered. */
 export const DISCOVERY_CONFIG_FINALIZER = 'kube-discovery.io/deregister';
@@ -66,6 +67,8 @@ export interface DiscoveryConfigControllerOptions {
   readonly runCycle: () => Promise<CycleReport>;
   /** Period of the full resync; default 30 s. */
   readonly resyncMs?: number;
+  /** Told each list's outcome: a failing list fails this source of the cycles instead of stopping them. */
+  readonly source?: DiscoveryConfigSource;
 }
 
 interface DcObject {
@@ -96,12 +99,15 @@ export class DiscoveryConfigController {
 
   /**
    * The first reconcile: applies the valid DiscoveryConfigs before the first cycle runs, so that
-   * cycle does not deregister their clusters. It retries (backing off to 30 s) until a list
-   * succeeds: going on with the config file's matchers alone would deregister every cluster only
-   * DiscoveryConfigs find. A 404 (the CRD is not installed) means there are none. Rejects when
-   * `signal` aborts or the controller is stopped first.
+   * cycle does not deregister their clusters. A 404 (the CRD is not installed) means there are
+   * none. When the list fails (403: the Role lacks `list discoveryconfigs`; 5xx; malformed) the
+   * cycles still start: with a `source` the failure is that source's, which covers every entry
+   * until a list succeeds (the watch and the resync keep trying), so nothing is deleted meanwhile.
+   * Without one it retries (backing off to 30 s) until a list succeeds. Rejects when `signal`
+   * aborts or the controller is stopped first.
    */
   async prime(signal?: AbortSignal): Promise<void> {
+    this.#o.source?.termStarted(this.#o.namespace);
     for (let attempt = 0; ; attempt++) {
       if (this.#stopped) throw new Error('DiscoveryConfig controller stopped before its first list');
       signal?.throwIfAborted();
@@ -110,7 +116,13 @@ export class DiscoveryConfigController {
         return;
       } catch (err) {
         if (err instanceof KubeApiError && err.status === 404) {
+          this.#o.source?.listed();
           this.#o.logger.info('no DiscoveryConfig resource type on the API server; running the config file matchers only');
+          return;
+        }
+        if (this.#o.source) {
+          this.#o.source.failed(err);
+          this.#o.logger.warn({err}, 'could not list DiscoveryConfigs; cycles run with the config file matchers and delete nothing until a list succeeds');
           return;
         }
         const retryMs = Math.min(30_000, 1_000 * 2 ** Math.min(attempt, 5));
@@ -145,6 +157,7 @@ export class DiscoveryConfigController {
         await this.#reconcile();
       } catch (err) {
         // Nothing is applied from a failed or malformed listing: the matchers stay as they were.
+        this.#o.source?.failed(err);
         this.#o.logger.warn({err}, 'DiscoveryConfig reconcile failed; keeping the current matchers');
       }
     });
@@ -208,6 +221,8 @@ export class DiscoveryConfigController {
     active.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     const merged = mergeDiscoveryConfigs(this.#o.base, active.map(([, d]) => d));
     const fingerprint = JSON.stringify([merged.discovery_service.aws, merged.discovery_service.azure]);
+    // Known from here on: the cycle that applying triggers plans with it.
+    this.#o.source?.listed();
     if (fingerprint !== this.#applied) {
       this.#applied = fingerprint;
       this.#o.apply(merged);

@@ -30,8 +30,9 @@ export async function startDiscoveryConfigs(options: DynamicOptions): Promise<{s
     logger: options.log,
     apply: (config) => options.runtime.reconfigure(config),
     runCycle: options.runCycle,
+    ...(options.runtime.discoveryConfigs ? {source: options.runtime.discoveryConfigs} : {}),
   });
-  // Retried until the DiscoveryConfigs are known: a first cycle without their matchers would deregister their clusters.
+  // A failing first list fails the runtime's DiscoveryConfig source, which keeps every entry until a list succeeds.
   await controller.prime(options.signal);
   return controller;
 }

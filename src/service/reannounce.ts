@@ -6,7 +6,7 @@ import type {Writer} from './runtime.ts';
 const REANNOUNCE_CONCURRENCY = 32;
 
 /** Re-puts every entry of the group under this writer's lease; returns how many were written. */
-export async function reannounce(writer: Writer): Promise<number> {
+export async function reannounce(writer: Pick<Writer, 'heartbeat' | 'registrar'>): Promise<number> {
   const current = await writer.registrar.current();
   const queue = new PQueue({concurrency: REANNOUNCE_CONCURRENCY});
   let moved = 0;

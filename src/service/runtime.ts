@@ -8,6 +8,8 @@ import type {Clock} from '../core/clock.ts';
 import type {Config} from '../config/schema.ts';
 import type {Registrar} from '../discovery/cycle.ts';
 import {Discovery} from '../discovery/discovery.ts';
+import {builtInClouds} from '../clouds/index.ts';
+import {DiscoveryConfigSource} from './config-source.ts';
 import type {RuntimeEvents} from '../discovery/events.ts';
 import {mergeDiscoveryOptions, type DiscoveryOverrides} from '../discovery/options.ts';
 import {SharedCredentials} from '../credentials/shared.ts';
@@ -28,6 +30,8 @@ export function replicaName(env: Readonly<Record<string, string | undefined>>): 
 export interface Writer {
   readonly heartbeat: Heartbeat;
   readonly registrar: Registrar;
+  /** The view the term writes through (fenced while leading on etcd or a Lease): access set-up markers go there too. */
+  readonly backend: RegistryBackend;
 }
 
 /** Everything a running discovery needs, opened from a config. */
@@ -47,6 +51,8 @@ export interface Runtime {
   openWriter(backend?: RegistryBackend): Promise<Writer>;
   /** Rebuilds discovery for new matchers (DiscoveryConfig resources); the next cycle uses them. */
   reconfigure(next: Config): void;
+  /** `storage: kubernetes`: the DiscoveryConfig list as a source of each cycle (failed while the leader cannot list them). */
+  readonly discoveryConfigs?: DiscoveryConfigSource;
   /** Closes the backend (writers must be stopped first). */
   close(): Promise<void>;
 }
@@ -91,8 +97,12 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
     const hostId = await loadOrCreateHostId(backend, replica);
     const group = config.discovery_service.discovery_group;
     const credentials = sharedCredentials(config, io, options, events);
-    const makeDiscovery = (forConfig: Config): Discovery =>
-      new Discovery({config: forConfig, clock: options.clock, ...mergeDiscoveryOptions({events, credentials, azure: {logger}}, options.discovery)});
+    const discoveryConfigs = config.storage.type === 'kubernetes' ? new DiscoveryConfigSource(options.discovery?.clouds ?? builtInClouds) : undefined;
+    const makeDiscovery = (forConfig: Config): Discovery => {
+      const merged = mergeDiscoveryOptions({events, credentials, azure: {logger}}, options.discovery);
+      // The DiscoveryConfig source outlives reconfigurations: it is planned into every cycle.
+      return new Discovery({config: forConfig, clock: options.clock, ...merged, ...(discoveryConfigs ? {planners: [discoveryConfigs, ...(merged.planners ?? [])]} : {})});
+    };
     let discovery = makeDiscovery(config);
     return {
       config,
@@ -107,6 +117,7 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
       hostId,
       replica,
       credentials,
+      ...(discoveryConfigs ? {discoveryConfigs} : {}),
       events,
       async openWriter(view = backend) {
         const heartbeat = new Heartbeat({
@@ -126,7 +137,7 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
         });
         await heartbeat.start();
         const registrar = createRegistrar(view, heartbeat, group, (key, error) => logger.warn({key, err: error}, 'skipping unreadable registry entry'));
-        return {heartbeat, registrar};
+        return {heartbeat, registrar, backend: view};
       },
       close: () => backend.close(),
     };

@@ -26,10 +26,8 @@ import {StatusTracker} from '../status/status.ts';
 import {VERSION} from '../version.ts';
 import {createLeadership, type Role} from './leadership.ts';
 import {createProbeStage} from './probes.ts';
-import {createAccessSetupStep} from '../access/setup-step.ts';
 import {accessSetupCounter} from '../access/setup-metrics.ts';
-import {createAksAccessSetupStep, lazyRoleAssignmentsApis} from '../access/aks-setup-step.ts';
-import {azureCloud} from '../clouds/azure/cloud-module.ts';
+import {createAccessSetupSteps} from './access-setup.ts';
 import {openRuntime, type Runtime, type Writer} from './runtime.ts';
 import {CycleObserver} from './cycle-observer.ts';
 import {LeadershipTerms} from './terms.ts';
@@ -135,30 +133,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     }, 200).unref();
   });
 
-  // setup_access_for_arn: a named step between registration and probes (src/access/setup-step.ts).
+  // setup_access_for_arn, then setup_access_for_principal_id: named steps between registration and probes (src/service/access-setup.ts).
   const countAccessSetup = accessSetupCounter(metrics.registry);
-  const accessSetup = createAccessSetupStep({
-    config,
-    clock,
-    backend: runtime.backend,
-    logger: log,
-    env: options.io.env,
-    providers: runtime.credentials.aws,
-    timeoutMs: config.probe.timeout,
-    onOutcome: countAccessSetup,
-  });
-  const aks = runtime.discovery.planner(azureCloud);
-  // setup_access_for_principal_id: the AKS counterpart, right after it (src/access/aks-setup-step.ts).
-  const aksAccessSetup = createAksAccessSetupStep({
-    config,
-    clock,
-    backend: runtime.backend,
-    logger: log,
-    onOutcome: (outcome) => countAccessSetup(outcome, 'Azure'),
-    ...(aks ? {apiFor: lazyRoleAssignmentsApis(config, aks)} : {}),
-  });
+  const accessSetup = createAccessSetupSteps({runtime, clock, logger: log, env: options.io.env, onOutcome: countAccessSetup});
   const probe = createProbeStage({
-    adjustHealth: (server, health) => aksAccessSetup.adjustHealth(server, accessSetup.adjustHealth(server, health)),
+    adjustHealth: (server, health) => accessSetup.adjustHealth(server, health),
     config,
     clock,
     logger: log,
@@ -186,8 +165,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         const report = await runtime.discovery.runCycle(cycleRegistrar(writer), signal);
         cycles.applied(report);
         // Access set-up, then probes, run after registration, inside the cycle's slot so their writes never race the next cycle.
-        await accessSetup.run(report, signal);
-        await aksAccessSetup.run(report, signal);
+        // Through the term's fenced view: a deposed leader's markers and records are refused like its entries.
+        await accessSetup.run(report, signal, writer.backend);
         cycles.completed(report, await probe(report, writer.registrar, signal));
       },
     });

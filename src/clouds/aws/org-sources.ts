@@ -170,6 +170,20 @@ export class OrganizationPlanner {
       ),
     );
     ready.sort((a, b) => a.account.localeCompare(b.account));
+    // The walk is no snapshot: an account moved between OUs while it ran can be missing from both
+    // listings. One walk without an account keeps its clusters (stale); the second deregisters them.
+    const walked = new Set(walk.accounts.map((a) => a.id));
+    for (const account of this.#accountsOf.get(matcherIndex) ?? []) {
+      if (walked.has(account)) continue;
+      failed.push({
+        source: accountSource(matcherIndex, account),
+        ok: true,
+        clusters: [],
+        malformed: [],
+        skippedReason: 'account missing from this organization walk only (moved while it ran, or gone); deregistered if the next walk lacks it too',
+        notAListing: true,
+      });
+    }
     this.#forgetAccountsNotIn(matcherIndex, walk.accounts.map((a) => a.id));
 
     // Region-major order: the cycle's FIFO source queue then spreads its slots over every account.
