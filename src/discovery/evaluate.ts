@@ -20,6 +20,10 @@ export interface Candidate {
   readonly source: SourceRef;
   readonly labels: Readonly<Record<string, string>>;
   readonly reason: string;
+  /**
+   * The document to register, built on each read and not held: a cycle builds, compares and writes
+   * the documents a few at a time, so 50,000 clusters never have a draft each alive at once.
+   */
   readonly server: KubeServerDraft;
 }
 
@@ -99,13 +103,13 @@ export function evaluate(results: readonly SourceResult[], ctx: EvaluateContext)
         if (owner === clusterIdentity(cluster) && owner !== clusterIdentity(existing.cluster)) {
           // The cluster already registered under the name keeps it; the newcomer is the one skipped.
           skips.push({name, cloudName: existing.cluster.name, source: existing.source, kind: 'collision', reason: collisionReason(name, cluster), labels: existing.labels});
-          candidates.set(name, {name, cluster, source: result.source, labels, reason: decision.reason, server: toServer(name, cluster, labels, ctx, clouds)});
+          candidates.set(name, candidateOf(name, cluster, result.source, labels, decision.reason, ctx, clouds));
           continue;
         }
         skip('collision', collisionReason(name, existing.cluster));
         continue;
       }
-      candidates.set(name, {name, cluster, source: result.source, labels, reason: decision.reason, server: toServer(name, cluster, labels, ctx, clouds)});
+      candidates.set(name, candidateOf(name, cluster, result.source, labels, decision.reason, ctx, clouds));
     }
   }
   return {candidates, skips, notes};
@@ -130,6 +134,19 @@ function identity(cloud: string, account: string, region: string, resourceGroup:
 
 function collisionReason(name: string, owner: DiscoveredCluster): string {
   return `name ${name} is already taken by ${clusterIdentity(owner)}; set the ${LABEL.nameOverride} tag to rename`;
+}
+
+function candidateOf(name: string, cluster: DiscoveredCluster, source: SourceRef, labels: Record<string, string>, reason: string, ctx: EvaluateContext, clouds: Clouds): Candidate {
+  return {
+    name,
+    cluster,
+    source,
+    labels,
+    reason,
+    get server() {
+      return toServer(name, cluster, labels, ctx, clouds);
+    },
+  };
 }
 
 function toServer(name: string, cluster: DiscoveredCluster, labels: Record<string, string>, ctx: EvaluateContext, clouds: Clouds): KubeServerDraft {
