@@ -184,7 +184,12 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
  */
 function stageCycle(current: readonly KubeServer[], results: readonly SourceResult[], options: CycleOptions): {staged: StagedPlan; notes: readonly string[]} {
   const {clouds} = options.evaluateContext;
-  const registered = new Map(current.map((s) => [s.metadata.name, registeredIdentity(s, clouds)]));
+  // Read only on a name collision: computed then, not one identity string per entry every cycle.
+  const byName = new Map(current.map((s) => [s.metadata.name, s]));
+  const registered = {get: (name: string): string | undefined => {
+    const entry = byName.get(name);
+    return entry && registeredIdentity(entry, clouds);
+  }};
   const evaluation = evaluate(results, {...options.evaluateContext, discoveryGroup: options.discoveryGroup, matcherFor: options.matcherFor, registered});
   return {staged: stagePlan(current, evaluation, results, options.discoveryGroup, clouds), notes: evaluation.notes};
 }

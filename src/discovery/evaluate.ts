@@ -49,7 +49,7 @@ export interface EvaluateContext {
   /** `kubernetes_service.labels`, applied to every cluster. */
   readonly staticLabels: Readonly<Record<string, string>>;
   /** Identity (see `clusterIdentity`) of the cluster each registered name belongs to: it keeps its name on a collision. */
-  readonly registered?: ReadonlyMap<string, string>;
+  readonly registered?: Pick<ReadonlyMap<string, string>, 'get'>;
   /** Dynamic labels as of now (command outputs). */
   readonly dynamicLabels?: KubeServerDraft['spec']['cluster']['spec']['dynamic_labels'];
   /** The cloud modules clusters are labelled, named and described by; default the built-in ones. */
@@ -137,16 +137,32 @@ function collisionReason(name: string, owner: DiscoveredCluster): string {
 }
 
 function candidateOf(name: string, cluster: DiscoveredCluster, source: SourceRef, labels: Record<string, string>, reason: string, ctx: EvaluateContext, clouds: Clouds): Candidate {
-  return {
-    name,
-    cluster,
-    source,
-    labels,
-    reason,
-    get server() {
-      return toServer(name, cluster, labels, ctx, clouds);
-    },
-  };
+  return new LazyCandidate(name, cluster, source, labels, reason, ctx, clouds);
+}
+
+/** A candidate whose document is built on read (a class: no closure per cluster). */
+class LazyCandidate implements Candidate {
+  readonly name: string;
+  readonly cluster: DiscoveredCluster;
+  readonly source: SourceRef;
+  readonly labels: Record<string, string>;
+  readonly reason: string;
+  readonly #ctx: EvaluateContext;
+  readonly #clouds: Clouds;
+
+  constructor(name: string, cluster: DiscoveredCluster, source: SourceRef, labels: Record<string, string>, reason: string, ctx: EvaluateContext, clouds: Clouds) {
+    this.name = name;
+    this.cluster = cluster;
+    this.source = source;
+    this.labels = labels;
+    this.reason = reason;
+    this.#ctx = ctx;
+    this.#clouds = clouds;
+  }
+
+  get server(): KubeServerDraft {
+    return toServer(this.name, this.cluster, this.labels, this.#ctx, this.#clouds);
+  }
 }
 
 function toServer(name: string, cluster: DiscoveredCluster, labels: Record<string, string>, ctx: EvaluateContext, clouds: Clouds): KubeServerDraft {

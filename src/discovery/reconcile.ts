@@ -134,9 +134,13 @@ export function stagePlan(current: readonly KubeServer[], evaluation: Evaluation
  * under an older naming rule): old name → new name.
  */
 function findRenames(byName: ReadonlyMap<string, KubeServer>, evaluation: Evaluation, clouds: Clouds): Map<string, string> {
+  const renames = new Map<string, string>();
+  // Nothing registered went unlisted under its name (a steady cycle): no identity of every candidate to build.
+  let unlisted = false;
+  for (const name of byName.keys()) if (!evaluation.candidates.has(name)) unlisted = true;
+  if (!unlisted) return renames;
   const nameOf = new Map<string, string>();
   for (const candidate of evaluation.candidates.values()) nameOf.set(clusterIdentity(candidate.cluster), candidate.name);
-  const renames = new Map<string, string>();
   for (const [name, entry] of byName) {
     if (evaluation.candidates.has(name)) continue;
     const to = nameOf.get(registeredIdentity(entry, clouds));

@@ -48,7 +48,7 @@ function planner(listing: () => Listing): SourcePlanner {
         source: source(region),
         fetch: async (): Promise<SourceResult> =>
           names === 'fails'
-            ? {source: source(region), ok: false, clusters: [], malformed: [], error: {reason: 'server_error', code: 'InternalFailure', message: 'boom', operation: 'ListClusters'}}
+            ? {source: source(region), ok: false, clusters: [], malformed: [], error: {reason: 'other', code: 'InternalFailure', message: 'boom', operation: 'ListClusters'}}
             : {source: source(region), ok: true, clusters: names.map((n) => cluster(region, n)), malformed: []},
       })),
     }),
