@@ -6,7 +6,7 @@ import type {ClusterFetcher, PlannedSources} from '../clouds/fetcher.ts';
 import type {Clock} from '../core/clock.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import {evaluate, registeredIdentity, type EvaluateContext} from './evaluate.ts';
-import {reconcile, type Action, type Plan, type PlanItem} from './reconcile.ts';
+import {decidePending, sortPlanItems, stagePlan, type Action, type PendingItem, type PlanItem, type StagedPlan} from './reconcile.ts';
 import {errorMessage} from '../core/errors.ts';
 import type {DiscoveryEvents} from './events.ts';
 
@@ -120,30 +120,44 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
 
   // A cycle cut short (shutdown, lost leadership) must not publish what its aborted sources "found".
   signal.throwIfAborted();
-  const {plan, notes} = planCycle(await options.registrar.current(), results, options, startedAt);
+  const {staged, notes} = stageCycle(await options.registrar.current(), results, options);
+  const discoveredAt = new Date(startedAt).toISOString();
 
   const applyErrors: {name: string; action: Action; message: string}[] = [];
-  // A bounded number of writes in flight: starting all of a first cycle's 50,000 announces at once
-  // held 50,000 pending writes (documents, promises, retries) in memory together.
-  const apply = async (items: readonly PlanItem[]): Promise<void> => {
-    const writes = new PQueue({concurrency: APPLY_CONCURRENCY});
-    for (const item of items) {
-      if (item.action !== 'delete' && !item.server) continue;
-      void writes.add(async () => {
-        try {
-          if (item.action === 'delete') await options.registrar.remove(item.name);
-          else if (item.server) await options.registrar.announce(item.server);
-        } catch (error) {
-          applyErrors.push({name: item.name, action: item.action, message: errorMessage(error)});
-        }
-      });
+  const write = async (item: PlanItem): Promise<PlanItem> => {
+    if (item.action !== 'delete' && !item.server) return item;
+    try {
+      if (item.action === 'delete') {
+        await options.registrar.remove(item.name);
+        return item;
+      }
+      const stored = storedCopy(await options.registrar.announce(item.server as KubeServerDraft), item.name);
+      // The registrar's stored copy shares the registered document: keep it, not a draft of the same.
+      return stored ? {...item, server: stored} : item;
+    } catch (error) {
+      applyErrors.push({name: item.name, action: item.action, message: errorMessage(error)});
+      return item;
     }
-    await writes.onIdle();
   };
+  // Listed clusters are decided (their document built and compared) just before their write, a
+  // bounded number at a time: holding a draft of each of 50,000 clusters at once (plus the plan's
+  // copies) was most of a cycle's peak memory.
+  const decidedPending: PlanItem[] = new Array<PlanItem>(staged.pending.length);
+  await boundedEach(staged.pending.length, APPLY_CONCURRENCY, async (i) => {
+    decidedPending[i] = await write(withDiscoveredAt(decidePending(staged.pending[i] as PendingItem), discoveredAt));
+  });
+  const decided = [...staged.decided];
   // A renamed entry goes only after its new name is announced: readers never see the cluster missing.
-  await apply(plan.items.filter((item) => item.renamedTo === undefined));
+  await boundedEach(decided.length, APPLY_CONCURRENCY, async (i) => {
+    const item = decided[i] as PlanItem;
+    if (item.renamedTo === undefined) decided[i] = await write(item);
+  });
   const failedNames = new Set(applyErrors.map((e) => e.name));
-  await apply(plan.items.filter((item) => item.renamedTo !== undefined && !failedNames.has(item.renamedTo)));
+  await boundedEach(decided.length, APPLY_CONCURRENCY, async (i) => {
+    const item = decided[i] as PlanItem;
+    if (item.renamedTo !== undefined && !failedNames.has(item.renamedTo)) decided[i] = await write(item);
+  });
+  const plan = {items: sortPlanItems([...decidedPending, ...decided])};
 
   const counts: Record<Action, number> = {create: 0, update: 0, delete: 0, unchanged: 0, stale: 0, skip: 0};
   for (const item of plan.items) counts[item.action]++;
@@ -165,21 +179,39 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
 }
 
 /**
- * Evaluates and reconciles. Its own function so that the evaluation (a candidate, a draft and a
- * registered identity per cluster) is garbage once the plan exists, not held through the writes.
+ * Evaluates and stages the plan. Its own function so that the evaluation's own structures (the
+ * registered identities) are garbage before the writes start.
  */
-function planCycle(current: readonly KubeServer[], results: readonly SourceResult[], options: CycleOptions, startedAt: number): {plan: Plan; notes: readonly string[]} {
+function stageCycle(current: readonly KubeServer[], results: readonly SourceResult[], options: CycleOptions): {staged: StagedPlan; notes: readonly string[]} {
   const {clouds} = options.evaluateContext;
-  const registered = new Map(current.map((s) => [s.metadata.name, registeredIdentity(s, clouds)]));
+  // Read only on a name collision: computed then, not one identity string per entry every cycle.
+  const byName = new Map(current.map((s) => [s.metadata.name, s]));
+  const registered = {get: (name: string): string | undefined => {
+    const entry = byName.get(name);
+    return entry && registeredIdentity(entry, clouds);
+  }};
   const evaluation = evaluate(results, {...options.evaluateContext, discoveryGroup: options.discoveryGroup, matcherFor: options.matcherFor, registered});
-  const reconciled = reconcile(current, evaluation, results, options.discoveryGroup, clouds);
-  // A new entry remembers when it was first registered (`ls` shows its age); updates carry it over.
-  const discoveredAt = new Date(startedAt).toISOString();
-  const plan = {
-    ...reconciled,
-    items: reconciled.items.map((i) => (i.action === 'create' && i.server ? {...i, server: {...i.server, status: {...i.server.status, discovered_at: discoveredAt}}} : i)),
+  return {staged: stagePlan(current, evaluation, results, options.discoveryGroup, clouds), notes: evaluation.notes};
+}
+
+/** A new entry remembers when it was first registered (`ls` shows its age); updates carry it over. */
+function withDiscoveredAt(item: PlanItem, discoveredAt: string): PlanItem {
+  return item.action === 'create' && item.server ? {...item, server: {...item.server, status: {...item.server.status, discovered_at: discoveredAt}}} : item;
+}
+
+/** What an announce resolved with, when it is the stored document of `name` (the heartbeat's answer). */
+function storedCopy(announced: unknown, name: string): KubeServerDraft | undefined {
+  const doc = announced as Partial<KubeServerDraft> | null | undefined;
+  return typeof doc === 'object' && doc !== null && doc.kind === 'kube_server' && doc.metadata?.name === name && doc.spec?.cluster ? (doc as KubeServerDraft) : undefined;
+}
+
+/** Runs `fn(0 .. count-1)` with at most `concurrency` calls in flight, without a promise per index up front. */
+async function boundedEach(count: number, concurrency: number, fn: (index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < count) await fn(next++);
   };
-  return {plan, notes: evaluation.notes};
+  await Promise.all(Array.from({length: Math.min(concurrency, count)}, worker));
 }
 
 /** Plans one cloud; a planner that throws or is cut off by the deadline fails its catch-all source. */

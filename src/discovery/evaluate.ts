@@ -20,6 +20,10 @@ export interface Candidate {
   readonly source: SourceRef;
   readonly labels: Readonly<Record<string, string>>;
   readonly reason: string;
+  /**
+   * The document to register, built on each read and not held: a cycle builds, compares and writes
+   * the documents a few at a time, so 50,000 clusters never have a draft each alive at once.
+   */
   readonly server: KubeServerDraft;
 }
 
@@ -45,7 +49,7 @@ export interface EvaluateContext {
   /** `kubernetes_service.labels`, applied to every cluster. */
   readonly staticLabels: Readonly<Record<string, string>>;
   /** Identity (see `clusterIdentity`) of the cluster each registered name belongs to: it keeps its name on a collision. */
-  readonly registered?: ReadonlyMap<string, string>;
+  readonly registered?: Pick<ReadonlyMap<string, string>, 'get'>;
   /** Dynamic labels as of now (command outputs). */
   readonly dynamicLabels?: KubeServerDraft['spec']['cluster']['spec']['dynamic_labels'];
   /** The cloud modules clusters are labelled, named and described by; default the built-in ones. */
@@ -99,13 +103,13 @@ export function evaluate(results: readonly SourceResult[], ctx: EvaluateContext)
         if (owner === clusterIdentity(cluster) && owner !== clusterIdentity(existing.cluster)) {
           // The cluster already registered under the name keeps it; the newcomer is the one skipped.
           skips.push({name, cloudName: existing.cluster.name, source: existing.source, kind: 'collision', reason: collisionReason(name, cluster), labels: existing.labels});
-          candidates.set(name, {name, cluster, source: result.source, labels, reason: decision.reason, server: toServer(name, cluster, labels, ctx, clouds)});
+          candidates.set(name, candidateOf(name, cluster, result.source, labels, decision.reason, ctx, clouds));
           continue;
         }
         skip('collision', collisionReason(name, existing.cluster));
         continue;
       }
-      candidates.set(name, {name, cluster, source: result.source, labels, reason: decision.reason, server: toServer(name, cluster, labels, ctx, clouds)});
+      candidates.set(name, candidateOf(name, cluster, result.source, labels, decision.reason, ctx, clouds));
     }
   }
   return {candidates, skips, notes};
@@ -130,6 +134,35 @@ function identity(cloud: string, account: string, region: string, resourceGroup:
 
 function collisionReason(name: string, owner: DiscoveredCluster): string {
   return `name ${name} is already taken by ${clusterIdentity(owner)}; set the ${LABEL.nameOverride} tag to rename`;
+}
+
+function candidateOf(name: string, cluster: DiscoveredCluster, source: SourceRef, labels: Record<string, string>, reason: string, ctx: EvaluateContext, clouds: Clouds): Candidate {
+  return new LazyCandidate(name, cluster, source, labels, reason, ctx, clouds);
+}
+
+/** A candidate whose document is built on read (a class: no closure per cluster). */
+class LazyCandidate implements Candidate {
+  readonly name: string;
+  readonly cluster: DiscoveredCluster;
+  readonly source: SourceRef;
+  readonly labels: Record<string, string>;
+  readonly reason: string;
+  readonly #ctx: EvaluateContext;
+  readonly #clouds: Clouds;
+
+  constructor(name: string, cluster: DiscoveredCluster, source: SourceRef, labels: Record<string, string>, reason: string, ctx: EvaluateContext, clouds: Clouds) {
+    this.name = name;
+    this.cluster = cluster;
+    this.source = source;
+    this.labels = labels;
+    this.reason = reason;
+    this.#ctx = ctx;
+    this.#clouds = clouds;
+  }
+
+  get server(): KubeServerDraft {
+    return toServer(this.name, this.cluster, this.labels, this.#ctx, this.#clouds);
+  }
 }
 
 function toServer(name: string, cluster: DiscoveredCluster, labels: Record<string, string>, ctx: EvaluateContext, clouds: Clouds): KubeServerDraft {

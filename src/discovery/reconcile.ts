@@ -48,9 +48,46 @@ export function covers(source: SourceRef, entry: KubeServer, clouds: Clouds = bu
   return clouds.get(source.cloud).coversLocation(source, labels);
 }
 
+/**
+ * A listed cluster whose decision (create, update or unchanged) waits until its document is built
+ * (`decidePending`): a cycle builds, compares and writes the documents a few at a time instead of
+ * holding a draft of every cluster at once.
+ */
+export interface PendingItem {
+  readonly name: string;
+  readonly candidate: Candidate;
+  /** The entry registered under the name, if any. */
+  readonly existing: KubeServer | undefined;
+  /** The entry's previous name, when the cluster moves to this name in the same plan. */
+  readonly renamedFrom: string | undefined;
+}
+
+/** A plan in two parts: what is decided without documents (skips, deletes, stale marks) and the listed clusters still to decide. */
+export interface StagedPlan {
+  readonly decided: readonly PlanItem[];
+  readonly pending: readonly PendingItem[];
+}
+
 /** Builds the plan. `current` must hold only this discovery group's entries; others are ignored defensively. */
 export function reconcile(current: readonly KubeServer[], evaluation: Evaluation, results: readonly SourceResult[], discoveryGroup: string, clouds: Clouds = builtInClouds): Plan {
-  const items: PlanItem[] = [];
+  const {decided, pending} = stagePlan(current, evaluation, results, discoveryGroup, clouds);
+  return {items: sortPlanItems([...pending.map(decidePending), ...decided])};
+}
+
+/** Plan order: by name, then action. */
+export function sortPlanItems(items: PlanItem[]): PlanItem[] {
+  return items.sort((a, b) => a.name.localeCompare(b.name) || a.action.localeCompare(b.action));
+}
+
+/** Decides one listed cluster: builds its document and compares it with the registered entry. */
+export function decidePending(pending: PendingItem): PlanItem {
+  const item = decideCandidate(pending.candidate, pending.existing);
+  return item.action === 'create' && pending.renamedFrom !== undefined ? {...item, reason: `new name of ${pending.renamedFrom}`} : item;
+}
+
+/** `reconcile` without deciding the listed clusters yet (see `PendingItem`); the same plan once they are decided. */
+export function stagePlan(current: readonly KubeServer[], evaluation: Evaluation, results: readonly SourceResult[], discoveryGroup: string, clouds: Clouds = builtInClouds): StagedPlan {
+  const decided: PlanItem[] = [];
   const byName = new Map<string, KubeServer>();
   for (const entry of current) {
     if (entry.spec.cluster.metadata.labels[LABEL.discoveryGroup] !== discoveryGroup) continue;
@@ -59,17 +96,15 @@ export function reconcile(current: readonly KubeServer[], evaluation: Evaluation
 
   const renames = findRenames(byName, evaluation, clouds);
   const renamedFrom = new Map([...renames].map(([from, to]) => [to, from]));
+  const pending: PendingItem[] = [];
   for (const candidate of evaluation.candidates.values()) {
-    const existing = byName.get(candidate.name);
-    const item = decideCandidate(candidate, existing);
-    const from = renamedFrom.get(candidate.name);
-    items.push(item.action === 'create' && from !== undefined ? {...item, reason: `new name of ${from}`} : item);
+    pending.push({name: candidate.name, candidate, existing: byName.get(candidate.name), renamedFrom: renamedFrom.get(candidate.name)});
   }
 
   const skipsByName = new Map<string, Skip>();
   for (const skip of evaluation.skips) {
     if (skip.name !== '' && !skipsByName.has(skip.name)) skipsByName.set(skip.name, skip);
-    items.push({
+    decided.push({
       name: skip.name || skip.cloudName,
       action: 'skip',
       reason: `${skip.kind}: ${skip.reason}`,
@@ -86,13 +121,12 @@ export function reconcile(current: readonly KubeServer[], evaluation: Evaluation
     const renamed = to === undefined ? undefined : evaluation.candidates.get(to);
     if (to !== undefined && renamed) {
       // Registered under its new name in this same plan, so readers never see a gap.
-      items.push({name, action: 'delete', reason: `renamed to ${to}`, source: renamed.source.id, labels: entry.spec.cluster.metadata.labels, renamedTo: to});
+      decided.push({name, action: 'delete', reason: `renamed to ${to}`, source: renamed.source.id, labels: entry.spec.cluster.metadata.labels, renamedTo: to});
       continue;
     }
-    items.push(decideVanished(name, entry, results, evaluation, skipsByName.get(name), clouds));
+    decided.push(decideVanished(name, entry, results, evaluation, skipsByName.get(name), clouds));
   }
-  items.sort((a, b) => a.name.localeCompare(b.name) || a.action.localeCompare(b.action));
-  return {items};
+  return {decided, pending};
 }
 
 /**
@@ -100,9 +134,13 @@ export function reconcile(current: readonly KubeServer[], evaluation: Evaluation
  * under an older naming rule): old name → new name.
  */
 function findRenames(byName: ReadonlyMap<string, KubeServer>, evaluation: Evaluation, clouds: Clouds): Map<string, string> {
+  const renames = new Map<string, string>();
+  // Nothing registered went unlisted under its name (a steady cycle): no identity of every candidate to build.
+  let unlisted = false;
+  for (const name of byName.keys()) if (!evaluation.candidates.has(name)) unlisted = true;
+  if (!unlisted) return renames;
   const nameOf = new Map<string, string>();
   for (const candidate of evaluation.candidates.values()) nameOf.set(clusterIdentity(candidate.cluster), candidate.name);
-  const renames = new Map<string, string>();
   for (const [name, entry] of byName) {
     if (evaluation.candidates.has(name)) continue;
     const to = nameOf.get(registeredIdentity(entry, clouds));

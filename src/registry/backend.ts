@@ -80,6 +80,12 @@ export interface RegistryBackend {
   get(key: string): Promise<RegistryItem | undefined>;
   /** Live entries whose key starts with `prefix`, sorted by key. */
   list(prefix: string): Promise<RegistryItem[]>;
+  /**
+   * Like `list` without the values (`value` is ''), for a reader that already holds most documents
+   * and fetches only the revisions it lacks (`get`): at 50,000 entries a full listing reads ~125 MB
+   * of JSON text into memory. Backends whose values are in memory anyway (memory) need not have it.
+   */
+  listMeta?(prefix: string): Promise<RegistryItem[]>;
   /** Deletes an entry; true when it existed. */
   delete(key: string): Promise<boolean>;
   /**

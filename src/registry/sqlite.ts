@@ -31,6 +31,9 @@ export class RegistryFileDeletedError extends Error {
   override readonly name = 'RegistryFileDeletedError';
 }
 
+/** Most puts committed in one transaction (see put). */
+export const MAX_PUT_BATCH = 256;
+
 /** Schema version stored in `PRAGMA user_version`; bump it with a migration step in `migrate`. */
 export const SQLITE_SCHEMA_VERSION = 1;
 
@@ -51,6 +54,8 @@ const SCHEMA_V1 = `
 `;
 
 const ITEM_COLUMNS = 'SELECT e.key, e.value, e.lease, e.revision, l.expires FROM entries e LEFT JOIN leases l ON l.id = e.lease';
+/** The same without the document: what a re-list of a reader holding the documents reads. */
+const META_COLUMNS = "SELECT e.key, '' AS value, e.lease, e.revision, l.expires FROM entries e LEFT JOIN leases l ON l.id = e.lease";
 
 interface ItemRow {
   key: string;
@@ -83,6 +88,9 @@ function prepareStatements(db: DatabaseSync) {
     listAll: db.prepare(`${ITEM_COLUMNS} ORDER BY e.key`),
     listRange: db.prepare(`${ITEM_COLUMNS} WHERE e.key >= $from AND e.key < $to ORDER BY e.key`),
     listFrom: db.prepare(`${ITEM_COLUMNS} WHERE e.key >= $from ORDER BY e.key`),
+    metaAll: db.prepare(`${META_COLUMNS} ORDER BY e.key`),
+    metaRange: db.prepare(`${META_COLUMNS} WHERE e.key >= $from AND e.key < $to ORDER BY e.key`),
+    metaFrom: db.prepare(`${META_COLUMNS} WHERE e.key >= $from ORDER BY e.key`),
     ping: db.prepare('SELECT 1 AS ok'),
   };
 }
@@ -211,8 +219,8 @@ export class SqliteBackend implements RegistryBackend {
 
   /**
    * Puts are committed in groups: those issued in one turn of the event loop (a cycle applies
-   * up to 64 at once) share one transaction, instead of a transaction, a purge and a WAL commit
-   * each. A put that fails on its own (its lease is gone) fails alone; a failing transaction
+   * up to 64 at once), at most MAX_PUT_BATCH, share one transaction, instead of a transaction, a
+   * purge and a WAL commit each. A put that fails on its own (its lease is gone) fails alone; a failing transaction
    * (disk full) fails every put of its group, none of them written.
    */
   async put(key: string, value: string, options?: PutOptions): Promise<RegistryItem> {
@@ -224,7 +232,9 @@ export class SqliteBackend implements RegistryBackend {
     if (reopened && leaseId !== undefined) throw new LeaseNotFoundError(`lease ${leaseId} was in the deleted registry database ${this.path}; grant a new one and re-announce`);
     return new Promise<RegistryItem>((resolve, reject) => {
       this.#pendingPuts.push({key, value, leaseId, document: options?.document, resolve, reject});
-      if (this.#pendingPuts.length === 1) setImmediate(() => this.#commitPuts());
+      // A full group commits at once: a caller issuing 50,000 puts in one turn must not hold them all.
+      if (this.#pendingPuts.length >= MAX_PUT_BATCH) this.#commitPuts();
+      else if (this.#pendingPuts.length === 1) setImmediate(() => this.#commitPuts());
     });
   }
 
@@ -280,6 +290,15 @@ export class SqliteBackend implements RegistryBackend {
   }
 
   async list(prefix: string): Promise<RegistryItem[]> {
+    return this.#list(prefix, false);
+  }
+
+  /** Keys, revisions, leases and expiries only (`value` ''): see RegistryBackend.listMeta. */
+  async listMeta(prefix: string): Promise<RegistryItem[]> {
+    return this.#list(prefix, true);
+  }
+
+  #list(prefix: string, meta: boolean): RegistryItem[] {
     this.#open();
     this.#commitPuts();
     this.#readable();
@@ -287,12 +306,13 @@ export class SqliteBackend implements RegistryBackend {
     const now = this.#clock.now();
     // A key range instead of LIKE: `%` and `_` in keys stay literal and the primary key index is used.
     const end = prefixEnd(prefix);
+    const sql = this.#sql;
     const rows = (
       prefix === ''
-        ? this.#sql.listAll.all()
+        ? (meta ? sql.metaAll : sql.listAll).all()
         : end === undefined
-          ? this.#sql.listFrom.all({from: prefix})
-          : this.#sql.listRange.all({from: prefix, to: end})
+          ? (meta ? sql.metaFrom : sql.listFrom).all({from: prefix})
+          : (meta ? sql.metaRange : sql.listRange).all({from: prefix, to: end})
     ) as unknown as ItemRow[];
     return rows.filter((row) => row.key.startsWith(prefix) && this.#live(row, now)).map((row) => toItem(this.#effective(row)));
   }

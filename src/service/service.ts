@@ -152,7 +152,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const localBackend = runtime.backend.name === 'memory' || runtime.backend.name === 'sqlite';
   const cycleRegistrar = (writer: Writer): Writer['registrar'] => ({
     ...writer.registrar,
-    current: async () => (localBackend && inventory.synced && inventory.lastError === undefined ? inventory.list() : writer.registrar.current()),
+    // As stored (no per-entry copy with the lease's latest expiry, which reconcile ignores).
+    current: async () => (localBackend && inventory.synced && inventory.lastError === undefined ? Array.from(inventory.storedEntries(), ([, server]) => server) : writer.registrar.current()),
   });
 
   const makeScheduler = (writer: Writer): Scheduler =>
