@@ -91,10 +91,12 @@ export class AksLocalAccounts {
   /** Records what listClusterUserCredential said for a cluster; a changed token replaces the cached one at once. */
   record(ref: AksClusterRef, account: AksLocalAccount): void {
     const key = clusterKey(ref);
-    if (account.kind === 'token') registerSecret(account.token);
     const previous = this.#recorded.get(key)?.account;
     this.#recorded.set(key, {account, at: this.#clock.now()});
-    if (!sameAccount(previous, account)) this.#cache.delete(key);
+    if (sameAccount(previous, account)) return;
+    // Registered when first seen or changed: re-registering every cluster's token each cycle churned the redaction set.
+    if (account.kind === 'token') registerSecret(account.token);
+    this.#cache.delete(key);
   }
 
   /** Forgets a cluster (it vanished). */
