@@ -109,12 +109,13 @@ export class AksLocalAccounts {
   /** Forgets credentials not recorded within the TTL: discovery re-records every live cluster each cycle. */
   prune(): void {
     const now = this.#clock.now();
-    for (const [key, recorded] of this.#recorded) {
+    // forEach: no [key, value] pair per entry, every cycle, for every cluster.
+    this.#recorded.forEach((recorded, key) => {
       if (now - recorded.at >= this.#ttlMs) {
         this.#recorded.delete(key);
         this.#cache.delete(key);
       }
-    }
+    });
   }
 
   /** What is known about a cluster's local account, if anything. */

@@ -6,7 +6,7 @@
 import {ContainerServiceClient} from '@azure/arm-containerservice';
 import {ManagementGroupsAPI} from '@azure/arm-managementgroups';
 import {SubscriptionClient} from '@azure/arm-resources-subscriptions';
-import {createDefaultHttpClient, type HttpClient} from '@azure/core-rest-pipeline';
+import type {HttpClient} from '@azure/core-rest-pipeline';
 import PQueue from 'p-queue';
 import {systemClock, type Clock} from '../../core/clock.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
@@ -18,6 +18,7 @@ import {silentLogger, type Logger} from '../../observability/logger.ts';
 import type {ClusterFetcher, PlannedSources} from '../fetcher.ts';
 import {createAksFetcher, type AksApi, type AksListingMemory, type CachedUserCredential} from './aks-fetcher.ts';
 import {armListPages, pipelineGet} from './arm-list.ts';
+import {pooledHttpClient} from './http-client.ts';
 import {azureCloud, type AzureCloudName} from './clouds.ts';
 import {azureFailure} from './errors.ts';
 import {ManagementGroupWalkError, scopeToManagementGroups, walkManagementGroups, type ManagementGroupWalk} from './management-groups.ts';
@@ -85,7 +86,7 @@ export class AzureSources {
   /**
    * One HTTP client (one connection pool) for every ARM client: a client per subscription each
    * with its own pool opened a TLS connection per subscription and per credential slot (W5's cold
-   * cycle: thousands of handshakes) and kept them all open between cycles.
+   * cycle: thousands of handshakes) and kept them all open between cycles. Its pool is capped (http-client.ts).
    */
   #httpClient: HttpClient | undefined;
   readonly #subscriptionClients = new Map<string, SubscriptionClient>();
@@ -168,7 +169,10 @@ export class AzureSources {
   #prune(): void {
     const now = this.#clock.now();
     const maxAge = this.#options.credentialMaxAgeMs ?? 3_600_000;
-    for (const [id, cached] of this.#kubeconfigs) if (now - cached.at >= maxAge) this.#kubeconfigs.delete(id);
+    // forEach: no [key, value] pair per entry, every cycle, for every cluster.
+    this.#kubeconfigs.forEach((cached, id, map) => {
+      if (now - cached.at >= maxAge) map.delete(id);
+    });
     this.localAccounts.prune();
   }
 
@@ -223,7 +227,7 @@ export class AzureSources {
 
   #clientOptions(matcher: AzureSourceMatcher) {
     const cloud = azureCloud(matcher.cloud, matcher.resource_manager_endpoint);
-    const httpClient = this.#options.clientOptions?.httpClient ?? (this.#httpClient ??= createDefaultHttpClient());
+    const httpClient = this.#options.clientOptions?.httpClient ?? (this.#httpClient ??= pooledHttpClient());
     return {cloud, httpClient, options: armClientOptions(cloud.armEndpoint, cloud.armScope, {...this.#options.clientOptions, httpClient}, this.#options.policyOptions)};
   }
 
