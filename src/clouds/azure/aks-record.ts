@@ -46,7 +46,7 @@ export function reportedName(name: unknown, id: unknown, valid: (name: string) =
 
 /** A JSON value type as a message says it. */
 function jsonType(value: unknown): string {
-  return value === null ? 'null' : Array.isArray(value) ? 'an array' : `a ${typeof value}`;
+  return value === null ? 'null' : Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
 type JsonObject = Readonly<Record<string, unknown>>;
