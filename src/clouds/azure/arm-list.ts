@@ -28,9 +28,11 @@ export function pipelineGet(pipeline: Pipeline, httpClient: HttpClient): ArmGet 
 /**
  * Every page of the list at `url`, in order: each page's resources as parsed JSON objects. Throws
  * a RestError for an error answer (ARM's code and message, as the SDK would) and
- * `InvalidResponse` for a malformed page, a repeated nextLink or an endless list.
+ * `InvalidResponse` for a malformed page, a repeated nextLink or an endless list. `operation`
+ * (`managedClusters.list`) names the call in the messages; test/deploy/iam.test.ts reads it to
+ * check the role grants its action.
  */
-export async function* armListPages(get: ArmGet, url: string, signal: AbortSignal, apiVersion: string): AsyncGenerator<readonly Record<string, unknown>[]> {
+export async function* armListPages(operation: string, get: ArmGet, url: string, signal: AbortSignal, apiVersion: string): AsyncGenerator<readonly Record<string, unknown>[]> {
   const seen = new Set<string>();
   let next: string | undefined = url;
   while (next !== undefined) {
@@ -39,11 +41,11 @@ export async function* armListPages(get: ArmGet, url: string, signal: AbortSigna
     const response = await get(next, signal);
     if (response.status < 200 || response.status >= 300) throw errorAnswer(response);
     const page = parseListPage(response.status, response.bodyAsText);
-    if ('problem' in page) throw invalid(`ARM answered ${pathOf(response.request.url)} with ${page.problem}`, response.status);
+    if ('problem' in page) throw invalid(`${operation}: ARM answered ${pathOf(response.request.url)} with ${page.problem}`, response.status);
     const link = page.nextLink;
     if (link !== undefined) {
-      if (seen.has(link)) throw invalid(`the list at ${pathOf(url)} returned a nextLink it had already returned`, response.status);
-      if (seen.size >= MAX_LIST_PAGES) throw invalid(`the list at ${pathOf(url)} returned more than ${MAX_LIST_PAGES} pages`, response.status);
+      if (seen.has(link)) throw invalid(`${operation}: the list at ${pathOf(url)} returned a nextLink it had already returned`, response.status);
+      if (seen.size >= MAX_LIST_PAGES) throw invalid(`${operation}: the list at ${pathOf(url)} returned more than ${MAX_LIST_PAGES} pages`, response.status);
       seen.add(link);
     }
     yield page.value;

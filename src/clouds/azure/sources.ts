@@ -241,8 +241,11 @@ export class AzureSources {
       const get = pipelineGet(client.pipeline, httpClient);
       const base = `${cloud.armEndpoint.replace(/\/+$/, '')}/subscriptions/${encodeURIComponent(subscriptionId)}`;
       const api: AksApi = {
+        // Each call names its ARM operation (the IAM test maps it to the role's action).
         listPages: (resourceGroup, signal) =>
-          armListPages(get, `${base}${resourceGroup === undefined ? '' : `/resourceGroups/${encodeURIComponent(resourceGroup)}`}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION),
+          resourceGroup === undefined
+            ? armListPages('managedClusters.list', get, `${base}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION)
+            : armListPages('managedClusters.listByResourceGroup', get, `${base}/resourceGroups/${encodeURIComponent(resourceGroup)}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION),
         listClusterUserCredentials: (...args) => client.managedClusters.listClusterUserCredentials(...args),
       };
       entry = {client, api};
