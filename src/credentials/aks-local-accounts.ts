@@ -91,10 +91,12 @@ export class AksLocalAccounts {
   /** Records what listClusterUserCredential said for a cluster; a changed token replaces the cached one at once. */
   record(ref: AksClusterRef, account: AksLocalAccount): void {
     const key = clusterKey(ref);
-    if (account.kind === 'token') registerSecret(account.token);
     const previous = this.#recorded.get(key)?.account;
     this.#recorded.set(key, {account, at: this.#clock.now()});
-    if (!sameAccount(previous, account)) this.#cache.delete(key);
+    if (sameAccount(previous, account)) return;
+    // Registered when first seen or changed: re-registering every cluster's token each cycle churned the redaction set.
+    if (account.kind === 'token') registerSecret(account.token);
+    this.#cache.delete(key);
   }
 
   /** Forgets a cluster (it vanished). */
@@ -107,12 +109,13 @@ export class AksLocalAccounts {
   /** Forgets credentials not recorded within the TTL: discovery re-records every live cluster each cycle. */
   prune(): void {
     const now = this.#clock.now();
-    for (const [key, recorded] of this.#recorded) {
+    // forEach: no [key, value] pair per entry, every cycle, for every cluster.
+    this.#recorded.forEach((recorded, key) => {
       if (now - recorded.at >= this.#ttlMs) {
         this.#recorded.delete(key);
         this.#cache.delete(key);
       }
-    }
+    });
   }
 
   /** What is known about a cluster's local account, if anything. */

@@ -2,8 +2,8 @@
  * The pure step between fetching and reconciling: turns each source's clusters into
  * candidate kube_servers or skip decisions, each with a reason (`once --explain`).
  */
-import type {KubeServerDraft} from '../../heartbeats/kube-server.ts';
-import {matchLabels, type TagMatcher} from '../../matchers/index.ts';
+import {canonicalJson, type KubeServerDraft} from '../../heartbeats/kube-server.ts';
+import {matchLabels, type MatchDecision, type TagMatcher} from '../../matchers/index.ts';
 import {builtInClouds} from '../clouds/index.ts';
 import type {Clouds} from '../clouds/cloud.ts';
 import type {DiscoveredCluster, SourceRef, SourceResult} from '../core/types.ts';
@@ -71,13 +71,15 @@ export function evaluate(results: readonly SourceResult[], ctx: EvaluateContext)
   const notes: string[] = [];
   const clouds = ctx.clouds ?? builtInClouds;
   const ordered = [...results].filter((r) => r.ok).sort((a, b) => a.source.id.localeCompare(b.source.id));
+  const settings = settingsKey(ctx);
   for (const result of ordered) {
     for (const bad of result.malformed) {
       skips.push({name: '', cloudName: bad.name, source: result.source, kind: 'malformed', reason: bad.reason});
     }
+    const matcher = ctx.matcherFor(result.source);
     for (const cluster of result.clusters) {
-      const {name, renamed} = kubeServerName(cluster, clouds);
-      const {labels, dropped} = clusterLabels(cluster, ctx.discoveryGroup, renamed, clouds);
+      const judgement = judge(cluster, matcher, settings, ctx, clouds);
+      const {name, labels, dropped, decision} = judgement;
       if (dropped.length > 0) notes.push(`${cluster.name}: dropped tags with invalid label keys: ${dropped.join(', ')}`);
       const skip = (kind: SkipKind, reason: string): void => {
         skips.push({name, cloudName: cluster.name, source: result.source, kind, reason, labels});
@@ -86,7 +88,6 @@ export function evaluate(results: readonly SourceResult[], ctx: EvaluateContext)
         skip('status', `status ${cluster.status} is not kept`);
         continue;
       }
-      const decision = matchLabels(ctx.matcherFor(result.source), labels);
       if (!decision.matched) {
         skip('filtered', decision.reason);
         continue;
@@ -103,16 +104,56 @@ export function evaluate(results: readonly SourceResult[], ctx: EvaluateContext)
         if (owner === clusterIdentity(cluster) && owner !== clusterIdentity(existing.cluster)) {
           // The cluster already registered under the name keeps it; the newcomer is the one skipped.
           skips.push({name, cloudName: existing.cluster.name, source: existing.source, kind: 'collision', reason: collisionReason(name, cluster), labels: existing.labels});
-          candidates.set(name, candidateOf(name, cluster, result.source, labels, decision.reason, ctx, clouds));
+          candidates.set(name, candidateOf(judgement, cluster, result.source, ctx, clouds));
           continue;
         }
         skip('collision', collisionReason(name, existing.cluster));
         continue;
       }
-      candidates.set(name, candidateOf(name, cluster, result.source, labels, decision.reason, ctx, clouds));
+      candidates.set(name, candidateOf(judgement, cluster, result.source, ctx, clouds));
     }
   }
   return {candidates, skips, notes};
+}
+
+/** What evaluate made of one cluster object under one set of settings; the document is built on first use. */
+interface Judgement {
+  readonly settings: string;
+  readonly clouds: Clouds;
+  readonly matcher: TagMatcher;
+  readonly name: string;
+  readonly labels: Record<string, string>;
+  readonly dropped: readonly string[];
+  readonly decision: MatchDecision;
+  server?: KubeServerDraft;
+}
+
+/**
+ * Judgements by cluster object. A fetcher that hands on the same object for a cluster that did
+ * not change (the AKS one does) gets the same name, labels and document back without building
+ * them again, and reconcile and the heartbeat then compare the document with itself. Weak: a
+ * judgement lives as long as its cluster object.
+ */
+const judgements = new WeakMap<DiscoveredCluster, Judgement>();
+
+/** Everything besides the cluster and its matcher that a judgement depends on, as one string. */
+function settingsKey(ctx: EvaluateContext): string {
+  return `${ctx.discoveryGroup}\n${canonicalJson(ctx.staticLabels)}\n${canonicalJson(ctx.dynamicLabels ?? null)}`;
+}
+
+function judge(cluster: DiscoveredCluster, matcher: TagMatcher, settings: string, ctx: EvaluateContext, clouds: Clouds): Judgement {
+  const known = judgements.get(cluster);
+  if (known && known.settings === settings && known.clouds === clouds && known.matcher === matcher) return known;
+  const {name, renamed} = kubeServerName(cluster, clouds);
+  const {labels, dropped} = clusterLabels(cluster, ctx.discoveryGroup, renamed, clouds);
+  const judgement: Judgement = {settings, clouds, matcher, name, labels, dropped, decision: matchLabels(matcher, labels)};
+  judgements.set(cluster, judgement);
+  return judgement;
+}
+
+function serverOf(judgement: Judgement, cluster: DiscoveredCluster, ctx: EvaluateContext, clouds: Clouds): KubeServerDraft {
+  judgement.server ??= toServer(judgement.name, cluster, judgement.labels, ctx, clouds);
+  return judgement.server;
 }
 
 /** A cloud-unique identity, computable from a cluster and from its registered entry alike. */
@@ -136,32 +177,40 @@ function collisionReason(name: string, owner: DiscoveredCluster): string {
   return `name ${name} is already taken by ${clusterIdentity(owner)}; set the ${LABEL.nameOverride} tag to rename`;
 }
 
-function candidateOf(name: string, cluster: DiscoveredCluster, source: SourceRef, labels: Record<string, string>, reason: string, ctx: EvaluateContext, clouds: Clouds): Candidate {
-  return new LazyCandidate(name, cluster, source, labels, reason, ctx, clouds);
+function candidateOf(judgement: Judgement, cluster: DiscoveredCluster, source: SourceRef, ctx: EvaluateContext, clouds: Clouds): Candidate {
+  return new LazyCandidate(judgement, cluster, source, ctx, clouds);
 }
 
-/** A candidate whose document is built on read (a class: no closure per cluster). */
+/** A candidate whose document is built on first read and kept with its judgement (a class: no closure per cluster). */
 class LazyCandidate implements Candidate {
-  readonly name: string;
   readonly cluster: DiscoveredCluster;
   readonly source: SourceRef;
-  readonly labels: Record<string, string>;
-  readonly reason: string;
+  readonly #judgement: Judgement;
   readonly #ctx: EvaluateContext;
   readonly #clouds: Clouds;
 
-  constructor(name: string, cluster: DiscoveredCluster, source: SourceRef, labels: Record<string, string>, reason: string, ctx: EvaluateContext, clouds: Clouds) {
-    this.name = name;
+  constructor(judgement: Judgement, cluster: DiscoveredCluster, source: SourceRef, ctx: EvaluateContext, clouds: Clouds) {
+    this.#judgement = judgement;
     this.cluster = cluster;
     this.source = source;
-    this.labels = labels;
-    this.reason = reason;
     this.#ctx = ctx;
     this.#clouds = clouds;
   }
 
+  get name(): string {
+    return this.#judgement.name;
+  }
+
+  get labels(): Record<string, string> {
+    return this.#judgement.labels;
+  }
+
+  get reason(): string {
+    return this.#judgement.decision.reason;
+  }
+
   get server(): KubeServerDraft {
-    return toServer(this.name, this.cluster, this.labels, this.#ctx, this.#clouds);
+    return serverOf(this.#judgement, this.cluster, this.#ctx, this.#clouds);
   }
 }
 

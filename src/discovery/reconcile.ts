@@ -208,19 +208,29 @@ function markStale(entry: KubeServer, reason: string): KubeServerDraft {
 
 /** Fields that differ between the stored entry and the wanted document (ignoring expiry, revision, writer and health). */
 export function changedFields(existing: KubeServer, wanted: KubeServerDraft): string[] {
-  // The cloud block (`spec.aws`, `spec.azure` ...) is everything in the cluster spec but the dynamic labels.
-  const {dynamic_labels: _before, ...cloudBefore} = existing.spec.cluster.spec;
-  const {dynamic_labels: _after, ...cloudAfter} = wanted.spec.cluster.spec;
-  const pairs: [string, unknown, unknown][] = [
-    ['labels', existing.spec.cluster.metadata.labels, wanted.spec.cluster.metadata.labels],
-    ['description', existing.spec.cluster.metadata.description, wanted.spec.cluster.metadata.description],
-    ['cloud', cloudBefore, cloudAfter],
-    ['dynamic_labels', existing.spec.cluster.spec.dynamic_labels, wanted.spec.cluster.spec.dynamic_labels],
+  // The same objects on both sides (an unchanged cluster, see evaluate's judgements) need no comparing.
+  const sameCluster = existing.spec.cluster === wanted.spec.cluster;
+  const a = existing.status;
+  const b = wanted.status;
+  if (sameCluster && a?.endpoint === b?.endpoint && a?.ca_data === b?.ca_data && a?.access === b?.access && a?.auth_mode === b?.auth_mode && a?.target_health === b?.target_health) return [];
+  const pairs: [string, unknown, unknown][] = [];
+  if (!sameCluster) {
+    // The cloud block (`spec.aws`, `spec.azure` ...) is everything in the cluster spec but the dynamic labels.
+    const {dynamic_labels: _before, ...cloudBefore} = existing.spec.cluster.spec;
+    const {dynamic_labels: _after, ...cloudAfter} = wanted.spec.cluster.spec;
+    pairs.push(
+      ['labels', existing.spec.cluster.metadata.labels, wanted.spec.cluster.metadata.labels],
+      ['description', existing.spec.cluster.metadata.description, wanted.spec.cluster.metadata.description],
+      ['cloud', cloudBefore, cloudAfter],
+      ['dynamic_labels', existing.spec.cluster.spec.dynamic_labels, wanted.spec.cluster.spec.dynamic_labels],
+    );
+  }
+  pairs.push(
     ['endpoint', existing.status?.endpoint, wanted.status?.endpoint],
     ['ca', existing.status?.ca_data, wanted.status?.ca_data],
     ['access', existing.status?.access, wanted.status?.access],
     ['auth_mode', existing.status?.auth_mode, wanted.status?.auth_mode],
-  ];
+  );
   // Discovery's own health findings (CA unusable, no endpoint) are part of what it announces.
   const before = existing.status?.target_health;
   const after = wanted.status?.target_health;

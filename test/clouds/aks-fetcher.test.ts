@@ -7,6 +7,8 @@ import type {DiscoveredCluster} from '../../src/core/types.ts';
 import {ARM_API_VERSIONS, FAKE_ARM_TOKEN, startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
 import {ArmWorld, type ManagedClusterInput} from '../fakes/arm-world.ts';
 import {startFakeKubeApi, type FakeKubeApi} from '../fakes/kube-api-server.ts';
+import {answer, armClassifier, startFaultProxy, when} from '../fakes/faults.ts';
+import {sharedServerTls} from '../fakes/tls-ca.ts';
 import {SUB_A, SUB_B, TENANT, fakeSources, matcher, resultOf, runPlan} from './aks-helpers.ts';
 
 let world: ArmWorld;
@@ -198,6 +200,40 @@ describe('endpoint, CA and access', () => {
     const [result] = await runPlan(await sources.plan(m));
     expect(count()).toBe(3);
     expect(result?.clusters.every((c) => c.endpoint === kube.url)).toBe(true);
+  });
+
+  it('hands on the same cluster object while its record is unchanged, a new one once it changes, and remembers only good listings', async () => {
+    addRunning('c1');
+    addRunning('c2');
+    const {sources} = fakeSources(arm);
+    const m = [matcher(arm, {subscriptions: [SUB_A]})];
+    const byName = (r: Awaited<ReturnType<typeof runPlan>>) => new Map((r[0]?.clusters ?? []).map((c) => [c.name, c]));
+
+    const first = byName(await runPlan(await sources.plan(m)));
+    const second = byName(await runPlan(await sources.plan(m)));
+    expect(second.get('c1')).toBe(first.get('c1'));
+    expect(second.get('c2')).toBe(first.get('c2'));
+
+    world.updateCluster({subscriptionId: SUB_A, resourceGroup: 'rg-a', name: 'c2'}, {tags: {team: 'b'}});
+    const third = byName(await runPlan(await sources.plan(m)));
+    expect(third.get('c1')).toBe(first.get('c1'));
+    expect(third.get('c2')).not.toBe(first.get('c2'));
+    expect(third.get('c2')?.tags).toEqual({team: 'b'});
+
+    // A failed listing changes nothing: the next good one is compared with the last good one.
+    const proxy = await startFaultProxy({upstream: arm.url, upstreamCa: arm.caPem, tls: await sharedServerTls(), classify: armClassifier()});
+    try {
+      const {sources: proxied} = fakeSources(arm);
+      const pm = [matcher(arm, {subscriptions: [SUB_A], resource_manager_endpoint: proxy.url})];
+      const good = byName(await runPlan(await proxied.plan(pm)));
+      proxy.fault = when({operation: 'managedClusters.list'}, answer(200, '{"value":"x"}'));
+      expect((await runPlan(await proxied.plan(pm)))[0]).toMatchObject({ok: false, clusters: []});
+      proxy.fault = undefined;
+      const after = byName(await runPlan(await proxied.plan(pm)));
+      expect(after.get('c1')).toBe(good.get('c1'));
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('reports a cluster with local accounts disabled and no Entra ID without asking ARM for a credential it refuses', async () => {

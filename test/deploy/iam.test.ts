@@ -133,6 +133,8 @@ function scanAzure(): Use[] {
     }
     // ...REST requests sent through the pipeline name their operation (src/clouds/azure/role-assignments-client.ts)...
     for (const m of text.matchAll(/armCall\('(\w+\.\w+)'/g)) uses.push({operation: m[1] ?? '', file});
+    // ...as do lists read page by page through a client's pipeline (src/clouds/azure/arm-list.ts)...
+    for (const m of text.matchAll(/armListPages\('(\w+\.\w+)'/g)) uses.push({operation: m[1] ?? '', file});
     // ...and direct calls name the rest (config lists such as `matcher.subscriptions.includes(` are arrays, not ARM).
     for (const m of text.matchAll(/\.(managedClusters|subscriptions|resourceGroups|agentPools|tenants|roleAssignments|roleDefinitions)\.(\w+)\(/g)) {
       if (!ARRAY_METHODS.has(m[2] ?? '')) uses.push({operation: `${m[1]}.${m[2]}`, file});

@@ -95,6 +95,8 @@ const SOURCE_ROWS: SourceRow[] = [
   {fault: 'ARM managedClusters: 429 Retry-After 0', proxy: 'azure', rule: when(aksList('first'), answer(429, '{"error":{"code":"TooManyRequests","message":"slow down"}}', {'retry-after': '0'})), source: AKS, reason: 'throttled', once: false},
   {fault: 'ARM managedClusters: connection reset', proxy: 'azure', rule: when(aksList('first'), {kind: 'reset'}), source: AKS, reason: 'other', once: false},
   {fault: 'ARM managedClusters: truncated answer', proxy: 'azure', rule: when(aksList('later'), {kind: 'truncate'}), source: AKS, reason: 'other', once: false},
+  {fault: 'ARM managedClusters later page: 200 cut off mid-JSON', proxy: 'azure', rule: when(aksList('later'), answer(200, '{"value":[{"id":"/subscriptions/')), source: AKS, reason: 'invalid_response'},
+  {fault: 'ARM managedClusters: an item that is not an object', proxy: 'azure', rule: when(aksList('first'), mutateJson((body) => ({...body, value: [...(body['value'] as unknown[]), 'a1']}))), source: AKS, reason: 'invalid_response'},
   {fault: 'ARM subscriptions list: 200 {}', proxy: 'azure', rule: when({operation: 'subscriptions.list'}, answer(200, '{}')), source: AKS_ALL, reason: 'invalid_response'},
   {fault: 'ARM subscriptions list: 500', proxy: 'azure', rule: when({operation: 'subscriptions.list'}, answer(500, '{"error":{"code":"InternalServerError","message":"boom"}}')), source: AKS_ALL, reason: 'other', once: false},
 ];
@@ -114,6 +116,16 @@ const CLUSTER_ROWS: ClusterRow[] = [
     rule: when(aksList('first'), mutateJson((body) => {
       const [first, ...rest] = body['value'] as Record<string, unknown>[];
       return {...body, value: [{...first, properties: {...(first?.['properties'] as object), provisioningState: 'succeeded'}}, ...rest]};
+    })),
+    cluster: A1,
+    effect: 'malformed',
+  },
+  {
+    fault: 'ARM managedClusters: tags a string',
+    proxy: 'azure',
+    rule: when(aksList('first'), mutateJson((body) => {
+      const [first, ...rest] = body['value'] as Record<string, unknown>[];
+      return {...body, value: [{...first, tags: 'env=prod'}, ...rest]};
     })),
     cluster: A1,
     effect: 'malformed',

@@ -57,6 +57,12 @@ const ROWS: Row[] = [
   {fault: 'descendants: truncated answer', rule: when(walk('later'), {kind: 'truncate'}), source: ALL, reason: 'other', once: false},
   {fault: 'descendants: connection reset', rule: when(walk('first'), {kind: 'reset'}), source: ALL, reason: 'other', once: false},
   {
+    fault: 'one subscription of the group: managedClusters 200 cut off mid-JSON',
+    rule: when({operation: 'managedClusters.list', account: SECOND}, answer(200, '{"value":[{"id":"/subscriptions/')),
+    source: `aks:${SECOND}`,
+    reason: 'invalid_response',
+  },
+  {
     fault: 'one subscription of the group: managedClusters 403',
     rule: when({operation: 'managedClusters.list', account: SECOND}, armError(403, 'AuthorizationFailed')),
     source: `aks:${SECOND}`,

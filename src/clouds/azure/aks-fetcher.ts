@@ -3,7 +3,7 @@
  * clusters list to its last page, then per kept cluster the user kubeconfig
  * (`listClusterUserCredential`, format=exec) for the API server URL and CA.
  */
-import type {ContainerServiceClient, ManagedCluster} from '@azure/arm-containerservice';
+import type {ContainerServiceClient} from '@azure/arm-containerservice';
 import type PQueue from 'p-queue';
 import type {Clock} from '../../core/clock.ts';
 import type {ClusterAccess, DiscoveredCluster, MalformedCluster, SourceRef, SourceResult} from '../../core/types.ts';
@@ -14,6 +14,10 @@ import {silentLogger, type Logger} from '../../observability/logger.ts';
 import type {ClusterFetcher} from '../fetcher.ts';
 import {azureErrorCode, azureFailure} from './errors.ts';
 import {errorMessage} from '../../core/errors.ts';
+import {sameJson} from '../../../heartbeats/kube-server.ts';
+import {parseClusterId, readAksRecord, reportedName, type AksRecord} from './aks-record.ts';
+
+export {parseClusterId} from './aks-record.ts';
 
 /** Provisioning states of a running cluster that discovery keeps: an upgrade or update must not deregister it. */
 export const AKS_KEPT_PROVISIONING_STATES: ReadonlySet<string> = new Set(['Succeeded', 'Updating', 'Upgrading']);
@@ -26,8 +30,23 @@ export const AKS_KNOWN_PROVISIONING_STATES: ReadonlySet<string> = new Set([
 /** Power states AKS documents. */
 export const AKS_KNOWN_POWER_STATES: ReadonlySet<string> = new Set(['Running', 'Stopped']);
 
-/** The narrow client surface the fetcher needs; a real `ContainerServiceClient.managedClusters` satisfies it. */
-export type AksApi = Pick<ContainerServiceClient['managedClusters'], 'list' | 'listByResourceGroup' | 'listClusterUserCredentials'>;
+/**
+ * The client surface the fetcher needs: the managed clusters list as raw ARM JSON pages (read
+ * through the SDK client's pipeline, parsed once: see arm-list.ts), and the SDK's own
+ * `listClusterUserCredentials`.
+ */
+export interface AksApi {
+  /** Every page of the subscription's (or resource group's) managed clusters; throws on any error or malformed page. */
+  listPages(resourceGroup: string | undefined, signal: AbortSignal): AsyncIterable<readonly Record<string, unknown>[]>;
+  readonly listClusterUserCredentials: ContainerServiceClient['managedClusters']['listClusterUserCredentials'];
+}
+
+/**
+ * What each source's last successful listing made of its clusters, by resource id: a cluster
+ * that comes out the same again is handed on as the same object, so evaluate (which memoises by
+ * object) and the comparisons of reconcile and the heartbeat find it unchanged at once.
+ */
+export type AksListingMemory = Map<string, ReadonlyMap<string, DiscoveredCluster>>;
 
 /** Server and CA of a cluster, remembered across cycles while the cluster record does not change. */
 export interface CachedUserCredential {
@@ -54,11 +73,12 @@ export interface AksFetcherOptions {
   readonly credentialCache?: Map<string, CachedUserCredential>;
   /** Longest a cached kubeconfig is reused even if the record did not change. Default 1 h. */
   readonly credentialMaxAgeMs?: number;
+  /** Each source's clusters of its last successful listing; omitted, nothing is carried over. */
+  readonly listings?: AksListingMemory;
   readonly logger?: Logger;
 }
 
 const AKS_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
-const CLUSTER_ID = /^\/subscriptions\/([^/]+)\/resourcegroups\/([^/]+)\/providers\/microsoft\.containerservice\/managedclusters\/([^/]+)$/i;
 const LOCAL_ACCOUNTS_DISABLED = /disable local accounts|local accounts? (?:are|is) disabled/i;
 
 /** Builds the fetcher of one AKS source. */
@@ -87,9 +107,16 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
   };
 
   async function fetchSource(signal: AbortSignal): Promise<SourceResult> {
-    let records: ManagedCluster[];
+    const records: AksRecord[] = [];
+    const malformed: MalformedCluster[] = [];
     try {
-      records = await listAll(options, signal);
+      for await (const page of options.client.listPages(source.resourceGroup, signal)) {
+        for (const item of page) {
+          const record = readAksRecord(item, source.id, isAksName);
+          if ('reason' in record) malformed.push(record);
+          else records.push(record);
+        }
+      }
     } catch (error) {
       if (source.resourceGroup && azureErrorCode(error) === 'ResourceGroupNotFound') {
         // A deleted resource group holds no clusters; a succeeded, empty listing lets its entries go.
@@ -98,8 +125,17 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
       return {source, ok: false, clusters: [], malformed: [], error: azureFailure(error, operation)};
     }
 
+    const previous = options.listings?.get(source.id);
+    const listed = new Map<string, DiscoveredCluster>();
     const clusters: DiscoveredCluster[] = [];
-    const malformed: MalformedCluster[] = [];
+    // The same cluster as last time is handed on as last time's object (see AksListingMemory).
+    const keep = (cluster: DiscoveredCluster): void => {
+      const key = cluster.id ?? cluster.name;
+      const before = previous?.get(key);
+      const kept = before !== undefined && sameJson(before, cluster) ? before : cluster;
+      listed.set(key, kept);
+      clusters.push(kept);
+    };
     const pending: Promise<void>[] = [];
     for (const record of records) {
       const converted = toDiscovered(record, options);
@@ -110,14 +146,20 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
       if (regions && !regions.has(converted.region)) continue;
       if (!converted.statusOk) {
         logger.debug({source: source.id, cluster: converted.name, status: converted.status}, 'AKS cluster skipped by status');
-        clusters.push(converted);
+        keep(converted);
+        continue;
+      }
+      // Most clusters of a steady cycle have a fresh kubeconfig cached: no queue, no abort listener.
+      const known = knownEndpoint(converted, record, options);
+      if (known) {
+        keep(known);
         continue;
       }
       pending.push(
         options.credentialQueue.add(async () => {
           const withCredential = await withEndpoint(converted, record, options, logger, signal);
           if ('reason' in withCredential) malformed.push(withCredential);
-          else clusters.push(withCredential);
+          else keep(withCredential);
         }, {signal}),
       );
     }
@@ -128,38 +170,17 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
       return {source, ok: false, clusters: [], malformed: [], error: azureFailure(error, 'ManagedClusters.ListClusterUserCredentials')};
     }
     clusters.sort((a, b) => a.name.localeCompare(b.name) || (a.resourceGroup ?? '').localeCompare(b.resourceGroup ?? ''));
+    options.listings?.set(source.id, listed);
     return {source, ok: true, clusters, malformed};
   }
 }
 
-/** Every page of the listing; the pager follows `nextLink`, we make sure it cannot loop. */
-async function listAll(options: AksFetcherOptions, signal: AbortSignal): Promise<ManagedCluster[]> {
-  const {client, source} = options;
-  const pager = source.resourceGroup
-    ? client.listByResourceGroup(source.resourceGroup, {abortSignal: signal})
-    : client.list({abortSignal: signal});
-  const records: ManagedCluster[] = [];
-  const seenLinks = new Set<string>();
-  for await (const page of pager.byPage()) {
-    records.push(...page);
-    const next = page.continuationToken;
-    if (next !== undefined) {
-      if (seenLinks.has(next)) throw Object.assign(new Error('the managed clusters list returned a nextLink it had already returned'), {code: 'InvalidResponse'});
-      seenLinks.add(next);
-    }
-    // Pages after the first are sent without the caller's signal; stop asking for more once it fired.
-    signal.throwIfAborted();
-  }
-  return records;
-}
-
 /** Validates one listed record; a record discovery cannot use is reported, not thrown. */
-function toDiscovered(record: ManagedCluster, options: AksFetcherOptions): DiscoveredCluster | MalformedCluster {
+function toDiscovered(record: AksRecord, options: AksFetcherOptions): DiscoveredCluster | MalformedCluster {
   const {source} = options;
   const listedName = typeof record.name === 'string' ? record.name : '';
   // Reconcile keeps the entry of a malformed record by its cloud name: when `name` is unusable, the id still says which cluster it is.
-  const reportedName = AKS_NAME.test(listedName) ? listedName : (parseClusterId(record.id)?.name ?? (listedName || '(unnamed)'));
-  const bad = (reason: string): MalformedCluster => ({name: reportedName, sourceId: source.id, reason});
+  const bad = (reason: string): MalformedCluster => ({name: reportedName(record.name, record.id, isAksName), sourceId: source.id, reason});
   if (!AKS_NAME.test(listedName)) return bad(`invalid cluster name ${JSON.stringify(listedName).slice(0, 80)}`);
   const ref = parseClusterId(record.id);
   if (!ref) return bad(`resource id ${JSON.stringify(record.id ?? null).slice(0, 200)} is not a managed cluster id`);
@@ -169,16 +190,16 @@ function toDiscovered(record: ManagedCluster, options: AksFetcherOptions): Disco
   if (typeof record.location !== 'string' || normalizeLocation(record.location) === '') return bad('location is missing');
 
   // A record without its states cannot be judged; treating it as "not kept" would deregister it.
-  if (!record.provisioningState || !record.powerState?.code) return bad('provisioning or power state is missing');
-  const provisioning: unknown = record.provisioningState;
-  const power: unknown = record.powerState.code;
+  if (!record.provisioningState || !record.powerState) return bad('provisioning or power state is missing');
+  const provisioning = record.provisioningState;
+  const power = record.powerState;
   // Only a well-formed state AKS documents may remove a cluster; `succeeded`, `Running ` or an object is malformed.
   if (typeof provisioning !== 'string' || !AKS_KNOWN_PROVISIONING_STATES.has(provisioning)) {
     return bad(`provisioning state ${JSON.stringify(provisioning)?.slice(0, 60) ?? 'undefined'} is not an AKS provisioning state`);
   }
   if (typeof power !== 'string' || !AKS_KNOWN_POWER_STATES.has(power)) return bad(`power state ${JSON.stringify(power)?.slice(0, 60) ?? 'undefined'} is not an AKS power state`);
   const aad = record.aadProfile;
-  const tenantId = aad?.tenantID ?? options.tenantId ?? record.identity?.tenantId;
+  const tenantId = aad?.tenantID ?? options.tenantId ?? record.identityTenantId;
   const kubernetesVersion = record.currentKubernetesVersion ?? record.kubernetesVersion;
   return {
     cloud: 'Azure',
@@ -188,8 +209,8 @@ function toDiscovered(record: ManagedCluster, options: AksFetcherOptions): Disco
     account: ref.subscriptionId,
     resourceGroup: ref.resourceGroup,
     ...(tenantId ? {tenantId} : {}),
-    ...(record.id ? {id: record.id} : {}),
-    tags: sanitizeTags(record.tags),
+    id: record.id as string,
+    tags: record.tags,
     status: `${provisioning}/${power}`,
     statusOk: AKS_KEPT_PROVISIONING_STATES.has(provisioning) && power === 'Running',
     ...(kubernetesVersion ? {kubernetesVersion} : {}),
@@ -202,24 +223,16 @@ function toDiscovered(record: ManagedCluster, options: AksFetcherOptions): Disco
 /** Adds server and CA from the user kubeconfig. A failure costs this cluster its endpoint, never the source. */
 async function withEndpoint(
   cluster: DiscoveredCluster,
-  record: ManagedCluster,
+  record: AksRecord,
   options: AksFetcherOptions,
   logger: Logger,
   signal: AbortSignal,
 ): Promise<DiscoveredCluster | MalformedCluster> {
-  const ref: AksClusterRef = {subscriptionId: cluster.account, resourceGroup: cluster.resourceGroup ?? '', name: cluster.name};
-  const fqdnEndpoint = (): {endpoint?: string} => {
-    const fqdn = record.fqdn ?? record.privateFqdn;
-    return fqdn ? {endpoint: `https://${fqdn}:443`} : {};
-  };
-  if (!record.aadProfile && record.disableLocalAccounts) {
-    // ARM refuses the user credential of such a cluster; the probe reports why nobody can sign in.
-    options.localAccounts?.record(ref, {kind: 'disabled'});
-    return {...cluster, ...fqdnEndpoint()};
-  }
+  const ref = refOf(cluster);
+  const fqdnEndpoint = (): {endpoint?: string} => fqdnEndpointOf(record);
   let kubeconfig: AksUserKubeconfig;
   try {
-    kubeconfig = await userKubeconfig(record, ref, options, signal);
+    kubeconfig = await userKubeconfig(cluster, record, ref, options, signal);
   } catch (error) {
     const failure = azureFailure(error, 'ManagedClusters.ListClusterUserCredentials');
     if (LOCAL_ACCOUNTS_DISABLED.test(failure.message) && !record.aadProfile) {
@@ -234,7 +247,7 @@ async function withEndpoint(
     // Never publish the cluster without its endpoint because of a transient error: that would
     // rewrite the registered entry without it. Use the last credential seen, else report the
     // record as unusable this cycle, which keeps the existing entry (stale).
-    const stale = options.credentialCache?.get(record.id ?? '');
+    const stale = options.credentialCache?.get(cluster.id ?? '');
     if (!stale && failure.reason === 'invalid_response') {
       // ARM answered, with a kubeconfig nobody can use: the cluster exists, so register it unhealthy with what ARM returned.
       const endpoint = fqdnEndpoint();
@@ -251,6 +264,25 @@ async function withEndpoint(
     options.localAccounts?.record(ref, accountOf(stale.kubeconfig));
     return {...cluster, endpoint: stale.kubeconfig.server, ...(stale.kubeconfig.caData ? {caData: stale.kubeconfig.caData} : {}), access: accessOf(record, stale.kubeconfig)};
   }
+  return withKubeconfig(cluster, record, kubeconfig, ref, options);
+}
+
+/**
+ * The cluster with its endpoint when no call is needed: local accounts disabled without Entra
+ * ID (ARM refuses the credential), or a kubeconfig cached for this version of the record and
+ * not due for a refresh. Undefined when listClusterUserCredential has to be asked.
+ */
+function knownEndpoint(cluster: DiscoveredCluster, record: AksRecord, options: AksFetcherOptions): DiscoveredCluster | undefined {
+  if (!record.aadProfile && record.disableLocalAccounts) {
+    // ARM refuses the user credential of such a cluster; the probe reports why nobody can sign in.
+    options.localAccounts?.record(refOf(cluster), {kind: 'disabled'});
+    return {...cluster, ...fqdnEndpointOf(record)};
+  }
+  const cached = freshKubeconfig(cluster.id ?? '', record, options);
+  return cached && withKubeconfig(cluster, record, cached, refOf(cluster), options);
+}
+
+function withKubeconfig(cluster: DiscoveredCluster, record: AksRecord, kubeconfig: AksUserKubeconfig, ref: AksClusterRef, options: AksFetcherOptions): DiscoveredCluster {
   options.localAccounts?.record(ref, accountOf(kubeconfig));
   return {
     ...cluster,
@@ -260,12 +292,32 @@ async function withEndpoint(
   };
 }
 
-async function userKubeconfig(record: ManagedCluster, ref: AksClusterRef, options: AksFetcherOptions, signal: AbortSignal): Promise<AksUserKubeconfig> {
-  const id = record.id ?? '';
-  const version = `${record.eTag ?? ''}|${record.fqdn ?? ''}|${record.privateFqdn ?? ''}`;
-  const now = options.clock.now();
+function refOf(cluster: DiscoveredCluster): AksClusterRef {
+  return {subscriptionId: cluster.account, resourceGroup: cluster.resourceGroup ?? '', name: cluster.name};
+}
+
+function fqdnEndpointOf(record: AksRecord): {endpoint?: string} {
+  const fqdn = record.fqdn ?? record.privateFqdn;
+  return fqdn ? {endpoint: `https://${fqdn}:443`} : {};
+}
+
+/** What a cached kubeconfig was fetched for: the record's eTag and FQDNs. */
+function versionOf(record: AksRecord): string {
+  return `${record.eTag ?? ''}|${record.fqdn ?? ''}|${record.privateFqdn ?? ''}`;
+}
+
+function freshKubeconfig(id: string, record: AksRecord, options: AksFetcherOptions): AksUserKubeconfig | undefined {
   const cached = options.credentialCache?.get(id);
-  if (cached && cached.version === version && now - cached.at < (options.credentialMaxAgeMs ?? 3_600_000)) return cached.kubeconfig;
+  if (cached && cached.version === versionOf(record) && options.clock.now() - cached.at < (options.credentialMaxAgeMs ?? 3_600_000)) return cached.kubeconfig;
+  return undefined;
+}
+
+async function userKubeconfig(cluster: DiscoveredCluster, record: AksRecord, ref: AksClusterRef, options: AksFetcherOptions, signal: AbortSignal): Promise<AksUserKubeconfig> {
+  const id = cluster.id ?? '';
+  const version = versionOf(record);
+  const now = options.clock.now();
+  const cached = freshKubeconfig(id, record, options);
+  if (cached) return cached;
   const result = await options.client.listClusterUserCredentials(ref.resourceGroup, ref.name, {format: 'exec', abortSignal: signal});
   const value = result.kubeconfigs?.find((k) => k.value !== undefined)?.value;
   if (!value) throw Object.assign(new Error('listClusterUserCredential returned no kubeconfig'), {code: 'InvalidResponse'});
@@ -280,7 +332,7 @@ async function userKubeconfig(record: ManagedCluster, ref: AksClusterRef, option
 }
 
 /** How the probe signs in: Entra ID for clusters integrated with it, else the local account. */
-function accessOf(record: ManagedCluster, kubeconfig: AksUserKubeconfig | undefined): ClusterAccess {
+function accessOf(record: AksRecord, kubeconfig: AksUserKubeconfig | undefined): ClusterAccess {
   const aad = record.aadProfile;
   if (!aad && kubeconfig?.user.kind !== 'entra') return {kind: 'aks-local'};
   const fromKubeconfig = kubeconfig?.user.kind === 'entra' ? kubeconfig.user.serverId : undefined;
@@ -294,23 +346,6 @@ export function normalizeLocation(location: string): string {
   return location.toLowerCase().replace(/\s+/g, '');
 }
 
-/** Subscription (lower case), resource group (as given) and name of a managed cluster resource id. */
-export function parseClusterId(id: string | undefined): AksClusterRef | undefined {
-  const m = id ? CLUSTER_ID.exec(id) : null;
-  if (!m?.[1] || !m[2] || !m[3]) return undefined;
-  return {subscriptionId: m[1].toLowerCase(), resourceGroup: decode(m[2]), name: decode(m[3])};
-}
-
-function decode(segment: string): string {
-  try {
-    return decodeURIComponent(segment);
-  } catch {
-    return segment;
-  }
-}
-
-function sanitizeTags(tags: Record<string, string> | undefined): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(tags ?? {})) if (typeof v === 'string') out[k] = v;
-  return out;
+function isAksName(name: string): boolean {
+  return AKS_NAME.test(name);
 }

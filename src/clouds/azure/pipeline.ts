@@ -63,7 +63,7 @@ export function discoveryPolicies(options: DiscoveryPolicyOptions = {}): AzurePo
         name: 'kubeDiscoveryListShape',
         async sendRequest(request, next) {
           const response = await next(request);
-          if (request.method === 'GET' && response.status >= 200 && response.status < 300 && isListPath(request.url)) {
+          if (request.method === 'GET' && response.status >= 200 && response.status < 300 && !checkedByCaller.has(request) && isListPath(request.url)) {
             const problem = listShapeProblem(response.status, response.bodyAsText);
             if (problem) throw Object.assign(new Error(`ARM answered ${new URL(request.url).pathname} with ${problem}`), {name: 'InvalidResponse', code: 'InvalidResponse', statusCode: response.status});
           }
@@ -101,25 +101,48 @@ function isListPath(url: string): boolean {
   return LIST_PATHS.some((p) => p.test(path));
 }
 
+// Requests whose caller parses and checks the list page itself (see arm-list.ts): parsing it here too doubled the work.
+const checkedByCaller = new WeakSet<object>();
+
+/** Marks a request whose list page the caller checks with {@link parseListPage}, so the shape policy does not parse it again. */
+export function shapeCheckedByCaller(request: object): void {
+  checkedByCaller.add(request);
+}
+
+/** A well-formed ARM list page: its resources (each a JSON object) and the link to the next page. */
+export interface ListPage {
+  readonly value: readonly Record<string, unknown>[];
+  readonly nextLink: string | undefined;
+}
+
 /**
  * Malformed is not empty: the SDK reads a list page without `value` as an empty page, which
  * would deregister every cluster of the subscription. Says what is wrong, or undefined.
  */
 export function listShapeProblem(status: number, text: string | null | undefined): string | undefined {
-  if (status !== 200) return `status ${status} instead of a 200 list page`;
-  if (!text) return 'an empty body instead of a list page';
+  const page = parseListPage(status, text);
+  return 'problem' in page ? page.problem : undefined;
+}
+
+/** Parses one list page strictly (one JSON.parse): the page, or what is wrong with it. */
+export function parseListPage(status: number, text: string | null | undefined): ListPage | {readonly problem: string} {
+  if (status !== 200) return {problem: `status ${status} instead of a 200 list page`};
+  if (!text) return {problem: 'an empty body instead of a list page'};
   let body: unknown;
   try {
     body = JSON.parse(text);
   } catch {
-    return 'a body that is not JSON';
+    return {problem: 'a body that is not JSON'};
   }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) return 'a body that is not a JSON object';
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return {problem: 'a body that is not a JSON object'};
   const {value, nextLink} = body as {value?: unknown; nextLink?: unknown};
-  if (!Array.isArray(value)) return `a page whose value is ${value === undefined ? 'missing' : value === null ? 'null' : `a ${typeof value}`}`;
-  if (!value.every((v) => typeof v === 'object' && v !== null && !Array.isArray(v))) return 'a page whose value holds something that is not a resource';
-  if (nextLink !== undefined && nextLink !== null && typeof nextLink !== 'string') return 'a page whose nextLink is not a string';
-  return undefined;
+  if (!Array.isArray(value)) return {problem: `a page whose value is ${value === undefined ? 'missing' : value === null ? 'null' : `a ${typeof value}`}`};
+  for (const v of value as unknown[]) {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return {problem: 'a page whose value holds something that is not a resource'};
+  }
+  if (nextLink !== undefined && nextLink !== null && typeof nextLink !== 'string') return {problem: 'a page whose nextLink is not a string'};
+  // An empty nextLink is the last page, as the SDK reads it.
+  return {value: value as Record<string, unknown>[], nextLink: typeof nextLink === 'string' && nextLink !== '' ? nextLink : undefined};
 }
 
 function noteErrorBody(request: PipelineRequest, text: string | null | undefined): void {

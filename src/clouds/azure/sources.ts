@@ -6,7 +6,7 @@
 import {ContainerServiceClient} from '@azure/arm-containerservice';
 import {ManagementGroupsAPI} from '@azure/arm-managementgroups';
 import {SubscriptionClient} from '@azure/arm-resources-subscriptions';
-import {createDefaultHttpClient, type HttpClient} from '@azure/core-rest-pipeline';
+import type {HttpClient} from '@azure/core-rest-pipeline';
 import PQueue from 'p-queue';
 import {systemClock, type Clock} from '../../core/clock.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
@@ -16,7 +16,9 @@ import {parseAksKubeconfig} from '../../credentials/aks-kubeconfig.ts';
 import {AksLocalAccounts} from '../../credentials/aks-local-accounts.ts';
 import {silentLogger, type Logger} from '../../observability/logger.ts';
 import type {ClusterFetcher, PlannedSources} from '../fetcher.ts';
-import {createAksFetcher, type AksApi, type CachedUserCredential} from './aks-fetcher.ts';
+import {createAksFetcher, type AksApi, type AksListingMemory, type CachedUserCredential} from './aks-fetcher.ts';
+import {armListPages, pipelineGet} from './arm-list.ts';
+import {pooledHttpClient} from './http-client.ts';
 import {azureCloud, type AzureCloudName} from './clouds.ts';
 import {azureFailure} from './errors.ts';
 import {ManagementGroupWalkError, scopeToManagementGroups, walkManagementGroups, type ManagementGroupWalk} from './management-groups.ts';
@@ -58,6 +60,10 @@ export interface AzureSourcesOptions {
 /** Re-exported from its home in src/credentials (the runtime shares the identities). */
 export {withTokenDeadline} from '../../credentials/azure-identities.ts';
 
+/** The api-version of the managed clusters list: the one @azure/arm-containerservice 25.3 sends for its other calls. */
+const AKS_API_VERSION = '2026-04-01';
+const MANAGED_CLUSTERS = 'providers/Microsoft.ContainerService/managedClusters';
+
 /** Subscription states whose resources can be listed. */
 const LISTABLE_STATES: ReadonlySet<string> = new Set(['Enabled', 'Warned', 'PastDue']);
 /** Every subscription state Azure documents; any other value is a malformed record. */
@@ -74,11 +80,13 @@ export class AzureSources {
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #identities: AzureIdentities;
-  readonly #clusterClients = new Map<string, ContainerServiceClient>();
+  readonly #clusterClients = new Map<string, {readonly client: ContainerServiceClient; readonly api: AksApi}>();
+  /** Each AKS source's last successful listing (see AksListingMemory); only planned sources are kept. */
+  readonly #listings: AksListingMemory = new Map();
   /**
    * One HTTP client (one connection pool) for every ARM client: a client per subscription each
    * with its own pool opened a TLS connection per subscription and per credential slot (W5's cold
-   * cycle: thousands of handshakes) and kept them all open between cycles.
+   * cycle: thousands of handshakes) and kept them all open between cycles. Its pool is capped (http-client.ts).
    */
   #httpClient: HttpClient | undefined;
   readonly #subscriptionClients = new Map<string, SubscriptionClient>();
@@ -126,19 +134,20 @@ export class AzureSources {
       }
       const groups = matcher.resource_groups.includes('*') ? [undefined] : uniqueCaseless(matcher.resource_groups);
       for (const target of targets) {
-        const client = this.#clusterClient(matcher, target.subscriptionId);
+        const {client, api} = this.#clusterClient(matcher, target.subscriptionId);
         bySubscription.set(target.subscriptionId, client);
         for (const resourceGroup of groups) {
           fetchers.push(
             createAksFetcher({
               source: aksSource(matcherIndex, target.subscriptionId, resourceGroup),
-              client: client.managedClusters satisfies AksApi,
+              client: api,
               credentialQueue: this.#queue(target.subscriptionId),
               regions: matcher.regions,
               ...(target.tenantId ? {tenantId: target.tenantId} : {}),
               clock: this.#clock,
               localAccounts: this.localAccounts,
               credentialCache: this.#kubeconfigs,
+              listings: this.#listings,
               ...(this.#options.credentialMaxAgeMs !== undefined ? {credentialMaxAgeMs: this.#options.credentialMaxAgeMs} : {}),
               logger: this.#logger,
             }),
@@ -148,6 +157,11 @@ export class AzureSources {
     }
     this.#bySubscription = bySubscription;
     this.#prune();
+    // A failed plan keeps every listing (its sources come back); otherwise sources no longer planned are forgotten.
+    if (failed.length === 0) {
+      const planned = new Set(fetchers.map((f) => f.source.id));
+      for (const id of this.#listings.keys()) if (!planned.has(id)) this.#listings.delete(id);
+    }
     return {fetchers, failed};
   }
 
@@ -155,7 +169,10 @@ export class AzureSources {
   #prune(): void {
     const now = this.#clock.now();
     const maxAge = this.#options.credentialMaxAgeMs ?? 3_600_000;
-    for (const [id, cached] of this.#kubeconfigs) if (now - cached.at >= maxAge) this.#kubeconfigs.delete(id);
+    // forEach: no [key, value] pair per entry, every cycle, for every cluster.
+    this.#kubeconfigs.forEach((cached, id, map) => {
+      if (now - cached.at >= maxAge) map.delete(id);
+    });
     this.localAccounts.prune();
   }
 
@@ -210,19 +227,31 @@ export class AzureSources {
 
   #clientOptions(matcher: AzureSourceMatcher) {
     const cloud = azureCloud(matcher.cloud, matcher.resource_manager_endpoint);
-    const httpClient = this.#options.clientOptions?.httpClient ?? (this.#httpClient ??= createDefaultHttpClient());
-    return {cloud, options: armClientOptions(cloud.armEndpoint, cloud.armScope, {...this.#options.clientOptions, httpClient}, this.#options.policyOptions)};
+    const httpClient = this.#options.clientOptions?.httpClient ?? (this.#httpClient ??= pooledHttpClient());
+    return {cloud, httpClient, options: armClientOptions(cloud.armEndpoint, cloud.armScope, {...this.#options.clientOptions, httpClient}, this.#options.policyOptions)};
   }
 
-  #clusterClient(matcher: AzureSourceMatcher, subscriptionId: string): ContainerServiceClient {
-    const {cloud, options} = this.#clientOptions(matcher);
+  #clusterClient(matcher: AzureSourceMatcher, subscriptionId: string): {client: ContainerServiceClient; api: AksApi} {
+    const {cloud, options, httpClient} = this.#clientOptions(matcher);
     const key = `${cloud.armEndpoint}|${identityKey(identityOf(matcher))}|${subscriptionId}`;
-    let client = this.#clusterClients.get(key);
-    if (!client) {
-      client = new ContainerServiceClient(this.#credential(matcher), subscriptionId, options);
-      this.#clusterClients.set(key, client);
+    let entry = this.#clusterClients.get(key);
+    if (!entry) {
+      const client = new ContainerServiceClient(this.#credential(matcher), subscriptionId, options);
+      // The list goes through the client's own pipeline (token, retries, policies), parsed once (arm-list.ts).
+      const get = pipelineGet(client.pipeline, httpClient);
+      const base = `${cloud.armEndpoint.replace(/\/+$/, '')}/subscriptions/${encodeURIComponent(subscriptionId)}`;
+      const api: AksApi = {
+        // Each call names its ARM operation (the IAM test maps it to the role's action).
+        listPages: (resourceGroup, signal) =>
+          resourceGroup === undefined
+            ? armListPages('managedClusters.list', get, `${base}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION)
+            : armListPages('managedClusters.listByResourceGroup', get, `${base}/resourceGroups/${encodeURIComponent(resourceGroup)}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION),
+        listClusterUserCredentials: (...args) => client.managedClusters.listClusterUserCredentials(...args),
+      };
+      entry = {client, api};
+      this.#clusterClients.set(key, entry);
     }
-    return client;
+    return entry;
   }
 
   #subscriptionClient(matcher: AzureSourceMatcher): SubscriptionClient {
