@@ -23,6 +23,7 @@ import {awsFailure} from './errors.ts';
 // A function declaration: safe across the import cycle with sources.ts (nothing runs at load).
 import {awsRequestHandler} from './sources.ts';
 import {OrganizationWalkError, walkOrganization, type OrganizationsApi, type OrganizationWalk} from './organization.ts';
+import {leanSdkClient} from './lean-sdk.ts';
 import {expandRegions, type AwsPartition} from './regions.ts';
 import {NodeSha256} from './sha256.ts';
 import {TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
@@ -222,14 +223,16 @@ export class OrganizationPlanner {
       if (this.#options.makeAccountClient) {
         this.#accountApi = this.#options.makeAccountClient(perCallCredentials);
       } else {
-        const client = new AccountClient({
-          region: 'us-east-1',
-          credentials: perCallCredentials,
-          sha256: NodeSha256,
-          maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
-          retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
-          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
-        });
+        const client = leanSdkClient(
+          new AccountClient({
+            region: 'us-east-1',
+            credentials: perCallCredentials,
+            sha256: NodeSha256,
+            maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
+            retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
+            requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
+          }),
+        );
         this.#options.onClient?.(client);
         this.#accountApi = client;
       }
@@ -277,14 +280,16 @@ export class OrganizationPlanner {
       if (this.#options.makeEksClient) {
         client = this.#options.makeEksClient(region, perCallCredentials);
       } else {
-        const eks = new EKSClient({
-          region,
-          credentials: perCallCredentials,
-          sha256: NodeSha256,
-          maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
-          retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
-          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
-        });
+        const eks = leanSdkClient(
+          new EKSClient({
+            region,
+            credentials: perCallCredentials,
+            sha256: NodeSha256,
+            maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
+            retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
+            requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
+          }),
+        );
         this.#options.onClient?.(eks);
         client = eks;
       }
@@ -325,14 +330,16 @@ export class OrganizationPlanner {
       if (this.#options.makeTaggingClient) {
         client = this.#options.makeTaggingClient(region, perCallCredentials);
       } else {
-        const tagging = new ResourceGroupsTaggingAPIClient({
-          region,
-          credentials: perCallCredentials,
-          sha256: NodeSha256,
-          // A failed tag read only costs describes: retry little, fall back soon.
-          maxAttempts: 3,
-          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
-        });
+        const tagging = leanSdkClient(
+          new ResourceGroupsTaggingAPIClient({
+            region,
+            credentials: perCallCredentials,
+            sha256: NodeSha256,
+            // A failed tag read only costs describes: retry little, fall back soon.
+            maxAttempts: 3,
+            requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
+          }),
+        );
         this.#options.onClient?.(tagging);
         client = tagging;
       }
