@@ -19,6 +19,7 @@ import type {SourceRef, SourceResult} from '../../core/types.ts';
 import type {AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
 import {listEnabledRegions, type AccountApi} from './account-regions.ts';
 import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
+import {CallLimiter} from './call-limiter.ts';
 import {awsFailure} from './errors.ts';
 // A function declaration: safe across the import cycle with sources.ts (nothing runs at load).
 import {awsRequestHandler} from './sources.ts';
@@ -123,7 +124,7 @@ export class OrganizationPlanner {
   readonly #accountsOf = new Map<number, ReadonlySet<string>>();
   /** One pool of keep-alive sockets for every member-account client (pooled per endpoint host). */
   #sharedAgents: {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent} | undefined;
-  readonly #accountQueues = new Map<string, PQueue>();
+  readonly #accountQueues = new Map<string, CallLimiter>();
   #accountApi: AccountApi | undefined;
   readonly #enabledRegions = new Map<string, {regions: readonly string[]; at: number}>();
 
@@ -365,10 +366,10 @@ export class OrganizationPlanner {
     return this.#sharedAgents;
   }
 
-  #accountQueue(account: string): PQueue {
+  #accountQueue(account: string): CallLimiter {
     let queue = this.#accountQueues.get(account);
     if (!queue) {
-      queue = new PQueue({concurrency: this.#options.perAccountConcurrency ?? 10});
+      queue = new CallLimiter(this.#options.perAccountConcurrency ?? 10);
       this.#accountQueues.set(account, queue);
     }
     return queue;
