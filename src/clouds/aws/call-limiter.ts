@@ -1,8 +1,8 @@
 /**
  * A cap on calls in flight, first come first served: the per-account cap of organization
  * matchers, which every SDK call of a member account passes through (~34,000 a cycle at 1,000
- * accounts). p-queue, used before, emits events, supports priorities, timeouts and abort per task
- * and cost ~4 % of the cycle's CPU here; this does only what the cap needs.
+ * accounts). p-queue, used before, emits events and supports priorities, timeouts and abort per
+ * task: ~8 µs of CPU a call against ~3 µs here, which does only what the cap needs.
  */
 
 /** Runs at most `concurrency` tasks at once; the others wait in arrival order. */
