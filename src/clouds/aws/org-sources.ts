@@ -19,10 +19,12 @@ import type {SourceRef, SourceResult} from '../../core/types.ts';
 import type {AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
 import {listEnabledRegions, type AccountApi} from './account-regions.ts';
 import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
+import {CallLimiter} from './call-limiter.ts';
 import {awsFailure} from './errors.ts';
 // A function declaration: safe across the import cycle with sources.ts (nothing runs at load).
 import {awsRequestHandler} from './sources.ts';
 import {OrganizationWalkError, walkOrganization, type OrganizationsApi, type OrganizationWalk} from './organization.ts';
+import {leanSdkClient} from './lean-sdk.ts';
 import {expandRegions, type AwsPartition} from './regions.ts';
 import {NodeSha256} from './sha256.ts';
 import {TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
@@ -122,7 +124,7 @@ export class OrganizationPlanner {
   readonly #accountsOf = new Map<number, ReadonlySet<string>>();
   /** One pool of keep-alive sockets for every member-account client (pooled per endpoint host). */
   #sharedAgents: {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent} | undefined;
-  readonly #accountQueues = new Map<string, PQueue>();
+  readonly #accountQueues = new Map<string, CallLimiter>();
   #accountApi: AccountApi | undefined;
   readonly #enabledRegions = new Map<string, {regions: readonly string[]; at: number}>();
 
@@ -236,14 +238,16 @@ export class OrganizationPlanner {
       if (this.#options.makeAccountClient) {
         this.#accountApi = this.#options.makeAccountClient(perCallCredentials);
       } else {
-        const client = new AccountClient({
-          region: 'us-east-1',
-          credentials: perCallCredentials,
-          sha256: NodeSha256,
-          maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
-          retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
-          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
-        });
+        const client = leanSdkClient(
+          new AccountClient({
+            region: 'us-east-1',
+            credentials: perCallCredentials,
+            sha256: NodeSha256,
+            maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
+            retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
+            requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
+          }),
+        );
         this.#options.onClient?.(client);
         this.#accountApi = client;
       }
@@ -291,14 +295,16 @@ export class OrganizationPlanner {
       if (this.#options.makeEksClient) {
         client = this.#options.makeEksClient(region, perCallCredentials);
       } else {
-        const eks = new EKSClient({
-          region,
-          credentials: perCallCredentials,
-          sha256: NodeSha256,
-          maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
-          retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
-          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
-        });
+        const eks = leanSdkClient(
+          new EKSClient({
+            region,
+            credentials: perCallCredentials,
+            sha256: NodeSha256,
+            maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
+            retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
+            requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
+          }),
+        );
         this.#options.onClient?.(eks);
         client = eks;
       }
@@ -339,14 +345,16 @@ export class OrganizationPlanner {
       if (this.#options.makeTaggingClient) {
         client = this.#options.makeTaggingClient(region, perCallCredentials);
       } else {
-        const tagging = new ResourceGroupsTaggingAPIClient({
-          region,
-          credentials: perCallCredentials,
-          sha256: NodeSha256,
-          // A failed tag read only costs describes: retry little, fall back soon.
-          maxAttempts: 3,
-          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
-        });
+        const tagging = leanSdkClient(
+          new ResourceGroupsTaggingAPIClient({
+            region,
+            credentials: perCallCredentials,
+            sha256: NodeSha256,
+            // A failed tag read only costs describes: retry little, fall back soon.
+            maxAttempts: 3,
+            requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
+          }),
+        );
         this.#options.onClient?.(tagging);
         client = tagging;
       }
@@ -372,10 +380,10 @@ export class OrganizationPlanner {
     return this.#sharedAgents;
   }
 
-  #accountQueue(account: string): PQueue {
+  #accountQueue(account: string): CallLimiter {
     let queue = this.#accountQueues.get(account);
     if (!queue) {
-      queue = new PQueue({concurrency: this.#options.perAccountConcurrency ?? 10});
+      queue = new CallLimiter(this.#options.perAccountConcurrency ?? 10);
       this.#accountQueues.set(account, queue);
     }
     return queue;

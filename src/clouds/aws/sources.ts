@@ -13,6 +13,7 @@ import {awsFailure} from './errors.ts';
 import {OrganizationPlanner, type OrganizationPlannerOptions, type OrganizationSourceMatcher} from './org-sources.ts';
 import {TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
 import {shapeClient, type RateShaper, type ShapeableClient} from './rate-shaper.ts';
+import {leanSdkClient} from './lean-sdk.ts';
 import {NodeSha256} from './sha256.ts';
 import {systemClock, type Clock} from '../../core/clock.ts';
 import {expandRegions, partitionOfArn, partitionOfRegion, type AwsPartition} from './regions.ts';
@@ -207,17 +208,19 @@ export class AwsSources {
       if (this.#options.makeEksClient) {
         client = this.#options.makeEksClient(region, credentials);
       } else {
-        const eks = new EKSClient({
-          region,
-          credentials,
-          sha256: NodeSha256,
-          // Throttling is retried with backoff by the SDK; AWS_MAX_ATTEMPTS / AWS_RETRY_MODE still win.
-          // With rate shaping the shaper adapts the rate: the SDK's adaptive mode would add a second,
-          // slower limiter on top of it.
-          maxAttempts: Number(env['AWS_MAX_ATTEMPTS']) || 8,
-          retryMode: env['AWS_RETRY_MODE'] ?? (this.#options.rateShaper ? 'standard' : 'adaptive'),
-          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
-        });
+        const eks = leanSdkClient(
+          new EKSClient({
+            region,
+            credentials,
+            sha256: NodeSha256,
+            // Throttling is retried with backoff by the SDK; AWS_MAX_ATTEMPTS / AWS_RETRY_MODE still win.
+            // With rate shaping the shaper adapts the rate: the SDK's adaptive mode would add a second,
+            // slower limiter on top of it.
+            maxAttempts: Number(env['AWS_MAX_ATTEMPTS']) || 8,
+            retryMode: env['AWS_RETRY_MODE'] ?? (this.#options.rateShaper ? 'standard' : 'adaptive'),
+            requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
+          }),
+        );
         this.#shape(eks, region, role);
         this.#options.onClient?.(eks);
         client = eks;
@@ -254,14 +257,16 @@ export class AwsSources {
       if (this.#options.makeTaggingClient) {
         client = this.#options.makeTaggingClient(region, credentials);
       } else {
-        const tagging = new ResourceGroupsTaggingAPIClient({
-          region,
-          credentials,
-          sha256: NodeSha256,
-          // A failed tag read only costs describes: retry little, fall back soon.
-          maxAttempts: 3,
-          requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
-        });
+        const tagging = leanSdkClient(
+          new ResourceGroupsTaggingAPIClient({
+            region,
+            credentials,
+            sha256: NodeSha256,
+            // A failed tag read only costs describes: retry little, fall back soon.
+            maxAttempts: 3,
+            requestHandler: awsRequestHandler(this.#options.requestTimeoutMs),
+          }),
+        );
         this.#shape(tagging, region, role);
         this.#options.onClient?.(tagging);
         client = tagging;
