@@ -45,20 +45,19 @@ describe('RateShaper', () => {
     expect(done).toHaveLength(5);
   });
 
-  it('slows down multiplicatively on throttling (once per cooldown) and regains rate additively, never above its ceiling', () => {
+  it('slows down multiplicatively on throttling (once per cooldown) and regains rate additively with time, never above its ceiling', async () => {
     const clock = new FakeClock();
     const shaper = new RateShaper({clock, limits: {DescribeCluster: {ratePerSecond: 40, burst: 5}}, decrease: 0.5, increase: 2, cooldownMs: 1000});
     const rate = (): number => shaper.rate('111', 'us-east-1', 'DescribeCluster') ?? Number.NaN;
-    shaper.succeeded('111', 'us-east-1', 'DescribeCluster');
+    await shaper.acquire('111', 'us-east-1', 'DescribeCluster');
     expect(rate()).toBe(40);
     shaper.throttled('111', 'us-east-1', 'DescribeCluster');
     shaper.throttled('111', 'us-east-1', 'DescribeCluster'); // same overload: no second cut
     expect(rate()).toBe(20);
-    for (let i = 0; i < 20; i++) shaper.succeeded('111', 'us-east-1', 'DescribeCluster');
-    // 20 successes at ~20/s (one second) regain about `increase` = 2 requests per second.
-    expect(rate()).toBeGreaterThan(21.5);
-    expect(rate()).toBeLessThan(22.5);
-    for (let i = 0; i < 10_000; i++) shaper.succeeded('111', 'us-east-1', 'DescribeCluster');
+    // One second regains `increase` = 2 requests per second.
+    await clock.advance(1000);
+    expect(rate()).toBeCloseTo(22);
+    await clock.advance(60_000);
     expect(rate()).toBe(40);
   });
 
@@ -73,9 +72,30 @@ describe('RateShaper', () => {
       shaper.throttled('111', 'us-east-1', 'DescribeCluster');
     }
     expect(rate()).toBe(20);
-    // Back to the ceiling after sustained success: 5 % of it regained per second.
-    for (let i = 0; i < 1000; i++) shaper.succeeded('111', 'us-east-1', 'DescribeCluster');
-    expect(rate()).toBe(40);
+    // Back to the ceiling after 10 s without throttling: 5 % of it regained per second.
+    await clock.advance(9_000);
+    expect(rate()).toBeLessThan(40);
+    await clock.advance(1000);
+    expect(rate()).toBeCloseTo(40);
+  });
+
+  it('starts the next cycle at its ceiling: a bucket cut at the end of one cycle has regained its rate minutes later', async () => {
+    const clock = new FakeClock();
+    const shaper = new RateShaper({clock, limits: {DescribeCluster: {ratePerSecond: 10, burst: 1}}});
+    // The end of a throttled cycle: the rate is cut to its floor.
+    for (let i = 0; i < 20; i++) {
+      shaper.throttled('111', 'us-east-1', 'DescribeCluster');
+      await clock.advance(1000);
+    }
+    await clock.advance(5 * 60_000);
+    // The next cycle: after the burst token, one request per 100 ms (the ceiling), not per 200 ms.
+    const got = start(shaper, 4);
+    await flushMicrotasks();
+    expect(got).toEqual([0]);
+    await clock.advance(100);
+    expect(got).toEqual([0, 1]);
+    await clock.advance(200);
+    expect(got).toEqual([0, 1, 2, 3]);
   });
 
   it('after a throttle the saved burst is spent: the next request waits for a fresh token', async () => {

@@ -138,6 +138,42 @@ describe('Heartbeat', () => {
     expect(stored && kubeServerFromItem(stored).metadata.labels).toEqual({env: 'prod', team: 'sre'});
   });
 
+  it('keeps the newer of two overlapping announces of a name when the older write is acknowledged last', async () => {
+    // Writes are applied in the order they are issued; only the first one's answer is held back.
+    let release = (): void => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let puts = 0;
+    const slowFirstAnswer = new Proxy<RegistryBackend>(store, {
+      get(target, prop: keyof RegistryBackend) {
+        if (prop === 'put') {
+          return async (...args: Parameters<RegistryBackend['put']>) => {
+            const item = await target.put(...args);
+            if (++puts === 1) await held;
+            return item;
+          };
+        }
+        const value = target[prop];
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const hb = heartbeat({backend: slowFirstAnswer});
+    await hb.start();
+    const older = hb.announce(draft({env: 'prod', team: 'a'}));
+    const newer = await hb.announce(draft({env: 'prod', team: 'b'}));
+    release();
+    await older;
+    expect(events.filter((e) => e.type === 'put')).toHaveLength(2);
+    // The heartbeat knows the registry holds the newer document: announcing it again writes nothing,
+    // announcing the older one again is a change.
+    const again = await hb.announce(draft({env: 'prod', team: 'b'}));
+    expect(again.metadata.revision).toBe(newer.metadata.revision);
+    expect(events.filter((e) => e.type === 'put')).toHaveLength(2);
+    await hb.announce(draft({env: 'prod', team: 'a'}));
+    expect(events.filter((e) => e.type === 'put')).toHaveLength(3);
+    const stored = await store.get(KEY);
+    expect(stored && kubeServerFromItem(stored).metadata.labels).toEqual({env: 'prod', team: 'a'});
+  });
+
   it('retries a failing write with backoff on the clock and counts each failure', async () => {
     const {backend, faults} = flaky(store);
     const hb = heartbeat({backend});

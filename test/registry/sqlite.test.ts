@@ -105,6 +105,23 @@ describe('sqlite backend file', () => {
     await expect(open(path)).rejects.toThrow(`cannot open registry database ${path}: `);
   });
 
+  it('a group of puts issued after the file was deleted fails whole on the old lease and writes to the re-created file', async () => {
+    const path = join(dir, 'data', 'registry.db');
+    const backend = await open(path);
+    const lease = await backend.grantLease(60_000);
+    await backend.put('kube_servers/g/before', '{}', {lease});
+    for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, {force: true});
+    // Issued in one turn: the file is checked once for the group, and none of them lands in the deleted one.
+    const results = await Promise.allSettled(Array.from({length: 3}, (_, i) => backend.put(`kube_servers/g/c${i}`, '{}', {lease})));
+    expect(results.map((r) => r.status === 'rejected' && r.reason instanceof LeaseNotFoundError)).toEqual([true, true, true]);
+    const fresh = await backend.grantLease(60_000);
+    await Promise.all(Array.from({length: 3}, (_, i) => backend.put(`kube_servers/g/c${i}`, '{}', {lease: fresh})));
+    await backend.close();
+    const reopened = await open(path);
+    expect((await reopened.list('kube_servers/g/')).map((item) => item.key)).toEqual(['kube_servers/g/c0', 'kube_servers/g/c1', 'kube_servers/g/c2']);
+    await reopened.close();
+  });
+
   it('commits puts issued together in one transaction; one whose lease is gone fails alone; later operations see them in order', async () => {
     const backend = await open();
     const lease = await backend.grantLease(60_000);

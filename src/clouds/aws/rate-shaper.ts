@@ -5,9 +5,10 @@
  *
  * Each bucket starts at its configured rate and adapts on throttling by AIMD: a throttled
  * answer multiplies the rate by `decrease` (at most once per `cooldownMs`, since a burst of
- * throttles reports one overload) and spends the saved burst, and every success adds
- * `increase / rate` requests per second, i.e. about `increase` per second of sustained success,
- * never above the configured ceiling. The cut is gentle (0.9) and the rate never falls below
+ * throttles reports one overload) and spends the saved burst, and the rate regains `increase`
+ * requests per second for every second that passes, never above the configured ceiling. The
+ * regain runs on time, not on successes: a cycle that ended throttled must not start the next
+ * one, minutes later, at the cut rate (the buckets of the API have refilled meanwhile). The cut is gentle (0.9) and the rate never falls below
  * half the ceiling unless asked: most throttles at a rate matched to the quota come from
  * requests bunching on their way (scheduling, connection set-up), not from a lower quota, and
  * halving on each of them left a throttled cycle far below the rate the API grants. The SDK's
@@ -41,7 +42,7 @@ export interface RateShaperOptions {
   readonly limits?: RateLimits;
   /** Factor applied to a bucket's rate on throttling (default 0.9). */
   readonly decrease?: number;
-  /** Requests per second regained per second of successes (default 5 % of the bucket's ceiling). */
+  /** Requests per second regained per second (default 5 % of the bucket's ceiling). */
   readonly increase?: number;
   /** At most one decrease per this period (default 1 s). */
   readonly cooldownMs?: number;
@@ -105,17 +106,10 @@ export class RateShaper {
     bucket.calmAt = now + this.#cooldownMs;
   }
 
-  /** Reports a successful answer: the bucket speeds up towards its ceiling. */
-  succeeded(account: string, region: string, operation: string): void {
-    const bucket = this.#bucket(account, region, operation);
-    if (!bucket) return;
-    const increase = this.#increase ?? bucket.ceiling.ratePerSecond * 0.05;
-    bucket.rate = Math.min(bucket.ceiling.ratePerSecond, bucket.rate + increase / bucket.rate);
-  }
-
   /** Current rate of a bucket (requests per second); for metrics and tests. */
   rate(account: string, region: string, operation: string): number | undefined {
-    return this.#buckets.get(key(account, region, operation))?.rate;
+    const bucket = this.#buckets.get(key(account, region, operation));
+    return bucket && this.#regained(bucket, this.#clock.now());
   }
 
   #bucket(account: string, region: string, operation: string): Bucket | undefined {
@@ -132,7 +126,14 @@ export class RateShaper {
 
   #refill(bucket: Bucket, now: number): void {
     bucket.tokens = Math.min(bucket.ceiling.burst, bucket.tokens + ((now - bucket.at) / 1000) * bucket.rate);
+    bucket.rate = this.#regained(bucket, now);
     bucket.at = now;
+  }
+
+  /** The bucket's rate at `now`: its rate at its last refill plus what the time since regained. */
+  #regained(bucket: Bucket, now: number): number {
+    const increase = this.#increase ?? bucket.ceiling.ratePerSecond * 0.05;
+    return Math.min(bucket.ceiling.ratePerSecond, bucket.rate + (Math.max(0, now - bucket.at) / 1000) * increase);
   }
 
   async #take(bucket: Bucket, signal: AbortSignal | undefined): Promise<void> {
@@ -177,9 +178,7 @@ export function shapeClient(client: ShapeableClient, shaper: RateShaper, account
     const operation = (context.commandName ?? '*').replace(/Command$/, '');
     await shaper.acquire(account, region, operation);
     try {
-      const out = await next(args);
-      shaper.succeeded(account, region, operation);
-      return out;
+      return await next(args);
     } catch (error) {
       if (isThrottle(error)) shaper.throttled(account, region, operation);
       throw error;

@@ -110,7 +110,12 @@ export class AwsSources {
       };
       let account: string;
       try {
-        account = await this.#account(role, homeRegion);
+        const lookup = this.#account(role, homeRegion);
+        // Awaited below; this only keeps a client that fails to build from leaving it unhandled.
+        lookup.catch(() => undefined);
+        // The clients do not depend on the account: a first cycle builds them while STS answers.
+        for (const region of regions) this.#client(region, role);
+        account = await lookup;
       } catch (error) {
         for (const region of regions) {
           const source = eksSource(matcherIndex, region, '');
