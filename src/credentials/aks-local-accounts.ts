@@ -6,7 +6,7 @@
  */
 import type {Clock} from '../core/clock.ts';
 import type {AksUserKubeconfig} from './aks-kubeconfig.ts';
-import {registerSecret} from '../observability/redact.ts';
+import {registerSecret, retireSecret} from '../observability/redact.ts';
 import {TokenCache} from './token-cache.ts';
 
 /** Addresses one managed cluster; compared case-insensitively, as ARM does. */
@@ -96,14 +96,22 @@ export class AksLocalAccounts {
     if (sameAccount(previous, account)) return;
     // Registered when first seen or changed: re-registering every cluster's token each cycle churned the redaction set.
     if (account.kind === 'token') registerSecret(account.token);
+    // The replaced token is no longer served: keep the redaction set the size of the live tokens.
+    if (previous?.kind === 'token') retireSecret(previous.token);
     this.#cache.delete(key);
   }
 
   /** Forgets a cluster (it vanished). */
   forget(ref: AksClusterRef): void {
     const key = clusterKey(ref);
+    this.#retire(key);
     this.#recorded.delete(key);
     this.#cache.delete(key);
+  }
+
+  #retire(key: string): void {
+    const account = this.#recorded.get(key)?.account;
+    if (account?.kind === 'token') retireSecret(account.token);
   }
 
   /** Forgets credentials not recorded within the TTL: discovery re-records every live cluster each cycle. */
@@ -112,6 +120,7 @@ export class AksLocalAccounts {
     // forEach: no [key, value] pair per entry, every cycle, for every cluster.
     this.#recorded.forEach((recorded, key) => {
       if (now - recorded.at >= this.#ttlMs) {
+        if (recorded.account.kind === 'token') retireSecret(recorded.account.token);
         this.#recorded.delete(key);
         this.#cache.delete(key);
       }

@@ -6,7 +6,7 @@
  * the SDK itself.
  */
 import {fromNodeProviderChain, fromTemporaryCredentials} from '@aws-sdk/credential-providers';
-import {registerSecret} from '../observability/redact.ts';
+import {registerSecret, retireSecret} from '../observability/redact.ts';
 import {systemClock, type Clock} from '../core/clock.ts';
 import type {AwsCredentials} from './eks-token.ts';
 import {configuredStsEndpoint, partitionOf, type Env} from './sts-endpoint.ts';
@@ -79,6 +79,9 @@ export class AwsCredentialProviders {
   readonly #base: AwsCredentialProvider;
   readonly #roleCredentials: TokenCache<CachedCredentials>;
   readonly #providers = new Map<string, AwsCredentialProvider>();
+  /** Per role: the secrets of the current generation and of the one before it (still possibly in flight). */
+  readonly #current = new Map<string, readonly (string | undefined)[]>();
+  readonly #previous = new Map<string, readonly (string | undefined)[]>();
 
   constructor(options: AwsCredentialProvidersOptions = {}) {
     this.#env = options.env ?? process.env;
@@ -132,6 +135,7 @@ export class AwsCredentialProviders {
           const credentials = await assume();
           registerSecret(credentials.secretAccessKey);
           registerSecret(credentials.sessionToken);
+          this.#retireOlder(cacheKey, [credentials.secretAccessKey, credentials.sessionToken]);
           // AssumeRole always reports an expiry; an hour is its default should one be missing.
           const expiresAt = credentials.expiration ?? new Date(this.#clock.now() + 3_600_000);
           return {credentials: {...credentials, expiration: expiresAt}, expiresAt};
@@ -143,6 +147,17 @@ export class AwsCredentialProviders {
       this.#providers.set(providerKey, provider);
     }
     return provider;
+  }
+
+  /**
+   * Keeps the redaction set the size of the live credentials: a renewal retires the generation
+   * before the one it replaces (that one may still sign requests in flight, so it stays).
+   */
+  #retireOlder(cacheKey: string, minted: readonly (string | undefined)[]): void {
+    const current = this.#current.get(cacheKey);
+    if (current) for (const value of this.#previous.get(cacheKey) ?? []) if (!minted.includes(value)) retireSecret(value);
+    if (current) this.#previous.set(cacheKey, current);
+    this.#current.set(cacheKey, minted);
   }
 }
 

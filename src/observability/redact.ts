@@ -43,25 +43,76 @@ const AWS_SECRET_KEY = /(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])/g;
 
 /** Values shorter than this are not registered: they would cut ordinary words out of messages. */
 const MIN_SECRET_LENGTH = 8;
-/** Registered values kept at most; the oldest go first (minted tokens also match a pattern above). */
-const MAX_SECRETS = 2048;
+/**
+ * Registered values kept at most, a safety valve only: owners retire what they replace (renewed
+ * assumed-role credentials, rotated or vanished AKS tokens), so the set holds the live
+ * credentials: four values per assumed role, one or two per AKS local account. At 1,000 member
+ * accounts a cap of 2,048 evicted live credentials, and by-value redaction silently stopped.
+ */
+const MAX_SECRETS = 65_536;
+/** Every registered form, in registration order (the oldest is evicted first past the cap). */
 const secrets = new Set<string>();
-let secretPattern: RegExp | undefined;
+/** Registered forms by a hash of their first MIN_SECRET_LENGTH characters, longest first. */
+const byPrefix = new Map<number, string[]>();
+
+/** A hash of the MIN_SECRET_LENGTH characters of `text` at `at`; no substring is allocated. */
+function prefixHash(text: string, at: number): number {
+  let h = 0;
+  for (let k = 0; k < MIN_SECRET_LENGTH; k++) h = (Math.imul(h, 31) + text.charCodeAt(at + k)) | 0;
+  return h;
+}
+
+function addForm(form: string): void {
+  if (secrets.has(form)) return;
+  secrets.add(form);
+  const h = prefixHash(form, 0);
+  const bucket = byPrefix.get(h);
+  if (!bucket) byPrefix.set(h, [form]);
+  else {
+    bucket.push(form);
+    bucket.sort((a, b) => b.length - a.length);
+  }
+  if (secrets.size > MAX_SECRETS) removeForm(secrets.values().next().value as string);
+}
+
+function removeForm(form: string): void {
+  if (!secrets.delete(form)) return;
+  const h = prefixHash(form, 0);
+  const bucket = byPrefix.get(h);
+  if (!bucket) return;
+  const i = bucket.indexOf(form);
+  if (i >= 0) bucket.splice(i, 1);
+  if (bucket.length === 0) byPrefix.delete(h);
+}
+
+function formsOf(value: string | undefined | null): string[] {
+  if (typeof value !== 'string') return [];
+  const trimmed = value.trim();
+  if (trimmed.length < MIN_SECRET_LENGTH) return [];
+  const encoded = encodeURIComponent(trimmed);
+  return encoded === trimmed ? [trimmed] : [trimmed, encoded];
+}
 
 /**
  * Registers a credential value the process holds, so it is removed from every message by value,
  * whatever its format and wherever it is echoed (plain and percent-encoded).
  */
 export function registerSecret(value: string | undefined | null): void {
-  if (typeof value !== 'string') return;
-  const trimmed = value.trim();
-  if (trimmed.length < MIN_SECRET_LENGTH) return;
-  for (const form of new Set([trimmed, encodeURIComponent(trimmed)])) {
-    if (secrets.has(form)) continue;
-    secrets.add(form);
-    if (secrets.size > MAX_SECRETS) secrets.delete(secrets.values().next().value as string);
-    secretPattern = undefined;
-  }
+  for (const form of formsOf(value)) addForm(form);
+}
+
+/**
+ * Forgets a credential the process no longer holds (replaced by a renewal, or its cluster
+ * vanished), so the registered set stays the size of the live credentials. Pattern redaction
+ * still applies to it.
+ */
+export function retireSecret(value: string | undefined | null): void {
+  for (const form of formsOf(value)) removeForm(form);
+}
+
+/** How many values (plain and percent-encoded forms) are registered: the set's size is bounded by the live credentials. */
+export function registeredSecretCount(): number {
+  return secrets.size;
 }
 
 /** Environment variables that hold a credential (the AWS SDK, @azure/identity and the etcd backend read them). */
@@ -86,18 +137,29 @@ export function registerSecretsFromEnv(env: Readonly<Record<string, string | und
 /** Forgets every registered value (tests). */
 export function clearRegisteredSecrets(): void {
   secrets.clear();
-  secretPattern = undefined;
+  byPrefix.clear();
 }
 
+/**
+ * Replaces every registered value in `text`, leftmost first and, at one position, the longest
+ * (a value containing another is removed whole). One scan of the text with a hash lookup per
+ * position, so the cost does not grow with the number of registered values.
+ */
 function removeRegistered(text: string): string {
-  if (secrets.size === 0) return text;
-  // Longest first, so a value containing another is removed whole.
-  secretPattern ??= new RegExp([...secrets].sort((a, b) => b.length - a.length).map(escapeRegExp).join('|'), 'g');
-  return text.replace(secretPattern, REDACTED);
-}
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  if (secrets.size === 0 || text.length < MIN_SECRET_LENGTH) return text;
+  let out = '';
+  let from = 0;
+  const last = text.length - MIN_SECRET_LENGTH;
+  for (let i = 0; i <= last; i++) {
+    const bucket = byPrefix.get(prefixHash(text, i));
+    if (bucket === undefined) continue;
+    const hit = bucket.find((form) => text.startsWith(form, i));
+    if (hit === undefined) continue;
+    out += text.slice(from, i) + REDACTED;
+    from = i + hit.length;
+    i = from - 1;
+  }
+  return from === 0 ? text : out + text.slice(from);
 }
 
 function looksLikeSecretKey(candidate: string): boolean {
