@@ -151,7 +151,11 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: HttpSe
     return sendJson(res, 200, item);
   }
   if (path === '/v1/status' && method === 'GET') return sendJson(res, 200, options.status());
-  if (path === '/v1/watch' && method === 'GET') return watchers.open(req, res, parseLabelSelector(url.searchParams.get('labels')));
+  if (path === '/v1/watch' && method === 'GET') {
+    const auth = options.auth;
+    const authorization = req.headers.authorization;
+    return watchers.open(req, res, parseLabelSelector(url.searchParams.get('labels')), auth ? () => auth(authorization) : undefined);
+  }
   if (path === '/v1/discover' && method === 'POST') {
     if (!options.trigger) return sendJson(res, 409, {error: 'conflict', message: 'this replica does not run discovery (not the leader)'});
     const r = options.trigger();

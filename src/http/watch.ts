@@ -188,8 +188,12 @@ export class WatchStreams {
     return this.#open.size;
   }
 
-  /** Answers one watch request: 429 over the limit, else an event stream until either side closes. */
-  open(req: IncomingMessage, res: ServerResponse, selector: Selector): void {
+  /**
+   * Answers one watch request: 429 over the limit, else an event stream until either side closes.
+   * `stillAuthorized` (when the API has auth) is asked again at every keep-alive interval: a watch
+   * opened with a token that was since revoked ends with an `unauthorized` event.
+   */
+  open(req: IncomingMessage, res: ServerResponse, selector: Selector, stillAuthorized?: () => Promise<boolean>): void {
     if (this.#open.size >= this.#limits.maxWatchers) {
       const body = JSON.stringify({error: 'too_many_watchers', message: `this server already has ${this.#open.size} watchers (http.watch.max_watchers); retry later`});
       res.writeHead(429, {'content-type': 'application/json', 'content-length': Buffer.byteLength(body), 'retry-after': '5'});
@@ -207,6 +211,7 @@ export class WatchStreams {
       pump: this.#pump,
       slices: this.#slices,
       onClosed: () => this.#open.delete(stream),
+      ...(stillAuthorized ? {stillAuthorized} : {}),
     });
     this.#open.add(stream);
     const done = (): void => stream.close();
@@ -284,6 +289,7 @@ interface WatchStreamParts {
   readonly pump: Pump;
   readonly slices: SlicePool;
   readonly onClosed: () => void;
+  readonly stillAuthorized?: () => Promise<boolean>;
 }
 
 /** One watcher: a source of frames (snapshot or replay), then its queue of live frames. */
@@ -303,6 +309,7 @@ class WatchStream {
   #closed = false;
   #unsubscribe: (() => void) | undefined;
   #keepalive: ReturnType<typeof setInterval> | undefined;
+  #checkingAuth = false;
 
   constructor(parts: WatchStreamParts) {
     this.#p = parts;
@@ -339,6 +346,7 @@ class WatchStream {
     this.#keepalive = setInterval(() => {
       // Only an idle, drained stream gets a keep-alive: it must never add to a blocked buffer.
       if (!this.#waitingForDrain && this.#held === undefined && this.#source === undefined && this.#queueHead === this.#queue.length) this.#res.write(': keepalive\n\n');
+      this.#recheckAuth();
     }, this.#p.limits.keepaliveMs);
     this.#keepalive.unref();
     this.#p.pump.schedule(this);
@@ -498,11 +506,32 @@ class WatchStream {
     if (!this.#waitingForDrain) this.#p.pump.schedule(this);
   }
 
+  /** A revoked token ends the stream: authorization is not only checked when it opens. */
+  #recheckAuth(): void {
+    const check = this.#p.stillAuthorized;
+    if (check === undefined || this.#checkingAuth) return;
+    this.#checkingAuth = true;
+    check().then(
+      (allowed) => {
+        this.#checkingAuth = false;
+        if (!allowed && !this.#closed) this.#disconnect('unauthorized', 'the bearer token this watch was opened with is no longer accepted; reconnect with a valid token (and Last-Event-ID to resume)');
+      },
+      () => {
+        // The check itself failed (not a refusal): keep the stream and ask again next interval.
+        this.#checkingAuth = false;
+      },
+    );
+  }
+
   #disconnectSlowConsumer(): void {
-    const message = `this watcher fell more than ${this.#p.limits.maxBufferedBytes} bytes behind (http.watch.max_buffered_bytes) and is disconnected; reconnect with Last-Event-ID to resume`;
+    this.#disconnect('slow_consumer', `this watcher fell more than ${this.#p.limits.maxBufferedBytes} bytes behind (http.watch.max_buffered_bytes) and is disconnected; reconnect with Last-Event-ID to resume`);
+  }
+
+  /** Ends the stream with a final `error` event saying why. */
+  #disconnect(reason: string, message: string): void {
     const res = this.#res;
     this.close();
-    res.end(`event: error\ndata: ${JSON.stringify({reason: 'slow_consumer', message})}\n\n`);
+    res.end(`event: error\ndata: ${JSON.stringify({reason, message})}\n\n`);
     // A client that never reads would hold the socket (and its buffer) forever.
     const timer = setTimeout(() => res.destroy(), this.#p.limits.closeGraceMs);
     timer.unref();

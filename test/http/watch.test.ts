@@ -1,8 +1,12 @@
+import {mkdtemp, rm, utimes, writeFile} from 'node:fs/promises';
 import {request, type IncomingMessage} from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
 import {afterEach, describe, expect, it} from 'vitest';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
 import {systemClock} from '../../src/core/clock.ts';
 import {evaluate} from '../../src/discovery/evaluate.ts';
+import {createAuthenticator, type Authenticator} from '../../src/http/auth.ts';
 import {startHttpServer, type HttpServer} from '../../src/http/server.ts';
 import type {WatchLimits} from '../../src/http/watch.ts';
 import {Inventory} from '../../src/inventory/inventory.ts';
@@ -23,7 +27,7 @@ interface World {
   readonly server: HttpServer;
 }
 
-async function world(options: {historySize?: number; watch?: Partial<WatchLimits>} = {}): Promise<World> {
+async function world(options: {historySize?: number; watch?: Partial<WatchLimits>; auth?: Authenticator} = {}): Promise<World> {
   backend = new MemoryBackend({clock: systemClock});
   heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g1', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
   await heartbeat.start();
@@ -35,6 +39,7 @@ async function world(options: {historySize?: number; watch?: Partial<WatchLimits
     readiness: async () => ({ready: true, status: 'ready'}),
     status: () => ({}),
     ...(options.watch ? {watch: options.watch} : {}),
+    ...(options.auth ? {auth: options.auth} : {}),
   });
   return {heartbeat, inventory, server};
 }
@@ -258,6 +263,35 @@ describe('/v1/watch', () => {
     expect(last.event).toBe('error');
     expect(JSON.parse(last.data)).toMatchObject({reason: 'slow_consumer'});
     expect(JSON.parse(last.data).message).toContain('http.watch.max_buffered_bytes');
+  });
+
+  it('a watch whose token is revoked from the token file ends with an unauthorized event; one with a kept token streams on', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'kd-watch-auth-'));
+    try {
+      const tokens = path.join(dir, 'tokens');
+      await writeFile(tokens, 'revoked-token-0001\nkept-token-00002\n');
+      const auth = createAuthenticator({clock: systemClock, tokenFile: tokens})!;
+      const w = await world({auth, watch: {keepaliveMs: 20}});
+      await announce(w.heartbeat, {before: {}});
+      const revoked = await Watch.open(`${w.server.url}/v1/watch`, {authorization: 'Bearer revoked-token-0001'});
+      const kept = await Watch.open(`${w.server.url}/v1/watch`, {authorization: 'Bearer kept-token-00002'});
+      await revoked.readUntil((e) => e.event === 'synced');
+      await kept.readUntil((e) => e.event === 'synced');
+
+      await writeFile(tokens, 'kept-token-00002\n');
+      await utimes(tokens, new Date(), new Date(Date.now() + 60_000)); // a new mtime, whatever the file system's resolution
+      const events = await revoked.readToEnd();
+      expect(events.at(-1)?.event).toBe('error');
+      expect(JSON.parse(events.at(-1)!.data)).toMatchObject({reason: 'unauthorized'});
+      expect(events.map((e) => e.data).join('\n')).not.toContain('revoked-token-0001');
+
+      await announce(w.heartbeat, {after: {}});
+      const live = await kept.readUntil((e) => e.event === 'put' && name(e) === 'after');
+      expect(changes(live)).toEqual(['put after']);
+      await until(() => w.server.watchStats().watchers === 1);
+    } finally {
+      await rm(dir, {recursive: true, force: true});
+    }
   });
 
   it('watchers taking their snapshots at once share serialised entries yet each gets exactly its own filter', async () => {
