@@ -66,6 +66,11 @@ const MANAGED_CLUSTERS = 'providers/Microsoft.ContainerService/managedClusters';
 
 /** Subscription states whose resources can be listed. */
 const LISTABLE_STATES: ReadonlySet<string> = new Set(['Enabled', 'Warned', 'PastDue']);
+/**
+ * A Disabled subscription (unpaid, credit spent) is still the tenant's and comes back when
+ * re-enabled, with its clusters: it is not listed, and its entries are kept (stale). A Deleted one is gone.
+ */
+const HELD_STATE = 'Disabled';
 /** Every subscription state Azure documents; any other value is a malformed record. */
 const KNOWN_STATES: ReadonlySet<string> = new Set([...LISTABLE_STATES, 'Disabled', 'Deleted']);
 
@@ -134,15 +139,14 @@ export class AzureSources {
         this.#logger.warn({source: source.id, operation: error.operation, code: error.code}, 'Azure subscription listing failed; every subscription of the matcher is kept as it is');
         continue;
       }
+      const skip = (subscription: string, skippedReason: string): void => {
+        failed.push({source: aksSource(matcherIndex, subscription), ok: true, clusters: [], malformed: [], skippedReason, notAListing: true});
+      };
       for (const subscription of scope.missed ?? []) {
-        failed.push({
-          source: aksSource(matcherIndex, subscription),
-          ok: true,
-          clusters: [],
-          malformed: [],
-          skippedReason: 'subscription missing from this management group walk only (moved while it ran, or gone); deregistered if the next walk lacks it too',
-          notAListing: true,
-        });
+        skip(subscription, 'subscription missing from this management group walk only (moved while it ran, or gone); deregistered if the next walk lacks it too');
+      }
+      for (const subscription of scope.disabled ?? []) {
+        skip(subscription, `subscription ${HELD_STATE}: not listed; its clusters are kept until it is enabled again, deleted or out of scope`);
       }
       const groups = matcher.resource_groups.includes('*') ? [undefined] : uniqueCaseless(matcher.resource_groups);
       for (const target of scope.targets) {
@@ -189,13 +193,14 @@ export class AzureSources {
   }
 
   /** The matcher's subscriptions; with `management_groups`, also those the previous good walk had and this one missed. */
-  async #targets(matcher: AzureSourceMatcher, matcherIndex: number): Promise<{targets: Target[]; missed?: readonly string[]} | {error: unknown}> {
+  async #targets(matcher: AzureSourceMatcher, matcherIndex: number): Promise<{targets: Target[]; missed?: readonly string[]; disabled?: readonly string[]} | {error: unknown}> {
     if (!matcher.subscriptions.includes('*')) {
       return {targets: uniqueCaseless(matcher.subscriptions).map((s) => ({subscriptionId: s.toLowerCase()}))};
     }
     const client = this.#subscriptionClient(matcher);
     const targets: Target[] = [];
     const seen = new Set<string>();
+    const disabled: string[] = [];
     // The walk runs beside the listing; it settles to a value so a failed listing leaves no rejection behind.
     const groups = matcher.management_groups;
     const walking: Promise<ManagementGroupWalk | {error: unknown}> | undefined = groups?.length
@@ -215,6 +220,7 @@ export class AzureSources {
           seen.add(id);
           if (sub.state && !LISTABLE_STATES.has(sub.state)) {
             this.#logger.debug({subscription: id, state: sub.state}, 'Azure subscription skipped: not listable in its state');
+            if (sub.state === HELD_STATE) disabled.push(id);
             continue;
           }
           targets.push({subscriptionId: id, ...(sub.tenantId ? {tenantId: sub.tenantId} : {})});
@@ -223,7 +229,7 @@ export class AzureSources {
     } catch (error) {
       return {error};
     }
-    if (!walking) return {targets};
+    if (!walking) return {targets, disabled};
     const walk = await walking;
     if ('error' in walk) return walk;
     // The walk is no snapshot: a subscription moved between groups while it ran (two named groups
@@ -233,7 +239,7 @@ export class AzureSources {
     const before = this.#walkedOf.get(matcherIndex);
     const missed = before ? [...before].filter((id) => !walked.has(id)) : [];
     this.#walkedOf.set(matcherIndex, walked);
-    return {targets: scopeToManagementGroups(walk, targets, seen), missed};
+    return {targets: scopeToManagementGroups(walk, targets, seen), missed, disabled: disabled.filter((id) => walked.has(id))};
   }
 
   /** The credential and client options of a matcher, for other ARM clients (AKS access set-up) on the same identity and policies. */
