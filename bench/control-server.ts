@@ -21,13 +21,15 @@ export interface ControlWorld<Step extends object> {
    * deregistration waits for a second successful listing (the two-walk grace). Not counted as unexpected.
    */
   graceKeys?(): ReadonlySet<string>;
+  /** Keys whose deregistration is right now (their cluster left the scope); default every key no longer expected. */
+  departedKeys?(): ReadonlySet<string>;
 }
 
 /** What one POST /verify found beyond its answer, for the bench's false-deregistration count. */
 export interface Verification {
   /** Grace keys the inventory still held. */
   readonly graced: number;
-  /** Keys the previous verification found that are gone now and no longer expected: rightful deregistrations. */
+  /** Keys the previous verification found that are gone now and rightly so (see ControlWorld.departedKeys). */
   readonly departed: number;
 }
 
@@ -74,7 +76,8 @@ export async function startControl<Step extends object>(world: ControlWorld<Step
           const grace = world.graceKeys?.() ?? new Set<string>();
           const unexpected = [...got].filter((k) => !expected.has(k) && !grace.has(k));
           const graced = [...got].filter((k) => !expected.has(k) && grace.has(k)).length;
-          const departed = previous === undefined ? 0 : [...previous].filter((k) => !got.has(k) && !expected.has(k)).length;
+          const gone = world.departedKeys?.();
+          const departed = previous === undefined ? 0 : [...previous].filter((k) => !got.has(k) && (gone ? gone.has(k) : !expected.has(k))).length;
           previous = got;
           verifications.push({graced, departed});
           return reply(res, 200, {expected: expected.size, found: expected.size - missing.length, missing: missing.length, unexpected: unexpected.length, graced, missing_sample: missing.slice(0, 5)});

@@ -52,6 +52,8 @@ export class ManagementGroupWorld {
   #next = 0;
   /** The subscription the last step moved out of the tree. */
   #lastLeft = '';
+  /** Every subscription a step moved out of the tree. */
+  readonly #movedOut = new Set<string>();
 
   constructor(scenario: MgScenario) {
     this.scenario = scenario;
@@ -116,6 +118,11 @@ export class ManagementGroupWorld {
     return new Set(left && !this.inScope(left) ? (this.#clustersOf.get(left) ?? []) : []);
   }
 
+  /** Clusters whose deregistration is right: those of subscriptions a step moved out of the tree that are still out. */
+  departedKeys(): Set<string> {
+    return new Set([...this.#movedOut].filter((s) => !this.inScope(s)).flatMap((s) => this.#clustersOf.get(s) ?? []));
+  }
+
   /** One step between cycles: an outside subscription moves into a nested group, an inside (not denying) one moves out. */
   joinAndLeave(): {joined: string; left: string; leftClusters: number} {
     const outside = [...this.#clustersOf.keys()].filter((s) => !this.inScope(s));
@@ -125,6 +132,7 @@ export class ManagementGroupWorld {
     if (joined) this.arm.managementGroups.placeSubscription(joined, this.#leaf());
     if (left) this.arm.managementGroups.placeSubscription(left, OUTSIDE_GROUP);
     this.#lastLeft = left;
+    if (left) this.#movedOut.add(left);
     return {joined, left, leftClusters: this.#clustersOf.get(left)?.length ?? 0};
   }
 

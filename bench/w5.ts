@@ -83,7 +83,7 @@ export async function runManagementGroupWorkload(scenario: MgScenario, options: 
     fault: world.fault,
     acceptToken: (token) => identity.resourceOf(token) === 'https://management.azure.com',
   });
-  const control = await startControl({stats: () => stats(fake), resetStats: () => fake.stats.reset(), churn: () => ({step: world.joinAndLeave(), created: 0, deleted: 0}), expectedKeys: () => world.expectedKeys(), graceKeys: () => world.graceKeys()});
+  const control = await startControl({stats: () => stats(fake), resetStats: () => fake.stats.reset(), churn: () => ({step: world.joinAndLeave(), created: 0, deleted: 0}), expectedKeys: () => world.expectedKeys(), graceKeys: () => world.graceKeys(), departedKeys: () => world.departedKeys()});
   const dir = await mkdtemp(path.join(os.tmpdir(), 'kd-bench-w5-'));
   try {
     const caFile = path.join(dir, 'ca.pem');
@@ -113,8 +113,8 @@ export async function runManagementGroupWorkload(scenario: MgScenario, options: 
     const steady = walls.slice(1);
     const perCluster = cycles.map((c) => (c.cpuUserMs + c.cpuSystemMs) / Math.max(1, c.verdict.expected));
     // A deregistration is false unless its entry was registered before the cycle and its
-    // subscription has moved out of the group (`departed`: the one that moved out two cycles ago,
-    // once the second walk without it has confirmed it). An expected cluster not registered counts
+    // subscription was moved out of the group by a step (`departed`: the one that moved out two
+    // cycles ago, once the second walk without it has confirmed it); a denying subscription's is false. An expected cluster not registered counts
     // too, and so does one still registered that should not be: the moved-out subscription's
     // clusters only on the cycle right after its move (the one walk of grace, `graced`).
     const falseDeregistrations = cycles.reduce((n, c, i) => n + Math.max(0, (c.counts?.delete ?? 0) - (control.verifications[i]?.departed ?? 0)) + c.verdict.missing + c.verdict.unexpected, 0);
