@@ -50,6 +50,10 @@ export class ManagementGroupWorld {
   readonly #denied = new Set<string>();
   readonly #random: () => number;
   #next = 0;
+  /** The subscription the last step moved out of the tree. */
+  #lastLeft = '';
+  /** Every subscription a step moved out of the tree. */
+  readonly #movedOut = new Set<string>();
 
   constructor(scenario: MgScenario) {
     this.scenario = scenario;
@@ -103,6 +107,22 @@ export class ManagementGroupWorld {
     return keys;
   }
 
+  /**
+   * Clusters a correct discovery may still hold for one more cycle: those of the subscription the
+   * last step moved out (while it is still out). A subscription missing from one management group
+   * walk is kept (stale) and deregistered when the next walk lacks it too, so the cycle right after
+   * the move keeps them; any later cycle must not.
+   */
+  graceKeys(): Set<string> {
+    const left = this.#lastLeft;
+    return new Set(left && !this.inScope(left) ? (this.#clustersOf.get(left) ?? []) : []);
+  }
+
+  /** Clusters whose deregistration is right: those of subscriptions a step moved out of the tree that are still out. */
+  departedKeys(): Set<string> {
+    return new Set([...this.#movedOut].filter((s) => !this.inScope(s)).flatMap((s) => this.#clustersOf.get(s) ?? []));
+  }
+
   /** One step between cycles: an outside subscription moves into a nested group, an inside (not denying) one moves out. */
   joinAndLeave(): {joined: string; left: string; leftClusters: number} {
     const outside = [...this.#clustersOf.keys()].filter((s) => !this.inScope(s));
@@ -111,6 +131,8 @@ export class ManagementGroupWorld {
     const left = inside[Math.floor(this.#random() * inside.length)] ?? '';
     if (joined) this.arm.managementGroups.placeSubscription(joined, this.#leaf());
     if (left) this.arm.managementGroups.placeSubscription(left, OUTSIDE_GROUP);
+    this.#lastLeft = left;
+    if (left) this.#movedOut.add(left);
     return {joined, left, leftClusters: this.#clustersOf.get(left)?.length ?? 0};
   }
 

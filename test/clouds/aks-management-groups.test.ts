@@ -1,6 +1,6 @@
 // `management_groups` on an azure matcher, against the fake ARM: the descendants of every named
 // group (nested groups, every page) scope `subscriptions: ["*"]`; a subscription that moves out
-// is deregistered only after a walk that succeeds no longer has it; a failed walk keeps everything.
+// is deregistered only after two walks in a row that succeed no longer have it; a failed walk keeps everything.
 import {afterAll, beforeEach, describe, expect, it} from 'vitest';
 import type {SourceResult} from '../../src/core/types.ts';
 import {evaluate} from '../../src/discovery/evaluate.ts';
@@ -49,7 +49,9 @@ describe('management groups scope subscriptions: ["*"]', () => {
     const {sources} = fakeSources(arm);
     const results = await runPlan(await sources.plan([matcher(arm, {management_groups: ['mg-root']})]));
 
-    expect(ids(results)).toEqual([`aks:${S1}`, `aks:${S2}`, `aks:${S3}`]);
+    // S6 is Disabled: not listed, its source skipped (whatever it had registered is kept).
+    expect(ids(results)).toEqual([`aks:${S1}`, `aks:${S2}`, `aks:${S3}`, `aks:${S6}`]);
+    expect(resultOf(results, `aks:${S6}`)).toMatchObject({ok: true, notAListing: true, skippedReason: expect.stringContaining('Disabled') as unknown});
     expect(results.every((r) => r.ok)).toBe(true);
     expect(clusters(results)).toEqual(['c-01', 'c-02', 'c-03']);
     expect(resultOf(results, `aks:${S3}`).clusters[0]).toMatchObject({account: S3, tenantId: TENANT});
@@ -62,7 +64,7 @@ describe('management groups scope subscriptions: ["*"]', () => {
     const {sources} = fakeSources(arm);
     const results = await runPlan(await sources.plan([matcher(arm, {management_groups: ['mg-a1', 'MG-A', 'mg-other']})]));
 
-    expect(ids(results)).toEqual([`aks:${S2}`, `aks:${S3}`, `aks:${S4}`]);
+    expect(ids(results)).toEqual([`aks:${S2}`, `aks:${S3}`, `aks:${S4}`, `aks:${S6}`]);
   });
 
   it('an empty group is a successful walk with no subscription', async () => {
@@ -81,7 +83,7 @@ describe('management groups scope subscriptions: ["*"]', () => {
       })));
       const {sources} = fakeSources(arm);
       const results = await runPlan(await sources.plan([matcher(arm, {resource_manager_endpoint: proxy.url, management_groups: ['mg-a']})]));
-      expect(ids(results)).toEqual([`aks:${S2}`, `aks:${S3}`]);
+      expect(ids(results)).toEqual([`aks:${S2}`, `aks:${S3}`, `aks:${S6}`]);
     } finally {
       await proxy.close();
     }
@@ -94,7 +96,7 @@ describe('management groups scope subscriptions: ["*"]', () => {
     const {sources} = fakeSources(arm);
     const results = await runPlan(await sources.plan([matcher(arm, {management_groups: ['mg-a']})]));
 
-    expect(ids(results)).toEqual([`aks:${S2}`, `aks:${S3}`, `aks:${hidden}`]);
+    expect(ids(results)).toEqual([`aks:${S2}`, `aks:${S3}`, `aks:${S6}`, `aks:${hidden}`]);
     expect(resultOf(results, `aks:${hidden}`)).toMatchObject({
       ok: false,
       source: {account: hidden},
@@ -105,7 +107,7 @@ describe('management groups scope subscriptions: ["*"]', () => {
 });
 
 describe('a subscription moving out of the group', () => {
-  it('is deregistered only after a successful walk no longer has it', async () => {
+  it('is deregistered only after two successful walks in a row no longer have it', async () => {
     const {sources} = fakeSources(arm);
     const m = [matcher(arm, {management_groups: ['mg-a']})];
     const first = await runPlan(await sources.plan(m));
@@ -125,8 +127,14 @@ describe('a subscription moving out of the group', () => {
     expect(reconcile(current, evaluate(failed, context()), failed, 'g1').items.map((i) => i.action)).toEqual(['stale', 'stale']);
 
     arm.setFault(undefined);
+    // One good walk without it could be a move racing the walk: kept, stale, its source skipped.
+    const once = await runPlan(await sources.plan(m));
+    expect(ids(once)).toEqual([`aks:${S2}`, `aks:${S3}`, `aks:${S6}`]);
+    expect(resultOf(once, `aks:${S3}`)).toMatchObject({ok: true, notAListing: true, skippedReason: expect.stringContaining('missing from this management group walk') as unknown});
+    expect(reconcile(current, evaluate(once, context()), once, 'g1').items.map((i) => [i.labels['subscription-id'], i.action])).toEqual([[S2, 'unchanged'], [S3, 'stale']]);
+    // The second good walk without it deregisters it.
     const walked = await runPlan(await sources.plan(m));
-    expect(ids(walked)).toEqual([`aks:${S2}`]);
+    expect(ids(walked)).toEqual([`aks:${S2}`, `aks:${S6}`]);
     const plan = reconcile(current, evaluate(walked, context()), walked, 'g1');
     expect(plan.items.map((i) => [i.labels['subscription-id'], i.action])).toEqual([[S2, 'unchanged'], [S3, 'delete']]);
   });

@@ -12,13 +12,14 @@ import {SUB_A, SUB_B, TENANT, fakeSources, matcher, resultOf, runPlan} from './a
 const SUB_C = '00000000-0000-0000-0000-0000000000cc';
 let world: ArmWorld;
 let arm: FakeArm;
+let disabled: string;
 
 beforeEach(async () => {
   await arm?.close();
   world = new ArmWorld();
   world.addSubscription({subscriptionId: SUB_A, tenantId: TENANT});
   world.addSubscription({subscriptionId: SUB_B, tenantId: TENANT});
-  world.addSubscription({displayName: 'gone', state: 'Disabled'});
+  disabled = world.addSubscription({displayName: 'gone', state: 'Disabled'}).subscriptionId.toLowerCase();
   world.addCluster({subscriptionId: SUB_A, resourceGroup: 'rg-a', name: 'a1'});
   world.addCluster({subscriptionId: SUB_B, resourceGroup: 'rg-b', name: 'b1'});
   arm = await startFakeArm({world});
@@ -35,13 +36,17 @@ describe('subscriptions', () => {
     const {sources} = fakeSources(arm);
     const m = [matcher(arm)];
 
-    expect(summary(await runPlan(await sources.plan(m)))).toEqual([[`aks:${SUB_A}`, true, ['a1']], [`aks:${SUB_B}`, true, ['b1']]]);
+    // The disabled one is a skipped source (no call): whatever it had registered is kept, stale.
+    const first = await runPlan(await sources.plan(m));
+    expect(summary(first.filter((r) => !r.notAListing))).toEqual([[`aks:${SUB_A}`, true, ['a1']], [`aks:${SUB_B}`, true, ['b1']]]);
+    expect(resultOf(first, `aks:${disabled}`)).toMatchObject({ok: true, notAListing: true, skippedReason: expect.stringContaining('Disabled') as unknown});
+    expect(arm.stats.requests.filter((r) => r.subscription?.toLowerCase() === disabled)).toEqual([]);
 
     world.addSubscription({subscriptionId: SUB_C, tenantId: TENANT});
     world.addCluster({subscriptionId: SUB_C, resourceGroup: 'rg-c', name: 'c1'});
     const results = await runPlan(await sources.plan(m));
 
-    expect(summary(results)).toEqual([[`aks:${SUB_A}`, true, ['a1']], [`aks:${SUB_B}`, true, ['b1']], [`aks:${SUB_C}`, true, ['c1']]]);
+    expect(summary(results.filter((r) => !r.notAListing))).toEqual([[`aks:${SUB_A}`, true, ['a1']], [`aks:${SUB_B}`, true, ['b1']], [`aks:${SUB_C}`, true, ['c1']]]);
     expect(arm.stats.count({operation: 'subscriptions.list', status: 200})).toBe(4);
     expect(resultOf(results, `aks:${SUB_C}`).clusters[0]).toMatchObject({account: SUB_C, tenantId: TENANT});
   });

@@ -159,9 +159,11 @@ describe('organization matcher against the fake', () => {
     const body = (await metrics.render()).body;
     expect(body).toMatch(/kube_discovery_source_errors_total\{cloud="AWS",region="[^"]+",reason="access_denied"\} 1/);
     expect(body).not.toContain('666666666666');
-    // The suspended account is never assumed into; the excluded subtree is never listed.
+    // The suspended account is never assumed into (one skipped source keeps whatever it had);
+    // the excluded subtree is never listed.
     expect(fake.stats.count({operation: 'AssumeRole'})).toBe(3);
-    expect(report.sources.some((s) => s.account === '888888888888' || s.account === '444444444444')).toBe(false);
+    expect(report.sources.filter((s) => s.account === '888888888888')).toEqual([expect.objectContaining({id: 'eks:*:888888888888', ok: true, skipped: expect.stringContaining('SUSPENDED') as unknown})]);
+    expect(report.sources.some((s) => s.account === '444444444444')).toBe(false);
   });
 
   it('include ["*"] with an excluded OU skips that OU and everything below it', async () => {
@@ -285,7 +287,7 @@ describe('regions ["*"] of an organization matcher', () => {
       expect(names).toContain('opt-in-cluster-eks-me-south-1-222222222222');
       expect(names.filter((n) => n.endsWith('-333333333333'))).toEqual([`c-333-a-eks-us-east-1-333333333333`, `c-333-b-eks-us-east-1-333333333333`]);
       // One source per enabled region: 3 + 1 (666 refuses its role and is one failed source).
-      expect(first.sources.filter((s) => s.ok).map((s) => s.id).sort()).toEqual([
+      expect(first.sources.filter((s) => s.ok && !s.skipped).map((s) => s.id).sort()).toEqual([
         'eks:eu-west-1:222222222222', 'eks:me-south-1:222222222222', 'eks:us-east-1:222222222222', 'eks:us-east-1:333333333333',
       ]);
       expect(fake.stats.count({operation: 'ListRegions'})).toBeGreaterThanOrEqual(2);

@@ -174,7 +174,19 @@ export class OrganizationPlanner {
     ready.sort((a, b) => a.account.localeCompare(b.account));
     // The walk is no snapshot: an account moved between OUs while it ran can be missing from both
     // listings. One walk without an account keeps its clusters (stale); the second deregisters them.
-    const walked = new Set(walk.accounts.map((a) => a.id));
+    const walked = new Set([...walk.accounts.map((a) => a.id), ...walk.suspended]);
+    // A suspended account is still a member and its clusters still exist; it cannot be listed, so
+    // nothing is known to be gone: its entries stay (stale) until it is ACTIVE again, closed or gone.
+    for (const account of walk.suspended) {
+      failed.push({
+        source: accountSource(matcherIndex, account),
+        ok: true,
+        clusters: [],
+        malformed: [],
+        skippedReason: 'account SUSPENDED in the organization: not listed; its clusters are kept until it is ACTIVE again, closed or gone',
+        notAListing: true,
+      });
+    }
     for (const account of this.#accountsOf.get(matcherIndex) ?? []) {
       if (walked.has(account)) continue;
       failed.push({
@@ -186,7 +198,7 @@ export class OrganizationPlanner {
         notAListing: true,
       });
     }
-    this.#forgetAccountsNotIn(matcherIndex, walk.accounts.map((a) => a.id));
+    this.#forgetAccountsNotIn(matcherIndex, [...walked]);
 
     // Region-major order: the cycle's FIFO source queue then spreads its slots over every account.
     const fetchers: ClusterFetcher[] = [];

@@ -45,6 +45,11 @@ export interface OrganizationWalk {
   readonly accounts: readonly OrganizationAccount[];
   /** Accounts seen but not ACTIVE (suspended, pending closure ...), by id. */
   readonly inactive: number;
+  /**
+   * Selected accounts AWS has suspended, sorted: still members, their clusters still exist, but
+   * nothing can list them. Their entries are kept (stale), unlike those of accounts being closed.
+   */
+  readonly suspended: readonly string[];
   /** API calls the walk made (for the bench and debug logs). */
   readonly calls: number;
 }
@@ -137,6 +142,7 @@ export async function walkOrganization(client: OrganizationsApi, scope: Organiza
   const exclude = new Set(scope.exclude);
   const accounts = new Map<string, OrganizationAccount>();
   let inactive = 0;
+  const suspended = new Set<string>();
 
   // Visits one parent: its accounts when it lies inside an included subtree, then its child OUs.
   const visit = async (parentId: string, path: readonly string[], included: boolean): Promise<void> => {
@@ -154,6 +160,7 @@ export async function walkOrganization(client: OrganizationsApi, scope: Organiza
             if (state === undefined) throw malformed('ListAccountsForParent', `account ${account.Id} without a State or Status Organizations documents`);
             if (state !== 'ACTIVE') {
               inactive++;
+              if (state === 'SUSPENDED') suspended.add(account.Id);
               continue;
             }
             accounts.set(account.Id, {id: account.Id, name: typeof account.Name === 'string' ? account.Name : '', path});
@@ -189,6 +196,8 @@ export async function walkOrganization(client: OrganizationsApi, scope: Organiza
     partition,
     accounts: [...accounts.values()].sort((a, b) => a.id.localeCompare(b.id)),
     inactive,
+    // Seen ACTIVE in another listing of this walk (a state change while it ran): listed as ACTIVE.
+    suspended: [...suspended].filter((id) => !accounts.has(id)).sort(),
     calls,
   };
 }

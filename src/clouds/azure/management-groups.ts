@@ -103,9 +103,9 @@ export async function walkManagementGroups(api: ManagementGroupsApi, groups: rea
 /**
  * The targets of a `management_groups` matcher: every subscription the walk found, with the
  * state and tenant the subscriptions list gave it. One the list showed in a state that cannot
- * be listed (Disabled, Deleted) is left out; one the list did not show at all (the identity sees
- * the group but holds no role on it) is kept, so its AKS listing fails as that subscription's
- * own source instead of its clusters being deregistered.
+ * be listed (Disabled, Deleted) is left out (the caller keeps a Disabled one's entries); one the
+ * list did not show at all (the identity sees the group but holds no role on it) is kept, so its
+ * AKS listing fails as that subscription's own source instead of its clusters being deregistered.
  */
 export function scopeToManagementGroups<T extends {readonly subscriptionId: string}>(walk: ManagementGroupWalk, listable: readonly T[], listed: ReadonlySet<string>): (T | {subscriptionId: string})[] {
   const byId = new Map(listable.map((t) => [t.subscriptionId.toLowerCase(), t]));

@@ -66,6 +66,11 @@ const MANAGED_CLUSTERS = 'providers/Microsoft.ContainerService/managedClusters';
 
 /** Subscription states whose resources can be listed. */
 const LISTABLE_STATES: ReadonlySet<string> = new Set(['Enabled', 'Warned', 'PastDue']);
+/**
+ * A Disabled subscription (unpaid, credit spent) is still the tenant's and comes back when
+ * re-enabled, with its clusters: it is not listed, and its entries are kept (stale). A Deleted one is gone.
+ */
+const HELD_STATE = 'Disabled';
 /** Every subscription state Azure documents; any other value is a malformed record. */
 const KNOWN_STATES: ReadonlySet<string> = new Set([...LISTABLE_STATES, 'Disabled', 'Deleted']);
 
@@ -93,6 +98,8 @@ export class AzureSources {
   readonly #managementGroupClients = new Map<string, ManagementGroupsAPI>();
   readonly #queues = new Map<string, PQueue>();
   readonly #kubeconfigs = new Map<string, CachedUserCredential>();
+  /** Subscriptions of each `management_groups` matcher's last good walk: one missing from the next walk is kept once (see #targets). */
+  readonly #walkedOf = new Map<number, ReadonlySet<string>>();
   /** Client of each subscription seen by the last plan, for loading local-account credentials on demand. */
   #bySubscription = new Map<string, ContainerServiceClient>();
   /** Local-account tokens, shared with the probe's token source. */
@@ -122,18 +129,27 @@ export class AzureSources {
     const failed: SourceResult[] = [];
     const bySubscription = new Map<string, ContainerServiceClient>();
     const planned = await Promise.all(
-      matchers.map(async (matcher, matcherIndex) => ({matcher, matcherIndex, targets: matcher.types.includes('aks') ? await this.#targets(matcher) : []})),
+      matchers.map(async (matcher, matcherIndex) => ({matcher, matcherIndex, scope: matcher.types.includes('aks') ? await this.#targets(matcher, matcherIndex) : {targets: []}})),
     );
-    for (const {matcher, matcherIndex, targets} of planned) {
-      if ('error' in targets) {
+    for (const {matcher, matcherIndex, scope} of planned) {
+      if ('error' in scope) {
         const source = aksSource(matcherIndex, '');
-        const error = targets.error instanceof ManagementGroupWalkError ? targets.error.failure : azureFailure(targets.error, 'Subscriptions.List');
+        const error = scope.error instanceof ManagementGroupWalkError ? scope.error.failure : azureFailure(scope.error, 'Subscriptions.List');
         failed.push({source, ok: false, clusters: [], malformed: [], error});
         this.#logger.warn({source: source.id, operation: error.operation, code: error.code}, 'Azure subscription listing failed; every subscription of the matcher is kept as it is');
         continue;
       }
+      const skip = (subscription: string, skippedReason: string): void => {
+        failed.push({source: aksSource(matcherIndex, subscription), ok: true, clusters: [], malformed: [], skippedReason, notAListing: true});
+      };
+      for (const subscription of scope.missed ?? []) {
+        skip(subscription, 'subscription missing from this management group walk only (moved while it ran, or gone); deregistered if the next walk lacks it too');
+      }
+      for (const subscription of scope.disabled ?? []) {
+        skip(subscription, `subscription ${HELD_STATE}: not listed; its clusters are kept until it is enabled again, deleted or out of scope`);
+      }
       const groups = matcher.resource_groups.includes('*') ? [undefined] : uniqueCaseless(matcher.resource_groups);
-      for (const target of targets) {
+      for (const target of scope.targets) {
         const {client, api} = this.#clusterClient(matcher, target.subscriptionId);
         bySubscription.set(target.subscriptionId, client);
         for (const resourceGroup of groups) {
@@ -176,13 +192,15 @@ export class AzureSources {
     this.localAccounts.prune();
   }
 
-  async #targets(matcher: AzureSourceMatcher): Promise<Target[] | {error: unknown}> {
+  /** The matcher's subscriptions; with `management_groups`, also those the previous good walk had and this one missed. */
+  async #targets(matcher: AzureSourceMatcher, matcherIndex: number): Promise<{targets: Target[]; missed?: readonly string[]; disabled?: readonly string[]} | {error: unknown}> {
     if (!matcher.subscriptions.includes('*')) {
-      return uniqueCaseless(matcher.subscriptions).map((s) => ({subscriptionId: s.toLowerCase()}));
+      return {targets: uniqueCaseless(matcher.subscriptions).map((s) => ({subscriptionId: s.toLowerCase()}))};
     }
     const client = this.#subscriptionClient(matcher);
     const targets: Target[] = [];
     const seen = new Set<string>();
+    const disabled: string[] = [];
     // The walk runs beside the listing; it settles to a value so a failed listing leaves no rejection behind.
     const groups = matcher.management_groups;
     const walking: Promise<ManagementGroupWalk | {error: unknown}> | undefined = groups?.length
@@ -202,6 +220,7 @@ export class AzureSources {
           seen.add(id);
           if (sub.state && !LISTABLE_STATES.has(sub.state)) {
             this.#logger.debug({subscription: id, state: sub.state}, 'Azure subscription skipped: not listable in its state');
+            if (sub.state === HELD_STATE) disabled.push(id);
             continue;
           }
           targets.push({subscriptionId: id, ...(sub.tenantId ? {tenantId: sub.tenantId} : {})});
@@ -210,10 +229,17 @@ export class AzureSources {
     } catch (error) {
       return {error};
     }
-    if (!walking) return targets;
+    if (!walking) return {targets, disabled};
     const walk = await walking;
     if ('error' in walk) return walk;
-    return scopeToManagementGroups(walk, targets, seen);
+    // The walk is no snapshot: a subscription moved between groups while it ran (two named groups
+    // answering either side of the move, or a page already read) can be missing from every answer.
+    // One walk without a subscription keeps its clusters (stale); the second deregisters them.
+    const walked = new Set(walk.subscriptions);
+    const before = this.#walkedOf.get(matcherIndex);
+    const missed = before ? [...before].filter((id) => !walked.has(id)) : [];
+    this.#walkedOf.set(matcherIndex, walked);
+    return {targets: scopeToManagementGroups(walk, targets, seen), missed, disabled: disabled.filter((id) => walked.has(id))};
   }
 
   /** The credential and client options of a matcher, for other ARM clients (AKS access set-up) on the same identity and policies. */
