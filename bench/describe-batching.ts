@@ -8,7 +8,7 @@
  * service's SHA-256) over `--cycles` cycles of ListClusters + DescribeCluster per region, 20
  * regions at once, and prints per cycle: wall, process CPU, main-thread CPU (from
  * /proc/thread-self/stat: the event loop's own time, without V8's helper threads), the most
- * DescribeCalls the simulator saw in flight, clusters found and failed regions with the first error.
+ * DescribeCluster calls the simulator saw in flight, clusters found and failed regions with the first error.
  *
  *   node bench/describe-batching.ts [--caps 10,100,all] [--reps 3] [--cycles 3]
  *
