@@ -13,7 +13,7 @@ import {
   MoveAccountCommand,
   OrganizationsClient,
 } from '@aws-sdk/client-organizations';
-import {CreateClusterCommand, EKSClient} from '@aws-sdk/client-eks';
+import {CreateClusterCommand, DeleteClusterCommand, EKSClient} from '@aws-sdk/client-eks';
 import {AssumeRoleCommand, STSClient} from '@aws-sdk/client-sts';
 import {afterAll, beforeAll, expect, it} from 'vitest';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
@@ -36,6 +36,17 @@ describeWithMoto('organization matcher against moto', () => {
   let orgId = '';
   let root = '';
   const ou = {prod: '', prodEu: '', dev: ''};
+
+  /** Credentials of the member's role: moto keeps EKS per account of the caller. */
+  async function asMember(id: string) {
+    const sts = new STSClient({region: 'us-east-1'});
+    try {
+      const c = (await sts.send(new AssumeRoleCommand({RoleArn: `arn:aws:iam::${id}:role/${ROLE}`, RoleSessionName: 'setup'}))).Credentials;
+      return {accessKeyId: c?.AccessKeyId ?? '', secretAccessKey: c?.SecretAccessKey ?? '', sessionToken: c?.SessionToken ?? ''};
+    } finally {
+      sts.destroy();
+    }
+  }
 
   async function createAccount(name: string, parent: string): Promise<string> {
     const created = await orgs.send(new CreateAccountCommand({AccountName: name, Email: `${name}@example.com`}));
@@ -95,7 +106,18 @@ storage: {type: memory}
     const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'org-moto', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
     await heartbeat.start();
     const providers = new AwsCredentialProviders({env: process.env, base: () => Promise.resolve({accessKeyId: moto.env['AWS_ACCESS_KEY_ID'] ?? '', secretAccessKey: moto.env['AWS_SECRET_ACCESS_KEY'] ?? ''})});
-    const discovery = new Discovery({config, clock: systemClock, aws: {credentialProvider: (role) => providers.provider(role)}});
+    // Calls that went through the SDK's serialize step, by command: the organization path's short
+    // ListClusters / GetResources calls (lean-read.ts) skip it once each region client made one.
+    const serialized = new Map<string, number>();
+    const countSerialized = (client: {middlewareStack: unknown}): void =>
+      (client.middlewareStack as {add(mw: unknown, o: object): void}).add(
+        (next: (a: unknown) => Promise<unknown>, context: {commandName?: string}) => (args: unknown) => {
+          serialized.set(context.commandName ?? '', (serialized.get(context.commandName ?? '') ?? 0) + 1);
+          return next(args);
+        },
+        {step: 'serialize', name: 'testSerializeCounter', override: true},
+      );
+    const discovery = new Discovery({config, clock: systemClock, aws: {credentialProvider: (role) => providers.provider(role), onClient: countSerialized}});
     const registrar = createRegistrar(backend, heartbeat, 'org-moto');
     // moto's cluster CA is not a base64 PEM: each cluster is registered unhealthy (invalid_ca) under
     // Teleport's name; what this checks is which clusters were registered, from which account.
@@ -113,6 +135,18 @@ storage: {type: memory}
       const joined = await createAccount('prod2', ou['prod']);
       const second = await discovery.runCycle(registrar);
       expect(seen(second)).toEqual(expected(['prod1', prod], ['prodeu1', prodEu], ['prod2', joined]));
+
+      // Steady state on the short path: moto's own answers read without the SDK's serde; a cluster
+      // deleted in moto is deregistered (a good listing), every other one stays.
+      const eks = new EKSClient({region: 'eu-west-1', credentials: await asMember(prodEu)});
+      await eks.send(new DeleteClusterCommand({name: 'prodeu1-eu-west-1'}));
+      eks.destroy();
+      const sdkLists = serialized.get('ListClustersCommand') ?? 0;
+      const third = await discovery.runCycle(registrar);
+      expect(third.sources.filter((s) => !s.ok)).toEqual([]);
+      expect(seen(third)).toEqual(expected(['prod1', prod], ['prodeu1', prodEu], ['prod2', joined]).filter((n) => !n.startsWith('prodeu1-eu-west-1')));
+      expect(third.counts.delete).toBe(1);
+      expect(serialized.get('ListClustersCommand')).toBe(sdkLists);
     } finally {
       await heartbeat.stop({deregister: false});
       await backend.close();

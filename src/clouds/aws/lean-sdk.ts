@@ -59,20 +59,60 @@ export function leanSdkClient<C extends LeanableClient>(client: C): C {
   // them the same way the per-call signers did, once per request.
   let signer: SignatureV4 | undefined;
   config.signer = () => {
-    signer ??= new SignatureV4({
-      credentials: config.credentials as never,
-      region: config.region as never,
-      service: config.signingName ?? config.defaultSigningName ?? config.serviceId ?? '',
-      sha256: config.sha256 as never,
-      uriEscapePath: config.signingEscapePath ?? true,
-      ...(config.applyChecksum === undefined ? {} : {applyChecksum: config.applyChecksum}),
-    });
+    signer ??= withSigningKeyCache(
+      new SignatureV4({
+        credentials: config.credentials as never,
+        region: config.region as never,
+        service: config.signingName ?? config.defaultSigningName ?? config.serviceId ?? '',
+        sha256: config.sha256 as never,
+        uriEscapePath: config.signingEscapePath ?? true,
+        ...(config.applyChecksum === undefined ? {} : {applyChecksum: config.applyChecksum}),
+      }),
+    );
     return Promise.resolve(signer);
   };
   stack.remove('loggerMiddleware');
   stack.remove('recursionDetectionMiddleware');
   stack.add(memoizedUserAgent(config), {step: 'build', priority: 'low', name: 'getUserAgentMiddleware', tags: ['SET_USER_AGENT', 'USER_AGENT'], override: true});
   return client;
+}
+
+interface Credentials {
+  readonly accessKeyId: string;
+  readonly secretAccessKey: string;
+  readonly sessionToken?: string;
+}
+type DeriveKey = (credentials: Credentials, region: string, shortDate: string, service?: string) => Promise<Uint8Array>;
+
+/** Signing keys remembered (a few per (account, region, service) in flight; ~200 bytes each). */
+const SIGNING_KEYS = 4_096;
+const signingKeys = new Map<string, {readonly secret: string; readonly key: Promise<Uint8Array>}>();
+
+/**
+ * The signer's key derivation (four HMACs, plus a fifth for the key of the SDK's own 50-entry
+ * cache, on every request) looked up by (day, region, service, access key id, session token)
+ * instead; an entry is used only for the same secret key, so a rotated secret derives anew.
+ * The derivation itself is still the signer's own.
+ */
+function withSigningKeyCache(signer: SignatureV4): SignatureV4 {
+  const target = signer as unknown as {getSigningKey: DeriveKey; readonly service: string};
+  const derive = target.getSigningKey.bind(signer);
+  target.getSigningKey = (credentials, region, shortDate, signingService) => {
+    // As the signer does: the call's signing service, else its own. The cache is shared by every client.
+    const service = signingService || target.service;
+    const name = `${shortDate}\n${region}\n${service}\n${credentials.accessKeyId}\n${credentials.sessionToken ?? ''}`;
+    const hit = signingKeys.get(name);
+    if (hit && hit.secret === credentials.secretAccessKey) return hit.key;
+    const key = derive(credentials, region, shortDate, service);
+    // A failed derivation is not remembered.
+    key.catch(() => {
+      if (signingKeys.get(name)?.key === key) signingKeys.delete(name);
+    });
+    if (signingKeys.size >= SIGNING_KEYS) signingKeys.delete(signingKeys.keys().next().value as string);
+    signingKeys.set(name, {secret: credentials.secretAccessKey, key});
+    return key;
+  };
+  return signer;
 }
 
 /** The SDK's user-agent middleware for the first request; its two header values for the later ones. */

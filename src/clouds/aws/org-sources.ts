@@ -9,9 +9,9 @@ import {AsyncLocalStorage} from 'node:async_hooks';
 import {Agent as HttpAgent} from 'node:http';
 import {Agent as HttpsAgent} from 'node:https';
 import {AccountClient} from '@aws-sdk/client-account';
-import {EKSClient} from '@aws-sdk/client-eks';
+import {EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
 import {OrganizationsClient} from '@aws-sdk/client-organizations';
-import {ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
+import {GetResourcesCommand, ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import PQueue from 'p-queue';
 import type {ClusterFetcher} from '../fetcher.ts';
 import {systemClock, type Clock} from '../../core/clock.ts';
@@ -25,6 +25,7 @@ import {awsFailure} from './errors.ts';
 import {awsRequestHandler} from './sources.ts';
 import {OrganizationWalkError, walkOrganization, type OrganizationsApi, type OrganizationWalk} from './organization.ts';
 import {leanSdkClient} from './lean-sdk.ts';
+import {getResourcesOperation, leanReads, listClustersOperation} from './lean-read.ts';
 import {expandRegions, type AwsPartition} from './regions.ts';
 import {NodeSha256} from './sha256.ts';
 import {TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
@@ -318,7 +319,8 @@ export class OrganizationPlanner {
           }),
         );
         this.#options.onClient?.(eks);
-        client = eks;
+        // One ListClusters per (account, region) each cycle: the short path (lean-read.ts).
+        client = leanReads(eks, [listClustersOperation(ListClustersCommand)]);
       }
       this.#eksClients.set(region, client);
     }
@@ -368,7 +370,8 @@ export class OrganizationPlanner {
           }),
         );
         this.#options.onClient?.(tagging);
-        client = tagging;
+        // One GetResources per (account, region) each steady cycle: the short path (lean-read.ts).
+        client = leanReads(tagging, [getResourcesOperation(GetResourcesCommand)]);
       }
       this.#taggingClients.set(region, client);
     }
