@@ -42,7 +42,7 @@ export interface DriverRequest {
   readonly controlUrl: string;
   /** Churn this percentage before every cycle but the first (0: none). */
   readonly churnPercent?: number;
-  /** Service mode: write a V8 CPU profile of the steady cycles (all but the first) to this file. */
+  /** Service mode: a V8 CPU profile (or, for a `.heapprofile` file, a sampling allocation profile) of the steady cycles, all but the first. */
   readonly steadyProfile?: string;
 }
 
@@ -138,7 +138,7 @@ async function measuredCycles(request: DriverRequest, service: RunningService, c
   for (let i = 0; i < request.cycles; i++) {
     if (i > 0) {
       await beforeCycle(request, i);
-      if (i === 1 && request.steadyProfile !== undefined) profiler = await startProfiler();
+      if (i === 1 && request.steadyProfile !== undefined) profiler = await startProfiler(request.steadyProfile.endsWith('.heapprofile'));
       next = service.nextCycle();
       started = process.hrtime.bigint();
       cpu = process.cpuUsage();
@@ -164,16 +164,26 @@ async function measuredCycles(request: DriverRequest, service: RunningService, c
     process.stderr.write(`[driver] service cycle ${i + 1}/${request.cycles}: ${wallMs.toFixed(0)} ms, ${verdict.found}/${verdict.expected} registered\n`);
   }
   if (profiler && request.steadyProfile !== undefined) {
-    const {profile} = await profiler.post('Profiler.stop');
-    await writeFile(request.steadyProfile, JSON.stringify({...profile, cycleWindowsUs: windows}));
+    if (request.steadyProfile.endsWith('.heapprofile')) {
+      const {profile} = await profiler.post('HeapProfiler.getSamplingProfile');
+      await writeFile(request.steadyProfile, JSON.stringify(profile));
+    } else {
+      const {profile} = await profiler.post('Profiler.stop');
+      await writeFile(request.steadyProfile, JSON.stringify({...profile, cycleWindowsUs: windows}));
+    }
     profiler.disconnect();
   }
 }
 
 /** Starts V8's sampling profiler in this process (the steady cycles' profile, without the cold one). */
-async function startProfiler(): Promise<Session> {
+async function startProfiler(heap = false): Promise<Session> {
   const session = new Session();
   session.connect();
+  if (heap) {
+    await session.post('HeapProfiler.enable');
+    await session.post('HeapProfiler.startSampling', {samplingInterval: 16384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true});
+    return session;
+  }
   await session.post('Profiler.enable');
   await session.post('Profiler.start');
   return session;

@@ -7,7 +7,7 @@
  * first, and prints a JSON report: cycle wall vs the latency bound, calls by operation, CPU per
  * cluster, peak RSS and false deregistrations.
  *
- *   npm run bench:w5 [-- --scenario bench/scenarios/w5-management-groups.json] [--cycles 4] [--node-args="--max-old-space-size=256"] [--profile-steady FILE]
+ *   npm run bench:w5 [-- --scenario bench/scenarios/w5-management-groups.json] [--cycles 4] [--node-args="--max-old-space-size=256"] [--profile-steady FILE.cpuprofile|FILE.heapprofile]
  */
 import {mkdtemp, readFile, rm, writeFile} from 'node:fs/promises';
 import os from 'node:os';
@@ -173,7 +173,7 @@ async function main(argv: readonly string[]): Promise<void> {
   if (!Number.isInteger(cycles) || cycles < 2) throw new Error(`expected --cycles to be an integer >= 2 (one cold, then steady ones), got ${values.cycles}`);
   const scenario = mgScenarioSchema.parse(JSON.parse(await readFile(values.scenario, 'utf8')));
   const report = await runManagementGroupWorkload(scenario, {cycles, nodeArgs: values['node-args'].split(' ').filter(Boolean), ...(values['profile-steady'] === undefined ? {} : {steadyProfile: path.resolve(values['profile-steady'])})});
-  if (values['profile-steady'] !== undefined) process.stderr.write(`${JSON.stringify(await summarizeProfile(path.resolve(values['profile-steady']), path.join(HERE, '..'), 25), null, 2)}\n`);
+  if (values['profile-steady'] !== undefined && !values['profile-steady'].endsWith('.heapprofile')) process.stderr.write(`${JSON.stringify(await summarizeProfile(path.resolve(values['profile-steady']), path.join(HERE, '..'), 25), null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 }
 
