@@ -242,10 +242,10 @@ export class AzureSources {
       const base = `${cloud.armEndpoint.replace(/\/+$/, '')}/subscriptions/${encodeURIComponent(subscriptionId)}`;
       const api: AksApi = {
         // Each call names its ARM operation (the IAM test maps it to the role's action).
-        listPages: (resourceGroup, signal) =>
+        listPages: (resourceGroup, signal, memory) =>
           resourceGroup === undefined
-            ? armListPages('managedClusters.list', get, `${base}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION)
-            : armListPages('managedClusters.listByResourceGroup', get, `${base}/resourceGroups/${encodeURIComponent(resourceGroup)}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION),
+            ? armListPages('managedClusters.list', get, `${base}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION, memory)
+            : armListPages('managedClusters.listByResourceGroup', get, `${base}/resourceGroups/${encodeURIComponent(resourceGroup)}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION, memory),
         listClusterUserCredentials: (...args) => client.managedClusters.listClusterUserCredentials(...args),
       };
       entry = {client, api};
