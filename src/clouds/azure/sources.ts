@@ -64,6 +64,9 @@ export {withTokenDeadline} from '../../credentials/azure-identities.ts';
 const AKS_API_VERSION = '2026-04-01';
 const MANAGED_CLUSTERS = 'providers/Microsoft.ContainerService/managedClusters';
 
+/** The api-version of the subscriptions list: the one @azure/arm-resources-subscriptions 2.1 sends. */
+const SUBSCRIPTIONS_API_VERSION = '2022-12-01';
+
 /** Subscription states whose resources can be listed. */
 const LISTABLE_STATES: ReadonlySet<string> = new Set(['Enabled', 'Warned', 'PastDue']);
 /** Every subscription state Azure documents; any other value is a malformed record. */
@@ -189,19 +192,25 @@ export class AzureSources {
       ? walkManagementGroups(this.#managementGroupsClient(matcher).managementGroups, groups).catch((error: unknown) => ({error}))
       : undefined;
     try {
-      for await (const page of client.subscriptions.list().byPage()) {
-        for (const sub of page) {
+      // Read as ARM's JSON, parsed once and checked (arm-list.ts): the SDK's pager parsed each page
+      // three times (our shape check, its JSON body, its model mapper), every cycle.
+      const {cloud, httpClient} = this.#clientOptions(matcher);
+      const url = `${cloud.armEndpoint.replace(/\/+$/, '')}/subscriptions?api-version=${SUBSCRIPTIONS_API_VERSION}`;
+      for await (const page of armListPages('subscriptions.list', pipelineGet(client.pipeline, httpClient), url, new AbortController().signal, SUBSCRIPTIONS_API_VERSION)) {
+        for (const item of page) {
+          const sub = readSubscription(item);
           // Malformed is not "not there": a record that does not say which subscription, or in what
           // state, fails the listing rather than drop that subscription's clusters.
           const id = (sub.subscriptionId ?? /^\/subscriptions\/([^/]+)$/i.exec(sub.id ?? '')?.[1])?.toLowerCase();
           if (!id) throw Object.assign(new Error('the subscriptions list returned a record without a subscription id'), {code: 'InvalidResponse'});
-          if (sub.state !== undefined && !KNOWN_STATES.has(sub.state)) {
-            throw Object.assign(new Error(`subscription ${id} is in state ${JSON.stringify(sub.state).slice(0, 40)}, which is not an Azure subscription state`), {code: 'InvalidResponse'});
+          const state = sub.state;
+          if (state !== undefined && (typeof state !== 'string' || !KNOWN_STATES.has(state))) {
+            throw Object.assign(new Error(`subscription ${id} is in state ${String(JSON.stringify(state)).slice(0, 40)}, which is not an Azure subscription state`), {code: 'InvalidResponse'});
           }
           if (seen.has(id)) continue;
           seen.add(id);
-          if (sub.state && !LISTABLE_STATES.has(sub.state)) {
-            this.#logger.debug({subscription: id, state: sub.state}, 'Azure subscription skipped: not listable in its state');
+          if (state && !LISTABLE_STATES.has(state)) {
+            this.#logger.debug({subscription: id, state}, 'Azure subscription skipped: not listable in its state');
             continue;
           }
           targets.push({subscriptionId: id, ...(sub.tenantId ? {tenantId: sub.tenantId} : {})});
@@ -313,6 +322,22 @@ export function aksSource(matcherIndex: number, subscriptionId: string, resource
     ...(resourceGroup ? {resourceGroup} : {}),
     matcherIndex,
   };
+}
+
+/** The fields the plan reads of one subscriptions list record; a field of the wrong JSON type fails the listing. */
+function readSubscription(item: Readonly<Record<string, unknown>>): {subscriptionId?: string; id?: string; state?: unknown; tenantId?: string} {
+  const text = (key: string): string | undefined => {
+    const value = item[key];
+    if (value === undefined || value === null) return undefined;
+    if (typeof value !== 'string') throw Object.assign(new Error(`the subscriptions list returned a record whose ${key} is not a string`), {code: 'InvalidResponse'});
+    return value;
+  };
+  const subscriptionId = text('subscriptionId');
+  const id = text('id');
+  const tenantId = text('tenantId');
+  // Judged by the caller against the states Azure documents (null is not one of them).
+  const state = item['state'];
+  return {...(subscriptionId === undefined ? {} : {subscriptionId}), ...(id === undefined ? {} : {id}), ...(state === undefined ? {} : {state}), ...(tenantId === undefined ? {} : {tenantId})};
 }
 
 function identityOf(matcher: AzureSourceMatcher): {cloud?: AzureCloudName; clientId?: string} {
