@@ -21,7 +21,7 @@ import {armListPages, pipelineGet} from './arm-list.ts';
 import {pooledHttpClient} from './http-client.ts';
 import {azureCloud, type AzureCloudName} from './clouds.ts';
 import {azureFailure} from './errors.ts';
-import {ManagementGroupWalkError, scopeToManagementGroups, walkManagementGroups, type ManagementGroupWalk} from './management-groups.ts';
+import {MANAGEMENT_GROUPS_API_VERSION, ManagementGroupWalkError, scopeToManagementGroups, walkManagementGroups, type DescendantPages, type ManagementGroupWalk} from './management-groups.ts';
 import {armClientOptions, type AzureClientOptions, type DiscoveryPolicyOptions} from './pipeline.ts';
 
 /** The part of an `azure:` matcher that decides where to look. */
@@ -189,7 +189,7 @@ export class AzureSources {
     // The walk runs beside the listing; it settles to a value so a failed listing leaves no rejection behind.
     const groups = matcher.management_groups;
     const walking: Promise<ManagementGroupWalk | {error: unknown}> | undefined = groups?.length
-      ? walkManagementGroups(this.#managementGroupsClient(matcher).managementGroups, groups).catch((error: unknown) => ({error}))
+      ? walkManagementGroups(this.#descendantPages(matcher), groups).catch((error: unknown) => ({error}))
       : undefined;
     try {
       // Read as ARM's JSON, parsed once and checked (arm-list.ts): the SDK's pager parsed each page
@@ -272,6 +272,15 @@ export class AzureSources {
       this.#subscriptionClients.set(key, client);
     }
     return client;
+  }
+
+  /** The descendants of a group, page by page, through the management groups client's pipeline. */
+  #descendantPages(matcher: AzureSourceMatcher): DescendantPages {
+    const {cloud, httpClient} = this.#clientOptions(matcher);
+    const get = pipelineGet(this.#managementGroupsClient(matcher).pipeline, httpClient);
+    const base = `${cloud.armEndpoint.replace(/\/+$/, '')}/providers/Microsoft.Management/managementGroups`;
+    return (group, signal) =>
+      armListPages('managementGroups.listDescendants', get, `${base}/${encodeURIComponent(group)}/descendants?api-version=${MANAGEMENT_GROUPS_API_VERSION}`, signal, MANAGEMENT_GROUPS_API_VERSION);
   }
 
   #managementGroupsClient(matcher: AzureSourceMatcher): ManagementGroupsAPI {
