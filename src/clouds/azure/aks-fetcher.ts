@@ -8,7 +8,7 @@ import type PQueue from 'p-queue';
 import type {Clock} from '../../core/clock.ts';
 import type {ClusterAccess, DiscoveredCluster, MalformedCluster, SourceRef, SourceResult} from '../../core/types.ts';
 import {parseAksKubeconfig, type AksUserKubeconfig} from '../../credentials/aks-kubeconfig.ts';
-import {accountOf, type AksClusterRef, type AksLocalAccounts} from '../../credentials/aks-local-accounts.ts';
+import {accountOf, type AksClusterRef, type AksLocalAccount, type AksLocalAccounts} from '../../credentials/aks-local-accounts.ts';
 import {AKS_SERVER_ID} from '../../credentials/aks-token.ts';
 import {silentLogger, type Logger} from '../../observability/logger.ts';
 import type {ClusterFetcher} from '../fetcher.ts';
@@ -317,20 +317,30 @@ function knownEndpoint(cluster: DiscoveredCluster, record: AksRecord, options: A
   }
   const cached = freshKubeconfig(cluster.id ?? '', record, options);
   if (!cached) return undefined;
-  options.localAccounts?.record(refOf(cluster), accountOf(cached));
-  return withEndpointOnce(cluster, cached, () => clusterWithKubeconfig(cluster, record, cached));
+  const memo = endpoints.get(cluster);
+  if (memo?.via === cached && memo.account !== undefined) {
+    // Recorded again (the store forgets clusters no cycle saw), with the objects of the first time.
+    options.localAccounts?.record(memo.ref, memo.account);
+    return memo.result;
+  }
+  const ref = refOf(cluster);
+  const account = accountOf(cached);
+  options.localAccounts?.record(ref, account);
+  const result = clusterWithKubeconfig(cluster, record, cached);
+  endpoints.set(cluster, {via: cached, result, ref, account});
+  return result;
 }
 
 const LOCAL_ACCOUNTS_OFF = {};
 // The same converted cluster with the same cached kubeconfig comes out the same: made once, then
 // handed on as that object (keep() then finds it identical to the last listing's at once).
-const endpoints = new WeakMap<DiscoveredCluster, {readonly via: object; readonly result: DiscoveredCluster}>();
+const endpoints = new WeakMap<DiscoveredCluster, {readonly via: object; readonly result: DiscoveredCluster; readonly ref: AksClusterRef; readonly account?: AksLocalAccount}>();
 
 function withEndpointOnce(cluster: DiscoveredCluster, via: object, make: () => DiscoveredCluster): DiscoveredCluster {
   const memo = endpoints.get(cluster);
   if (memo?.via === via) return memo.result;
   const result = make();
-  endpoints.set(cluster, {via, result});
+  endpoints.set(cluster, {via, result, ref: refOf(cluster)});
   return result;
 }
 
@@ -357,10 +367,17 @@ function fqdnEndpointOf(record: AksRecord): {endpoint?: string} {
   return fqdn ? {endpoint: `https://${fqdn}:443`} : {};
 }
 
-/** What a cached kubeconfig was fetched for: the record's eTag and FQDNs. */
+/** What a cached kubeconfig was fetched for: the record's eTag and FQDNs (records are not changed once read). */
 function versionOf(record: AksRecord): string {
-  return `${record.eTag ?? ''}|${record.fqdn ?? ''}|${record.privateFqdn ?? ''}`;
+  let version = versions.get(record);
+  if (version === undefined) {
+    version = `${record.eTag ?? ''}|${record.fqdn ?? ''}|${record.privateFqdn ?? ''}`;
+    versions.set(record, version);
+  }
+  return version;
 }
+
+const versions = new WeakMap<AksRecord, string>();
 
 function freshKubeconfig(id: string, record: AksRecord, options: AksFetcherOptions): AksUserKubeconfig | undefined {
   const cached = options.credentialCache?.get(id);
