@@ -16,7 +16,8 @@
  *   node bench/cycle-driver.ts -- '{"mode":"service","config":"...","cycles":5,"controlUrl":"..."}'
  */
 import {DescribeClusterCommand, EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
-import {readFile} from 'node:fs/promises';
+import {readFile, writeFile} from 'node:fs/promises';
+import {Session} from 'node:inspector/promises';
 import PQueue from 'p-queue';
 import {pino} from 'pino';
 import type {KubeServer} from '../heartbeats/kube-server.ts';
@@ -41,6 +42,8 @@ export interface DriverRequest {
   readonly controlUrl: string;
   /** Churn this percentage before every cycle but the first (0: none). */
   readonly churnPercent?: number;
+  /** Service mode: a V8 CPU profile (or, for a `.heapprofile` file, a sampling allocation profile) of the steady cycles, all but the first. */
+  readonly steadyProfile?: string;
 }
 
 /** One measured cycle. */
@@ -130,9 +133,12 @@ async function runService(request: DriverRequest, config: Config, live: {mb?: Re
 async function measuredCycles(request: DriverRequest, service: RunningService, cycles: DriverCycle[], first: {started: bigint; cpu: NodeJS.CpuUsage}): Promise<void> {
   let {started, cpu} = first;
   let next = service.nextCycle();
+  let profiler: Session | undefined;
+  const windows: [number, number][] = [];
   for (let i = 0; i < request.cycles; i++) {
     if (i > 0) {
       await beforeCycle(request, i);
+      if (i === 1 && request.steadyProfile !== undefined) profiler = await startProfiler(request.steadyProfile.endsWith('.heapprofile'));
       next = service.nextCycle();
       started = process.hrtime.bigint();
       cpu = process.cpuUsage();
@@ -140,6 +146,7 @@ async function measuredCycles(request: DriverRequest, service: RunningService, c
     }
     const report = await next;
     const wallMs = elapsedMs(started);
+    if (profiler) windows.push([Number(started / 1000n), Number(process.hrtime.bigint() / 1000n)]);
     const usage = cpuMs(cpu);
     const stats = await control<SimStats>(request.controlUrl, 'GET', '/stats');
     const current = service.inventory.list();
@@ -156,6 +163,30 @@ async function measuredCycles(request: DriverRequest, service: RunningService, c
     });
     process.stderr.write(`[driver] service cycle ${i + 1}/${request.cycles}: ${wallMs.toFixed(0)} ms, ${verdict.found}/${verdict.expected} registered\n`);
   }
+  if (profiler && request.steadyProfile !== undefined) {
+    if (request.steadyProfile.endsWith('.heapprofile')) {
+      const {profile} = await profiler.post('HeapProfiler.getSamplingProfile');
+      await writeFile(request.steadyProfile, JSON.stringify(profile));
+    } else {
+      const {profile} = await profiler.post('Profiler.stop');
+      await writeFile(request.steadyProfile, JSON.stringify({...profile, cycleWindowsUs: windows}));
+    }
+    profiler.disconnect();
+  }
+}
+
+/** Starts V8's sampling profiler in this process (the steady cycles' profile, without the cold one). */
+async function startProfiler(heap = false): Promise<Session> {
+  const session = new Session();
+  session.connect();
+  if (heap) {
+    await session.post('HeapProfiler.enable');
+    await session.post('HeapProfiler.startSampling', {samplingInterval: 16384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true});
+    return session;
+  }
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  return session;
 }
 
 /** The SDK floor: same clients and concurrency as the service's AWS sources, nothing else. */

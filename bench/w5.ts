@@ -7,7 +7,7 @@
  * first, and prints a JSON report: cycle wall vs the latency bound, calls by operation, CPU per
  * cluster, peak RSS and false deregistrations.
  *
- *   npm run bench:w5 [-- --scenario bench/scenarios/w5-management-groups.json] [--cycles 4] [--node-args="--max-old-space-size=256"]
+ *   npm run bench:w5 [-- --scenario bench/scenarios/w5-management-groups.json] [--cycles 4] [--node-args="--max-old-space-size=256"] [--profile-steady FILE.cpuprofile|FILE.heapprofile]
  */
 import {mkdtemp, readFile, rm, writeFile} from 'node:fs/promises';
 import os from 'node:os';
@@ -17,6 +17,7 @@ import {startFakeArm, type FakeArm} from '../test/fakes/arm-server.ts';
 import {sharedServerTls} from '../test/fakes/tls-ca.ts';
 import {runChild} from './child.ts';
 import {startControl} from './control-server.ts';
+import {summarizeProfile} from './profile.ts';
 import type {DriverRequest, DriverResult} from './cycle-driver.ts';
 import {ManagementGroupWorld, ROOT_GROUP, mgScenarioSchema, type MgScenario} from './mg-world.ts';
 import {startSimIdentity} from './sim-identity.ts';
@@ -72,7 +73,7 @@ const median = (xs: readonly number[]): number => {
 };
 
 /** Runs W5 and returns its report. */
-export async function runManagementGroupWorkload(scenario: MgScenario, options: {cycles: number; nodeArgs?: readonly string[]; log?: (l: string) => void}): Promise<Record<string, unknown>> {
+export async function runManagementGroupWorkload(scenario: MgScenario, options: {cycles: number; nodeArgs?: readonly string[]; steadyProfile?: string; log?: (l: string) => void}): Promise<Record<string, unknown>> {
   const log = options.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const world = new ManagementGroupWorld(scenario);
   const identity = await startSimIdentity();
@@ -103,7 +104,7 @@ export async function runManagementGroupWorkload(scenario: MgScenario, options: 
     const configFile = path.join(dir, 'config.yaml');
     await writeFile(configFile, `${JSON.stringify(config, null, 2)}\n`);
     log(`${scenario.name}: ${scenario.subscriptions} subscriptions (${world.deniedSubscriptions} denying) in ${world.nestedGroups} nested groups under ${ROOT_GROUP}, ${scenario.outside_subscriptions} outside, ${world.size} clusters, ${world.expectedKeys().size} discoverable`);
-    const request: DriverRequest = {mode: 'service', config: configFile, cycles: options.cycles, controlUrl: control.url, churnPercent: 1};
+    const request: DriverRequest = {mode: 'service', config: configFile, cycles: options.cycles, controlUrl: control.url, churnPercent: 1, ...(options.steadyProfile === undefined ? {} : {steadyProfile: options.steadyProfile})};
     const env = {...identity.env, NODE_EXTRA_CA_CERTS: caFile, AWS_EC2_METADATA_DISABLED: 'true'};
     const outcome = await runChild<DriverResult>(path.join(HERE, 'cycle-driver.ts'), request, {env, nodeArgs: options.nodeArgs ?? [], onProgress: (l) => log(`  ${l}`)});
     if (!outcome.ok) throw new Error(`${scenario.name}: the service run failed: ${outcome.reason}`);
@@ -175,13 +176,15 @@ async function main(argv: readonly string[]): Promise<void> {
       scenario: {type: 'string', default: path.join(HERE, 'scenarios', 'w5-management-groups.json')},
       cycles: {type: 'string', default: '4'},
       'node-args': {type: 'string', default: ''},
+      'profile-steady': {type: 'string'},
     },
     strict: true,
   });
   const cycles = Number(values.cycles);
   if (!Number.isInteger(cycles) || cycles < 2) throw new Error(`expected --cycles to be an integer >= 2 (one cold, then steady ones), got ${values.cycles}`);
   const scenario = mgScenarioSchema.parse(JSON.parse(await readFile(values.scenario, 'utf8')));
-  const report = await runManagementGroupWorkload(scenario, {cycles, nodeArgs: values['node-args'].split(' ').filter(Boolean)});
+  const report = await runManagementGroupWorkload(scenario, {cycles, nodeArgs: values['node-args'].split(' ').filter(Boolean), ...(values['profile-steady'] === undefined ? {} : {steadyProfile: path.resolve(values['profile-steady'])})});
+  if (values['profile-steady'] !== undefined && !values['profile-steady'].endsWith('.heapprofile')) process.stderr.write(`${JSON.stringify(await summarizeProfile(path.resolve(values['profile-steady']), path.join(HERE, '..'), 25), null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 }
 

@@ -158,8 +158,16 @@ function serverOf(judgement: Judgement, cluster: DiscoveredCluster, ctx: Evaluat
 
 /** A cloud-unique identity, computable from a cluster and from its registered entry alike. */
 export function clusterIdentity(cluster: DiscoveredCluster): string {
-  return identity(cluster.cloud, cluster.account, cluster.region, cluster.resourceGroup ?? '', cluster.name);
+  // Cluster objects are not changed once listed, and an unchanged cluster is the same object every cycle (see AksListingMemory).
+  let id = identities.get(cluster);
+  if (id === undefined) {
+    id = identity(cluster.cloud, cluster.account, cluster.region, cluster.resourceGroup ?? '', cluster.name);
+    identities.set(cluster, id);
+  }
+  return id;
 }
+
+const identities = new WeakMap<DiscoveredCluster, string>();
 
 /** The identity of the cluster a registered kube_server describes (see `clusterIdentity`); '' when no cloud module reads it. */
 export function registeredIdentity(server: KubeServerDraft, clouds: Clouds = builtInClouds): string {

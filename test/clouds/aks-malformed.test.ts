@@ -60,6 +60,24 @@ describe('ARM list pages of the wrong shape', () => {
       expect(results).toEqual([expect.objectContaining({ok: false, error: expect.objectContaining({reason: 'invalid_response'})})]);
     });
   }
+
+  // The subscriptions list is read as ARM's JSON too: a record it cannot judge fails the listing, never drops a subscription.
+  const subscriptionFields: [string, Record<string, unknown>][] = [
+    ['subscriptionId a number', {subscriptionId: 42}],
+    ['state null', {state: null}],
+    ['state an object', {state: {code: 'Enabled'}}],
+    ['tenantId a number', {tenantId: 7}],
+  ];
+  for (const [label, patch] of subscriptionFields) {
+    it(`a subscriptions record with ${label} fails the source covering every subscription`, async () => {
+      proxy.fault = when({operation: 'subscriptions.list'}, mutateJson((body) => {
+        const [first, ...rest] = body['value'] as Record<string, unknown>[];
+        return {...body, value: [{...first, ...patch}, ...rest]};
+      }));
+      const results = await run();
+      expect(results).toEqual([expect.objectContaining({ok: false, clusters: [], error: expect.objectContaining({reason: 'invalid_response', code: 'InvalidResponse'})})]);
+    });
+  }
 });
 
 // The managed clusters list is parsed once, by discovery itself (src/clouds/azure/arm-list.ts): every

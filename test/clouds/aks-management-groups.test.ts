@@ -172,7 +172,7 @@ describe('walk failures fail the matcher and name the group', () => {
       const {sources} = fakeSources(arm);
       const planned = await sources.plan([matcher(arm, {resource_manager_endpoint: proxy.url, management_groups: ['mg-root']})]);
       expect(planned.failed[0]?.error).toMatchObject({reason: 'invalid_response', operation: 'ManagementGroups.GetDescendants'});
-      expect(planned.failed[0]?.error?.message).toMatch(/a nextLink it had already given/);
+      expect(planned.failed[0]?.error?.message).toMatch(/a nextLink it had already returned/);
       expect(arm.stats.count({operation: 'managementGroups.descendants'})).toBe(2);
     } finally {
       await proxy.close();

@@ -8,7 +8,7 @@ import type PQueue from 'p-queue';
 import type {Clock} from '../../core/clock.ts';
 import type {ClusterAccess, DiscoveredCluster, MalformedCluster, SourceRef, SourceResult} from '../../core/types.ts';
 import {parseAksKubeconfig, type AksUserKubeconfig} from '../../credentials/aks-kubeconfig.ts';
-import {accountOf, type AksClusterRef, type AksLocalAccounts} from '../../credentials/aks-local-accounts.ts';
+import {accountOf, type AksClusterRef, type AksLocalAccount, type AksLocalAccounts} from '../../credentials/aks-local-accounts.ts';
 import {AKS_SERVER_ID} from '../../credentials/aks-token.ts';
 import {silentLogger, type Logger} from '../../observability/logger.ts';
 import type {ClusterFetcher} from '../fetcher.ts';
@@ -16,6 +16,7 @@ import {azureErrorCode, azureFailure} from './errors.ts';
 import {errorMessage} from '../../core/errors.ts';
 import {sameJson} from '../../../heartbeats/kube-server.ts';
 import {parseClusterId, readAksRecord, reportedName, type AksRecord} from './aks-record.ts';
+import type {MadePage, PageMemory} from './arm-list.ts';
 
 export {parseClusterId} from './aks-record.ts';
 
@@ -36,17 +37,29 @@ export const AKS_KNOWN_POWER_STATES: ReadonlySet<string> = new Set(['Running', '
  * `listClusterUserCredentials`.
  */
 export interface AksApi {
-  /** Every page of the subscription's (or resource group's) managed clusters; throws on any error or malformed page. */
-  listPages(resourceGroup: string | undefined, signal: AbortSignal): AsyncIterable<readonly Record<string, unknown>[]>;
+  /**
+   * Every page of the subscription's (or resource group's) managed clusters, as `memory.make`
+   * made it (a page unchanged since the last good listing is not made again); throws on any
+   * error or malformed page.
+   */
+  listPages<T>(resourceGroup: string | undefined, signal: AbortSignal, memory: PageMemory<T>): AsyncIterable<T>;
   readonly listClusterUserCredentials: ContainerServiceClient['managedClusters']['listClusterUserCredentials'];
+}
+
+/** The records of one managed clusters page, as read from it. */
+export interface AksPage {
+  readonly records: readonly AksRecord[];
+  readonly malformed: readonly MalformedCluster[];
 }
 
 /**
  * What each source's last successful listing made of its clusters, by resource id: a cluster
  * that comes out the same again is handed on as the same object, so evaluate (which memoises by
- * object) and the comparisons of reconcile and the heartbeat find it unchanged at once.
+ * object) and the comparisons of reconcile and the heartbeat find it unchanged at once. `pages`
+ * are its pages' records by body digest (arm-list.ts): a page ARM answers byte for byte as last
+ * time is not parsed again, and its unchanged records are not converted again.
  */
-export type AksListingMemory = Map<string, ReadonlyMap<string, DiscoveredCluster>>;
+export type AksListingMemory = Map<string, {readonly clusters: ReadonlyMap<string, DiscoveredCluster>; readonly pages: ReadonlyMap<string, MadePage<AksPage>>}>;
 
 /** Server and CA of a cluster, remembered across cycles while the cluster record does not change. */
 export interface CachedUserCredential {
@@ -109,13 +122,13 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
   async function fetchSource(signal: AbortSignal): Promise<SourceResult> {
     const records: AksRecord[] = [];
     const malformed: MalformedCluster[] = [];
+    const last = options.listings?.get(source.id);
+    const pages = new Map<string, MadePage<AksPage>>();
+    const memory: PageMemory<AksPage> = {previous: last?.pages, next: pages, make: (items) => readPage(items, source.id)};
     try {
-      for await (const page of options.client.listPages(source.resourceGroup, signal)) {
-        for (const item of page) {
-          const record = readAksRecord(item, source.id, isAksName);
-          if ('reason' in record) malformed.push(record);
-          else records.push(record);
-        }
+      for await (const page of options.client.listPages(source.resourceGroup, signal, memory)) {
+        records.push(...page.records);
+        malformed.push(...page.malformed);
       }
     } catch (error) {
       if (source.resourceGroup && azureErrorCode(error) === 'ResourceGroupNotFound') {
@@ -125,7 +138,7 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
       return {source, ok: false, clusters: [], malformed: [], error: azureFailure(error, operation)};
     }
 
-    const previous = options.listings?.get(source.id);
+    const previous = last?.clusters;
     const listed = new Map<string, DiscoveredCluster>();
     const clusters: DiscoveredCluster[] = [];
     // The same cluster as last time is handed on as last time's object (see AksListingMemory).
@@ -138,7 +151,7 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
     };
     const pending: Promise<void>[] = [];
     for (const record of records) {
-      const converted = toDiscovered(record, options);
+      const converted = convert(record, options);
       if ('reason' in converted) {
         malformed.push(converted);
         continue;
@@ -170,9 +183,33 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
       return {source, ok: false, clusters: [], malformed: [], error: azureFailure(error, 'ManagedClusters.ListClusterUserCredentials')};
     }
     clusters.sort((a, b) => a.name.localeCompare(b.name) || (a.resourceGroup ?? '').localeCompare(b.resourceGroup ?? ''));
-    options.listings?.set(source.id, listed);
+    options.listings?.set(source.id, {clusters: listed, pages});
     return {source, ok: true, clusters, malformed};
   }
+}
+
+/** The records of a page read for the first time (each item a JSON object: the page check made sure). */
+function readPage(items: readonly Record<string, unknown>[], sourceId: string): AksPage {
+  const records: AksRecord[] = [];
+  const malformed: MalformedCluster[] = [];
+  for (const item of items) {
+    const record = readAksRecord(item, sourceId, isAksName);
+    if ('reason' in record) malformed.push(record);
+    else records.push(record);
+  }
+  return {records, malformed};
+}
+
+// A record of an unchanged page is the same object as last cycle: what toDiscovered made of it is
+// reused while the source's inputs (its id, subscription and tenant) are the same.
+const conversions = new WeakMap<AksRecord, {readonly sourceId: string; readonly account: string; readonly tenantId: string | undefined; readonly result: DiscoveredCluster | MalformedCluster}>();
+
+function convert(record: AksRecord, options: AksFetcherOptions): DiscoveredCluster | MalformedCluster {
+  const memo = conversions.get(record);
+  if (memo && memo.sourceId === options.source.id && memo.account === options.source.account && memo.tenantId === options.tenantId) return memo.result;
+  const result = toDiscovered(record, options);
+  conversions.set(record, {sourceId: options.source.id, account: options.source.account, tenantId: options.tenantId, result});
+  return result;
 }
 
 /** Validates one listed record; a record discovery cannot use is reported, not thrown. */
@@ -276,14 +313,43 @@ function knownEndpoint(cluster: DiscoveredCluster, record: AksRecord, options: A
   if (!record.aadProfile && record.disableLocalAccounts) {
     // ARM refuses the user credential of such a cluster; the probe reports why nobody can sign in.
     options.localAccounts?.record(refOf(cluster), {kind: 'disabled'});
-    return {...cluster, ...fqdnEndpointOf(record)};
+    return withEndpointOnce(cluster, LOCAL_ACCOUNTS_OFF, () => ({...cluster, ...fqdnEndpointOf(record)}));
   }
   const cached = freshKubeconfig(cluster.id ?? '', record, options);
-  return cached && withKubeconfig(cluster, record, cached, refOf(cluster), options);
+  if (!cached) return undefined;
+  const memo = endpoints.get(cluster);
+  if (memo?.via === cached && memo.account !== undefined) {
+    // Recorded again (the store forgets clusters no cycle saw), with the objects of the first time.
+    options.localAccounts?.record(memo.ref, memo.account);
+    return memo.result;
+  }
+  const ref = refOf(cluster);
+  const account = accountOf(cached);
+  options.localAccounts?.record(ref, account);
+  const result = clusterWithKubeconfig(cluster, record, cached);
+  endpoints.set(cluster, {via: cached, result, ref, account});
+  return result;
+}
+
+const LOCAL_ACCOUNTS_OFF = {};
+// The same converted cluster with the same cached kubeconfig comes out the same: made once, then
+// handed on as that object (keep() then finds it identical to the last listing's at once).
+const endpoints = new WeakMap<DiscoveredCluster, {readonly via: object; readonly result: DiscoveredCluster; readonly ref: AksClusterRef; readonly account?: AksLocalAccount}>();
+
+function withEndpointOnce(cluster: DiscoveredCluster, via: object, make: () => DiscoveredCluster): DiscoveredCluster {
+  const memo = endpoints.get(cluster);
+  if (memo?.via === via) return memo.result;
+  const result = make();
+  endpoints.set(cluster, {via, result, ref: refOf(cluster)});
+  return result;
 }
 
 function withKubeconfig(cluster: DiscoveredCluster, record: AksRecord, kubeconfig: AksUserKubeconfig, ref: AksClusterRef, options: AksFetcherOptions): DiscoveredCluster {
   options.localAccounts?.record(ref, accountOf(kubeconfig));
+  return clusterWithKubeconfig(cluster, record, kubeconfig);
+}
+
+function clusterWithKubeconfig(cluster: DiscoveredCluster, record: AksRecord, kubeconfig: AksUserKubeconfig): DiscoveredCluster {
   return {
     ...cluster,
     endpoint: kubeconfig.server,
@@ -301,10 +367,17 @@ function fqdnEndpointOf(record: AksRecord): {endpoint?: string} {
   return fqdn ? {endpoint: `https://${fqdn}:443`} : {};
 }
 
-/** What a cached kubeconfig was fetched for: the record's eTag and FQDNs. */
+/** What a cached kubeconfig was fetched for: the record's eTag and FQDNs (records are not changed once read). */
 function versionOf(record: AksRecord): string {
-  return `${record.eTag ?? ''}|${record.fqdn ?? ''}|${record.privateFqdn ?? ''}`;
+  let version = versions.get(record);
+  if (version === undefined) {
+    version = `${record.eTag ?? ''}|${record.fqdn ?? ''}|${record.privateFqdn ?? ''}`;
+    versions.set(record, version);
+  }
+  return version;
 }
+
+const versions = new WeakMap<AksRecord, string>();
 
 function freshKubeconfig(id: string, record: AksRecord, options: AksFetcherOptions): AksUserKubeconfig | undefined {
   const cached = options.credentialCache?.get(id);

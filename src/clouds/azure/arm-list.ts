@@ -7,11 +7,32 @@
  * Malformed is not empty: a page that is not a 200 JSON object with a `value` array of objects
  * throws `InvalidResponse`, so the caller's source fails instead of reading it as no resources.
  */
+import {hash} from 'node:crypto';
 import {createHttpHeaders, createPipelineRequest, RestError, type HttpClient, type Pipeline, type PipelineResponse} from '@azure/core-rest-pipeline';
 import {parseListPage, shapeCheckedByCaller} from './pipeline.ts';
 
 /** Sends one GET through a client's pipeline (an SDK client's `pipeline` with the shared HTTP client). */
 export type ArmGet = (url: string, signal: AbortSignal) => Promise<PipelineResponse>;
+
+/** What a caller made of one well-formed page, and the page's nextLink. */
+export interface MadePage<T> {
+  readonly made: T;
+  readonly nextLink: string | undefined;
+}
+
+/**
+ * What a caller made of each page of a list's last good reading, by the SHA-256 of the page's
+ * body. A steady cycle gets most pages back byte for byte: such a page is the page already
+ * parsed, checked and made into T, so it is neither parsed nor made again.
+ */
+export interface PageMemory<T> {
+  /** The pages of the last good reading (undefined: none). */
+  readonly previous: ReadonlyMap<string, MadePage<T>> | undefined;
+  /** Where this reading notes its pages; the caller keeps it only when the whole reading succeeds. */
+  readonly next: Map<string, MadePage<T>>;
+  /** Makes T of a page read for the first time (its resources parsed and checked). */
+  make(resources: readonly Record<string, unknown>[]): T;
+}
 
 /** Pages per list before it is given up as endless: a nextLink that never ends is not an answer. */
 export const MAX_LIST_PAGES = 10_000;
@@ -26,13 +47,29 @@ export function pipelineGet(pipeline: Pipeline, httpClient: HttpClient): ArmGet 
 }
 
 /**
- * Every page of the list at `url`, in order: each page's resources as parsed JSON objects. Throws
- * a RestError for an error answer (ARM's code and message, as the SDK would) and
- * `InvalidResponse` for a malformed page, a repeated nextLink or an endless list. `operation`
- * (`managedClusters.list`) names the call in the messages; test/deploy/iam.test.ts reads it to
- * check the role grants its action.
+ * Every page of the list at `url`, in order: each page's resources as parsed JSON objects, or,
+ * with `memory`, what `memory.make` made of them — a page whose body is byte for byte one of the
+ * last good reading's is then not parsed again (see {@link PageMemory}). Throws a RestError for
+ * an error answer (ARM's code and message, as the SDK would) and `InvalidResponse` for a
+ * malformed page, a repeated nextLink or an endless list: the strict checks ran on a page's
+ * first reading, and nextLinks are checked on every reading. `operation` (`managedClusters.list`)
+ * names the call in the messages; test/deploy/iam.test.ts reads it to check the role grants its action.
  */
-export async function* armListPages(operation: string, get: ArmGet, url: string, signal: AbortSignal, apiVersion: string): AsyncGenerator<readonly Record<string, unknown>[]> {
+export function armListPages(operation: string, get: ArmGet, url: string, signal: AbortSignal, apiVersion: string): AsyncGenerator<readonly Record<string, unknown>[]>;
+export function armListPages<T>(operation: string, get: ArmGet, url: string, signal: AbortSignal, apiVersion: string, memory: PageMemory<T>): AsyncGenerator<T>;
+export function armListPages<T>(operation: string, get: ArmGet, url: string, signal: AbortSignal, apiVersion: string, memory?: PageMemory<T>): AsyncGenerator<T | readonly Record<string, unknown>[]> {
+  return memory ? readList(operation, get, url, signal, apiVersion, memory.make, memory) : readList(operation, get, url, signal, apiVersion, (resources) => resources, undefined);
+}
+
+async function* readList<T>(
+  operation: string,
+  get: ArmGet,
+  url: string,
+  signal: AbortSignal,
+  apiVersion: string,
+  make: (resources: readonly Record<string, unknown>[]) => T,
+  memory: Omit<PageMemory<T>, 'make'> | undefined,
+): AsyncGenerator<T> {
   const seen = new Set<string>();
   let next: string | undefined = url;
   while (next !== undefined) {
@@ -40,15 +77,23 @@ export async function* armListPages(operation: string, get: ArmGet, url: string,
     signal.throwIfAborted();
     const response = await get(next, signal);
     if (response.status < 200 || response.status >= 300) throw errorAnswer(response);
-    const page = parseListPage(response.status, response.bodyAsText);
-    if ('problem' in page) throw invalid(`${operation}: ARM answered ${pathOf(response.request.url)} with ${page.problem}`, response.status);
+    const text = response.bodyAsText;
+    // Only a 200 with a body is ever noted; anything else gets the full check below.
+    const key = memory && response.status === 200 && text ? hash('sha256', text, 'base64') : undefined;
+    let page = key === undefined ? undefined : memory?.previous?.get(key);
+    if (page === undefined) {
+      const parsed = parseListPage(response.status, text);
+      if ('problem' in parsed) throw invalid(`${operation}: ARM answered ${pathOf(response.request.url)} with ${parsed.problem}`, response.status);
+      page = {made: make(parsed.value), nextLink: parsed.nextLink};
+    }
+    if (key !== undefined) memory?.next.set(key, page);
     const link = page.nextLink;
     if (link !== undefined) {
       if (seen.has(link)) throw invalid(`${operation}: the list at ${pathOf(url)} returned a nextLink it had already returned`, response.status);
       if (seen.size >= MAX_LIST_PAGES) throw invalid(`${operation}: the list at ${pathOf(url)} returned more than ${MAX_LIST_PAGES} pages`, response.status);
       seen.add(link);
     }
-    yield page.value;
+    yield page.made;
     next = link === undefined ? undefined : withApiVersion(link, apiVersion);
   }
 }

@@ -21,7 +21,7 @@ import {armListPages, pipelineGet} from './arm-list.ts';
 import {pooledHttpClient} from './http-client.ts';
 import {azureCloud, type AzureCloudName} from './clouds.ts';
 import {azureFailure} from './errors.ts';
-import {ManagementGroupWalkError, scopeToManagementGroups, walkManagementGroups, type ManagementGroupWalk} from './management-groups.ts';
+import {MANAGEMENT_GROUPS_API_VERSION, ManagementGroupWalkError, scopeToManagementGroups, walkManagementGroups, type DescendantPages, type ManagementGroupWalk} from './management-groups.ts';
 import {armClientOptions, type AzureClientOptions, type DiscoveryPolicyOptions} from './pipeline.ts';
 
 /** The part of an `azure:` matcher that decides where to look. */
@@ -63,6 +63,9 @@ export {withTokenDeadline} from '../../credentials/azure-identities.ts';
 /** The api-version of the managed clusters list: the one @azure/arm-containerservice 25.3 sends for its other calls. */
 const AKS_API_VERSION = '2026-04-01';
 const MANAGED_CLUSTERS = 'providers/Microsoft.ContainerService/managedClusters';
+
+/** The api-version of the subscriptions list: the one @azure/arm-resources-subscriptions 2.1 sends. */
+const SUBSCRIPTIONS_API_VERSION = '2022-12-01';
 
 /** Subscription states whose resources can be listed. */
 const LISTABLE_STATES: ReadonlySet<string> = new Set(['Enabled', 'Warned', 'PastDue']);
@@ -204,23 +207,29 @@ export class AzureSources {
     // The walk runs beside the listing; it settles to a value so a failed listing leaves no rejection behind.
     const groups = matcher.management_groups;
     const walking: Promise<ManagementGroupWalk | {error: unknown}> | undefined = groups?.length
-      ? walkManagementGroups(this.#managementGroupsClient(matcher).managementGroups, groups).catch((error: unknown) => ({error}))
+      ? walkManagementGroups(this.#descendantPages(matcher), groups).catch((error: unknown) => ({error}))
       : undefined;
     try {
-      for await (const page of client.subscriptions.list().byPage()) {
-        for (const sub of page) {
+      // Read as ARM's JSON, parsed once and checked (arm-list.ts): the SDK's pager parsed each page
+      // three times (our shape check, its JSON body, its model mapper), every cycle.
+      const {cloud, httpClient} = this.#clientOptions(matcher);
+      const url = `${cloud.armEndpoint.replace(/\/+$/, '')}/subscriptions?api-version=${SUBSCRIPTIONS_API_VERSION}`;
+      for await (const page of armListPages('subscriptions.list', pipelineGet(client.pipeline, httpClient), url, new AbortController().signal, SUBSCRIPTIONS_API_VERSION)) {
+        for (const item of page) {
+          const sub = readSubscription(item);
           // Malformed is not "not there": a record that does not say which subscription, or in what
           // state, fails the listing rather than drop that subscription's clusters.
           const id = (sub.subscriptionId ?? /^\/subscriptions\/([^/]+)$/i.exec(sub.id ?? '')?.[1])?.toLowerCase();
           if (!id) throw Object.assign(new Error('the subscriptions list returned a record without a subscription id'), {code: 'InvalidResponse'});
-          if (sub.state !== undefined && !KNOWN_STATES.has(sub.state)) {
-            throw Object.assign(new Error(`subscription ${id} is in state ${JSON.stringify(sub.state).slice(0, 40)}, which is not an Azure subscription state`), {code: 'InvalidResponse'});
+          const state = sub.state;
+          if (state !== undefined && (typeof state !== 'string' || !KNOWN_STATES.has(state))) {
+            throw Object.assign(new Error(`subscription ${id} is in state ${String(JSON.stringify(state)).slice(0, 40)}, which is not an Azure subscription state`), {code: 'InvalidResponse'});
           }
           if (seen.has(id)) continue;
           seen.add(id);
-          if (sub.state && !LISTABLE_STATES.has(sub.state)) {
-            this.#logger.debug({subscription: id, state: sub.state}, 'Azure subscription skipped: not listable in its state');
-            if (sub.state === HELD_STATE) disabled.push(id);
+          if (state && !LISTABLE_STATES.has(state)) {
+            this.#logger.debug({subscription: id, state}, 'Azure subscription skipped: not listable in its state');
+            if (state === HELD_STATE) disabled.push(id);
             continue;
           }
           targets.push({subscriptionId: id, ...(sub.tenantId ? {tenantId: sub.tenantId} : {})});
@@ -268,10 +277,10 @@ export class AzureSources {
       const base = `${cloud.armEndpoint.replace(/\/+$/, '')}/subscriptions/${encodeURIComponent(subscriptionId)}`;
       const api: AksApi = {
         // Each call names its ARM operation (the IAM test maps it to the role's action).
-        listPages: (resourceGroup, signal) =>
+        listPages: (resourceGroup, signal, memory) =>
           resourceGroup === undefined
-            ? armListPages('managedClusters.list', get, `${base}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION)
-            : armListPages('managedClusters.listByResourceGroup', get, `${base}/resourceGroups/${encodeURIComponent(resourceGroup)}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION),
+            ? armListPages('managedClusters.list', get, `${base}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION, memory)
+            : armListPages('managedClusters.listByResourceGroup', get, `${base}/resourceGroups/${encodeURIComponent(resourceGroup)}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION, memory),
         listClusterUserCredentials: (...args) => client.managedClusters.listClusterUserCredentials(...args),
       };
       entry = {client, api};
@@ -289,6 +298,15 @@ export class AzureSources {
       this.#subscriptionClients.set(key, client);
     }
     return client;
+  }
+
+  /** The descendants of a group, page by page, through the management groups client's pipeline. */
+  #descendantPages(matcher: AzureSourceMatcher): DescendantPages {
+    const {cloud, httpClient} = this.#clientOptions(matcher);
+    const get = pipelineGet(this.#managementGroupsClient(matcher).pipeline, httpClient);
+    const base = `${cloud.armEndpoint.replace(/\/+$/, '')}/providers/Microsoft.Management/managementGroups`;
+    return (group, signal) =>
+      armListPages('managementGroups.listDescendants', get, `${base}/${encodeURIComponent(group)}/descendants?api-version=${MANAGEMENT_GROUPS_API_VERSION}`, signal, MANAGEMENT_GROUPS_API_VERSION);
   }
 
   #managementGroupsClient(matcher: AzureSourceMatcher): ManagementGroupsAPI {
@@ -339,6 +357,22 @@ export function aksSource(matcherIndex: number, subscriptionId: string, resource
     ...(resourceGroup ? {resourceGroup} : {}),
     matcherIndex,
   };
+}
+
+/** The fields the plan reads of one subscriptions list record; a field of the wrong JSON type fails the listing. */
+function readSubscription(item: Readonly<Record<string, unknown>>): {subscriptionId?: string; id?: string; state?: unknown; tenantId?: string} {
+  const text = (key: string): string | undefined => {
+    const value = item[key];
+    if (value === undefined || value === null) return undefined;
+    if (typeof value !== 'string') throw Object.assign(new Error(`the subscriptions list returned a record whose ${key} is not a string`), {code: 'InvalidResponse'});
+    return value;
+  };
+  const subscriptionId = text('subscriptionId');
+  const id = text('id');
+  const tenantId = text('tenantId');
+  // Judged by the caller against the states Azure documents (null is not one of them).
+  const state = item['state'];
+  return {...(subscriptionId === undefined ? {} : {subscriptionId}), ...(id === undefined ? {} : {id}), ...(state === undefined ? {} : {state}), ...(tenantId === undefined ? {} : {tenantId})};
 }
 
 function identityOf(matcher: AzureSourceMatcher): {cloud?: AzureCloudName; clientId?: string} {
