@@ -13,6 +13,7 @@ import {randomBytes} from 'node:crypto';
 import {kubeServerFromDocument, kubeServerFromItem, kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import {errorMessage} from '../core/errors.ts';
+import {intern} from '../core/intern.ts';
 import type {RegistryBackend, RegistryItem, WatchEvent, Watcher} from '../registry/backend.ts';
 import {ChangeLog} from './change-log.ts';
 
@@ -51,6 +52,7 @@ export class Inventory {
   #leaseOf = new Map<string, string>();
   readonly #leaseExpiry = new Map<string, number>();
   #staleSince: number | undefined;
+  #lastExpires: {readonly ms: number; readonly text: string} | undefined;
   #unreadable = 0;
   #listeners = new Set<(event: InventoryEvent) => void>();
   #watcher: Watcher | undefined;
@@ -230,7 +232,7 @@ export class Inventory {
     const held = this.#servers.get(name);
     if (held?.metadata.revision !== item.revision) return undefined;
     if (item.expires === undefined) return held;
-    const expires = new Date(item.expires).toISOString();
+    const expires = this.#expiresText(item.expires);
     return expires === held.metadata.expires ? held : {...held, metadata: {...held.metadata, expires}};
   }
 
@@ -260,8 +262,15 @@ export class Inventory {
       into.delete(name);
       return;
     }
-    into.set(name, item.lease);
+    // Every entry of a replica hangs on one lease: one copy of its id, not one per entry.
+    into.set(name, intern(item.lease));
     if (item.expires !== undefined) this.leaseKeptAlive(item.lease, item.expires);
+  }
+
+  /** RFC 3339 text of an expiry; entries on one lease share it, so the last one is reused. */
+  #expiresText(ms: number): string {
+    if (this.#lastExpires?.ms !== ms) this.#lastExpires = {ms, text: new Date(ms).toISOString()};
+    return this.#lastExpires.text;
   }
 
   /** The stored entry with `expires` moved to its lease's latest known expiry. */
