@@ -280,7 +280,7 @@ export class Inventory {
     const lease = this.#leaseOf.get(name);
     const expires = lease === undefined ? undefined : this.#leaseExpiry.get(lease);
     if (expires === undefined || expires <= Date.parse(server.metadata.expires)) return server;
-    return {...server, metadata: {...server.metadata, expires: new Date(expires).toISOString()}};
+    return {...server, metadata: {...server.metadata, expires: this.#expiresText(expires)}};
   }
 
   #emit(event: InventoryEvent): void {
