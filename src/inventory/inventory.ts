@@ -234,7 +234,10 @@ export class Inventory {
     if (held?.metadata.revision !== item.revision) return undefined;
     if (item.expires === undefined) return held;
     const expires = this.#expiresText(item.expires);
-    return expires === held.metadata.expires ? held : {...held, metadata: {...held.metadata, expires}};
+    // On a lease, readers see its latest expiry (#view, from noteLease): a later one needs no copy.
+    // A copy per entry every resync left the heartbeat (and the cycle) holding the previous one.
+    if (expires === held.metadata.expires || (item.lease !== undefined && expires > held.metadata.expires)) return held;
+    return {...held, metadata: {...held.metadata, expires}};
   }
 
   #apply(event: WatchEvent): void {
