@@ -198,22 +198,24 @@ export class OrganizationPlanner {
       for (const {account, roleArn, provider, regions: enabled} of ready) {
         if (!enabled.includes(region)) continue;
         const source = regionSource(matcherIndex, region, account);
-        const options = {
-          source,
-          client: this.#accountClient(region, account, provider),
-          skipNotEnabledRegion: wildcard,
-          roleArn,
-          ...(matcher.external_id ? {externalId: matcher.external_id} : {}),
-        };
-        // The (account, region)'s describe cap and tag reader live only while its source runs (one
-        // source uses them): 17,000 idle queues kept across cycles were ~12 MB of heap, readers ~7 MB.
+        // The (account, region)'s client, describe cap and tag reader live only while its source runs
+        // (one source uses them): 17,000 idle queues kept across cycles were ~12 MB of heap, readers
+        // ~7 MB, and the options and client wrappers of every source planned at once ~3 MB.
         const perRegion = this.#options.perRegionConcurrency ?? 10;
         fetchers.push({
           source,
           fetch: async (signal) => {
             const tagReader = this.#tagReader(source, provider);
             try {
-              return await createEksFetcher({...options, describeQueue: new PQueue({concurrency: perRegion}), ...(tagReader ? {tagReader} : {})}).fetch(signal);
+              return await createEksFetcher({
+                source,
+                client: this.#accountClient(region, account, provider),
+                skipNotEnabledRegion: wildcard,
+                roleArn,
+                ...(matcher.external_id ? {externalId: matcher.external_id} : {}),
+                describeQueue: new PQueue({concurrency: perRegion}),
+                ...(tagReader ? {tagReader} : {}),
+              }).fetch(signal);
             } finally {
               if (this.#tagMemory.get(source.id)?.memory.empty) this.#tagMemory.delete(source.id);
             }
