@@ -129,17 +129,39 @@ async function runService(request: DriverRequest, config: Config, live: {mb?: Re
   return cycles;
 }
 
+/**
+ * What the driver keeps of a cycle's report. The report itself (every plan item's document, every
+ * source's result) held in the driver's frame through the next cycle would count the driver's
+ * memory as the service's: the peak RSS measured is the service's alone.
+ */
+interface ReportSummary {
+  readonly durationMs: number;
+  readonly counts: CycleReport['counts'];
+  readonly result: string;
+  readonly failedSources: number;
+}
+
+function summarize(report: CycleReport): ReportSummary {
+  return {durationMs: report.durationMs, counts: report.counts, result: report.result, failedSources: report.sources.filter((s) => !s.ok).length};
+}
+
+/** Keys of the registered clusters, from a list that is garbage as soon as this returns. */
+function registeredKeys(service: RunningService): string[] {
+  return service.inventory.list().map(keyOf);
+}
+
 /** Runs the service's cycles (the first one already started with it), recording each in `cycles`. */
 async function measuredCycles(request: DriverRequest, service: RunningService, cycles: DriverCycle[], first: {started: bigint; cpu: NodeJS.CpuUsage}): Promise<void> {
   let {started, cpu} = first;
-  let next = service.nextCycle();
+  // Summarised as the report arrives: the report never enters this function's frame.
+  let next = service.nextCycle().then(summarize);
   let profiler: Session | undefined;
   const windows: [number, number][] = [];
   for (let i = 0; i < request.cycles; i++) {
     if (i > 0) {
       await beforeCycle(request, i);
       if (i === 1 && request.steadyProfile !== undefined) profiler = await startProfiler(request.steadyProfile.endsWith('.heapprofile'));
-      next = service.nextCycle();
+      next = service.nextCycle().then(summarize);
       started = process.hrtime.bigint();
       cpu = process.cpuUsage();
       service.trigger();
@@ -149,8 +171,7 @@ async function measuredCycles(request: DriverRequest, service: RunningService, c
     if (profiler) windows.push([Number(started / 1000n), Number(process.hrtime.bigint() / 1000n)]);
     const usage = cpuMs(cpu);
     const stats = await control<SimStats>(request.controlUrl, 'GET', '/stats');
-    const current = service.inventory.list();
-    const verdict = await control<SimVerdict>(request.controlUrl, 'POST', '/verify', {keys: current.map(keyOf)});
+    const verdict = await control<SimVerdict>(request.controlUrl, 'POST', '/verify', {keys: registeredKeys(service)});
     cycles.push({
       wallMs,
       reportMs: report.durationMs,
@@ -159,7 +180,7 @@ async function measuredCycles(request: DriverRequest, service: RunningService, c
       verdict,
       counts: report.counts,
       result: report.result,
-      failedSources: report.sources.filter((s) => !s.ok).length,
+      failedSources: report.failedSources,
     });
     process.stderr.write(`[driver] service cycle ${i + 1}/${request.cycles}: ${wallMs.toFixed(0)} ms, ${verdict.found}/${verdict.expected} registered\n`);
   }

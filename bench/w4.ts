@@ -6,10 +6,12 @@
  * report: cycle wall vs the latency bound, calls by operation, CPU per cluster, peak RSS and
  * false deregistrations.
  *
- *   npm run bench:w4 [-- --scenario bench/scenarios/w4-organization.json] [--cycles 4] [--node-args="--max-old-space-size=256"]
+ *   npm run bench:w4 [-- --scenario bench/scenarios/w4-organization.json] [--cycles 4] [--node-args="--max-old-space-size=256"] [--cold]
  *
  * Without --node-args the service runs with the Node flags it ships with (`npm start`, the image):
- * the peak RSS target is about the service as deployed.
+ * the peak RSS target is about the service as deployed. Like the image and `bench:memory`, the
+ * service runs on a warm Node compile cache (warmed by a tiny organization with the same flags
+ * first), so it never loads Node's TypeScript stripper; `--cold` measures without it.
  */
 import {mkdtemp, readFile, rm, writeFile} from 'node:fs/promises';
 import os from 'node:os';
@@ -79,7 +81,10 @@ const median = (xs: readonly number[]): number => {
 };
 
 /** Runs W4 and returns its report. */
-export async function runOrgWorkload(scenario: OrgScenario, options: {cycles: number; nodeArgs?: readonly string[]; log?: (l: string) => void}): Promise<Record<string, unknown>> {
+export async function runOrgWorkload(
+  scenario: OrgScenario,
+  options: {cycles: number; nodeArgs?: readonly string[]; log?: (l: string) => void; /** NODE_COMPILE_CACHE of the service. */ compileCache?: string},
+): Promise<Record<string, unknown>> {
   const log = options.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const world = new OrgWorld(scenario);
   const fake = await startFakeAws({world: world.aws, latencyMs: scenario.latency_ms, pageSize: scenario.page_size});
@@ -114,6 +119,7 @@ export async function runOrgWorkload(scenario: OrgScenario, options: {cycles: nu
       AWS_SECRET_ACCESS_KEY: MANAGEMENT_KEY.secretAccessKey,
       AWS_REGION: 'us-east-1',
       AWS_EC2_METADATA_DISABLED: 'true',
+      ...(options.compileCache ? {NODE_COMPILE_CACHE: options.compileCache} : {}),
     };
     const outcome = await runChild<DriverResult>(path.join(HERE, 'cycle-driver.ts'), request, {env, nodeArgs: options.nodeArgs ?? [], onProgress: (l) => log(`  ${l}`)});
     if (!outcome.ok) throw new Error(`${scenario.name}: the service run failed: ${outcome.reason}`);
@@ -132,6 +138,7 @@ export async function runOrgWorkload(scenario: OrgScenario, options: {cycles: nu
       name: scenario.name,
       description: scenario.description ?? '',
       node_args: options.nodeArgs ?? [],
+      compile_cache: options.compileCache !== undefined,
       accounts: {members: scenario.accounts, refusing_assume_role: world.deniedAccounts, joined_and_left: control.steps},
       clusters: {total: world.size, expected_last: cycles.at(-1)?.verdict.expected ?? 0, found_last: cycles.at(-1)?.verdict.found ?? 0},
       cycle_wall_ms: {cold: walls[0] ?? 0, steady_median: steadyMedian, all: walls},
@@ -179,6 +186,7 @@ async function main(argv: readonly string[]): Promise<void> {
       scenario: {type: 'string', default: path.join(HERE, 'scenarios', 'w4-organization.json')},
       cycles: {type: 'string', default: '4'},
       'node-args': {type: 'string'},
+      cold: {type: 'boolean', default: false},
     },
     strict: true,
   });
@@ -186,7 +194,14 @@ async function main(argv: readonly string[]): Promise<void> {
   if (!Number.isInteger(cycles) || cycles < 2) throw new Error(`expected --cycles to be an integer >= 2 (one cold, then steady ones), got ${values.cycles}`);
   const scenario = orgScenarioSchema.parse(JSON.parse(await readFile(values.scenario, 'utf8')));
   const nodeArgs = values['node-args'] !== undefined ? values['node-args'].split(' ').filter(Boolean) : await shippedNodeFlags();
-  const report = await runOrgWorkload(scenario, {cycles, nodeArgs});
+  // The cache is keyed by Node version and flags: a tiny organization run with the same flags fills it.
+  const compileCache = values.cold ? undefined : path.join(os.tmpdir(), 'kube-discovery-bench-compile-cache');
+  if (compileCache) {
+    process.stderr.write(`w4: warming the compile cache (${compileCache})\n`);
+    const tiny = {...scenario, name: `${scenario.name}-warm-up`, accounts: 2, top_units: 1, child_units: 1, regions: scenario.regions.slice(0, 2), clusters: 4, denied_share: 0};
+    await runOrgWorkload(tiny, {cycles: 2, nodeArgs, compileCache, log: () => undefined});
+  }
+  const report = await runOrgWorkload(scenario, {cycles, nodeArgs, ...(compileCache ? {compileCache} : {})});
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 }
 

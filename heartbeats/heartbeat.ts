@@ -7,6 +7,7 @@ import type {Clock} from '../src/core/clock.ts';
 import type {Lease, RegistryBackend, RegistryItem} from '../src/registry/backend.ts';
 import {LeaseNotFoundError} from '../src/registry/backend.ts';
 import {errorMessage} from '../src/core/errors.ts';
+import {intern} from '../src/core/intern.ts';
 import type {KubeServer, KubeServerDraft} from './kube-server.ts';
 import {kubeServerFromItem, sameJson, kubeServerKey, kubeServerPrefix, withoutRegistryFields} from './kube-server.ts';
 
@@ -183,7 +184,7 @@ export class Heartbeat {
       try {
         // The inventory already parsed this revision: share its copy instead of parsing another.
         const server = this.#stored(name, item.revision) ?? kubeServerFromItem(item);
-        this.#entries.set(name, {doc: this.#nextDoc(), server, lease: item.lease, revision: item.revision, mine: false});
+        this.#entries.set(name, {doc: this.#nextDoc(), server, lease: intern(item.lease), revision: item.revision, mine: false});
       } catch (err) {
         // Unreadable: no baseline, so the next announce simply overwrites it.
         this.#log.warn({key: item.key, err: errorMessage(err)}, 'registry entry is not a readable kube_server; it will be overwritten when announced');
@@ -274,7 +275,7 @@ export class Heartbeat {
     // A newer announce of the same name may have finished meanwhile; keep the newest.
     const current = this.#entries.get(name);
     // Memory and SQLite deliver the write to the inventory before put() returns: keep its copy, not the draft.
-    if (!current || current.doc === doc) this.#entries.set(name, {doc, server: this.#stored(name, item.revision) ?? server, lease: item.lease, revision: item.revision, mine: true});
+    if (!current || current.doc === doc) this.#entries.set(name, {doc, server: this.#stored(name, item.revision) ?? server, lease: intern(item.lease), revision: item.revision, mine: true});
     return withRegistryFields(server, item.expires ?? this.#leaseExpires, item.revision);
   }
 

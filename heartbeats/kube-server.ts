@@ -137,12 +137,13 @@ export function kubeServerFromItem(item: Pick<RegistryItem, 'key' | 'value' | 'e
  * Like `kubeServerFromItem`, from the writer's own object for `item.value` (a local backend hands it
  * on with the put event) instead of parsing the text again: one copy of the document, not two.
  */
-export function kubeServerFromDocument(item: Pick<RegistryItem, 'key' | 'expires' | 'revision'>, document: unknown): KubeServer {
+export function kubeServerFromDocument(item: Pick<RegistryItem, 'key' | 'expires' | 'revision'>, document: unknown, expiresText?: (ms: number) => string): KubeServer {
   const kind = (document as {kind?: unknown} | null)?.kind;
   if (kind !== 'kube_server') throw new Error(`registry entry ${item.key}: expected kind "kube_server", found ${JSON.stringify(kind)}`);
   const server = document as KubeServer;
   if (typeof server.metadata?.name !== 'string') throw new Error(`registry entry ${item.key}: expected a string metadata.name, found ${JSON.stringify(server.metadata?.name)}`);
-  const expires = item.expires === undefined ? server.metadata.expires : new Date(item.expires).toISOString();
+  // `expiresText` lets a reader holding thousands of entries on one lease share one copy of the text.
+  const expires = item.expires === undefined ? server.metadata.expires : (expiresText?.(item.expires) ?? new Date(item.expires).toISOString());
   return {...server, metadata: {...server.metadata, expires, revision: item.revision}};
 }
 

@@ -79,9 +79,7 @@ export function compileTagMatcher(tags: TagMatcherInput): TagMatcher {
 
 /** Runs a compiled matcher on a cluster's labels; the first key that fails explains the rejection. */
 export function matchLabels(matcher: TagMatcher, labels: Labels): MatchDecision {
-  if (matcher.matchesAll) {
-    return {matched: true, reason: `matcher ${describeMatcher(matcher)} matches everything`};
-  }
+  if (matcher.matchesAll) return matchesEverything(matcher);
   // Teleport treats an empty selector as matching nothing; say so rather than silently dropping clusters.
   if (matcher.clauses.length === 0) {
     return {matched: false, reason: 'empty matcher {} matches nothing'};
@@ -93,6 +91,19 @@ export function matchLabels(matcher: TagMatcher, labels: Labels): MatchDecision 
     reasons.push(decision.reason);
   }
   return {matched: true, reason: reasons.join('; ')};
+}
+
+// One decision per match-everything matcher, shared by every cluster it judges: a reason text of
+// each cluster's own (kept with its judgement across cycles) was ~200 bytes per cluster.
+const everything = new WeakMap<TagMatcher, MatchDecision>();
+
+function matchesEverything(matcher: TagMatcher): MatchDecision {
+  let decision = everything.get(matcher);
+  if (!decision) {
+    decision = Object.freeze({matched: true, reason: `matcher ${describeMatcher(matcher)} matches everything`});
+    everything.set(matcher, decision);
+  }
+  return decision;
 }
 
 /** A compact one-line form of the matcher for logs, e.g. `{"env":["prod","staging"],"region":"us-*"}`. */

@@ -1,5 +1,4 @@
 /** One discovery cycle: plan sources, fetch them concurrently, evaluate, reconcile, apply. */
-import PQueue from 'p-queue';
 import type {KubeServer, KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import type {TagMatcher} from '../../matchers/index.ts';
 import type {ClusterFetcher, PlannedSources} from '../clouds/fetcher.ts';
@@ -102,18 +101,16 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
   const results: SourceResult[] = planned.flatMap((p) => p.failed);
   for (const failed of results) options.events?.sourceDone?.(failed, 0);
 
-  const queue = new PQueue({concurrency: Math.max(1, options.sourceConcurrency)});
   try {
-    await Promise.all(
-      fetchers.map((fetcher) =>
-        queue.add(async () => {
-          const began = clock.now();
-          const result = await fetchSafely(fetcher, fetchSignal);
-          results.push(result);
-          options.events?.sourceDone?.(result, clock.now() - began);
-        }),
-      ),
-    );
+    // A fixed set of workers takes the sources in order: queueing every source up front (a task,
+    // its promise and closures each) held ~16 MB through an organization's cycle of 16,677 sources.
+    await boundedEach(fetchers.length, Math.max(1, options.sourceConcurrency), async (i) => {
+      const fetcher = fetchers[i] as ClusterFetcher;
+      const began = clock.now();
+      const result = await fetchSafely(fetcher, fetchSignal);
+      results.push(result);
+      options.events?.sourceDone?.(result, clock.now() - began);
+    });
   } finally {
     cancelDeadline();
   }

@@ -230,7 +230,7 @@ function toServer(name: string, cluster: DiscoveredCluster, labels: Record<strin
   return {
     kind: 'kube_server',
     version: 'v3',
-    metadata: {name, labels: {[LABEL.discoveryGroup]: ctx.discoveryGroup}},
+    metadata: {name, labels: groupLabels(ctx.discoveryGroup)},
     // version, hostname and host_id are the writer's: the heartbeat stamps them when it announces.
     spec: {
       cluster: {
@@ -244,13 +244,29 @@ function toServer(name: string, cluster: DiscoveredCluster, labels: Record<strin
     status: {
       target_health: cluster.unreachable
         ? {status: 'unhealthy', reason: cluster.unreachable.reason, message: cluster.unreachable.message}
-        : {status: 'unknown', reason: 'not_probed', message: 'not probed yet'},
+        : NOT_PROBED,
       ...(cluster.endpoint ? {endpoint: cluster.endpoint} : {}),
       ...(cluster.caData ? {ca_data: cluster.caData} : {}),
       ...(cluster.authMode ? {auth_mode: cluster.authMode} : {}),
       ...(access ? {access} : {}),
     },
   };
+}
+
+// Parts every document of a group has alike are one shared (frozen) object, not one per entry:
+// documents are never changed in place, only replaced.
+const NOT_PROBED = Object.freeze({status: 'unknown', reason: 'not_probed', message: 'not probed yet'} as const);
+const groupLabelObjects = new Map<string, Readonly<Record<string, string>>>();
+
+function groupLabels(group: string): Readonly<Record<string, string>> {
+  let labels = groupLabelObjects.get(group);
+  if (!labels) {
+    labels = Object.freeze({[LABEL.discoveryGroup]: group});
+    // A handful of groups per process (a config reload may add one); never more than a few.
+    if (groupLabelObjects.size >= 16) groupLabelObjects.clear();
+    groupLabelObjects.set(group, labels);
+  }
+  return labels;
 }
 
 function hasOwnKeys(record: Readonly<Record<string, string>>): boolean {

@@ -10,9 +10,10 @@
  * the last good copy of its entry instead of dropping it.
  */
 import {randomBytes} from 'node:crypto';
-import {kubeServerFromDocument, kubeServerFromItem, kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
+import {kubeServerFromDocument, kubeServerPrefix, type KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Clock} from '../core/clock.ts';
 import {errorMessage} from '../core/errors.ts';
+import {intern} from '../core/intern.ts';
 import type {RegistryBackend, RegistryItem, WatchEvent, Watcher} from '../registry/backend.ts';
 import {ChangeLog} from './change-log.ts';
 
@@ -51,6 +52,7 @@ export class Inventory {
   #leaseOf = new Map<string, string>();
   readonly #leaseExpiry = new Map<string, number>();
   #staleSince: number | undefined;
+  #lastExpires: {readonly ms: number; readonly text: string} | undefined;
   #unreadable = 0;
   #listeners = new Set<(event: InventoryEvent) => void>();
   #watcher: Watcher | undefined;
@@ -119,9 +121,10 @@ export class Inventory {
       for (const item of items) {
         const name = item.key.slice(this.#prefix.length);
         try {
-          const server = this.#reuse(item, name) ?? readServer(item, name);
-          next.set(name, server);
-          this.#noteLease(name, item, leases);
+          const server = this.#reuse(item, name) ?? readServer(item, name, undefined, this.#expiresText);
+          // Keyed by the document's own name (equal, checked): the slice of the key would keep the whole key text alive.
+          next.set(server.metadata.name, server);
+          this.#noteLease(server.metadata.name, item, leases);
         } catch (error) {
           // Malformed is not absent: keep serving the last good copy of this entry.
           unreadable++;
@@ -230,8 +233,11 @@ export class Inventory {
     const held = this.#servers.get(name);
     if (held?.metadata.revision !== item.revision) return undefined;
     if (item.expires === undefined) return held;
-    const expires = new Date(item.expires).toISOString();
-    return expires === held.metadata.expires ? held : {...held, metadata: {...held.metadata, expires}};
+    const expires = this.#expiresText(item.expires);
+    // On a lease, readers see its latest expiry (#view, from noteLease): a later one needs no copy.
+    // A copy per entry every resync left the heartbeat (and the cycle) holding the previous one.
+    if (expires === held.metadata.expires || (item.lease !== undefined && expires > held.metadata.expires)) return held;
+    return {...held, metadata: {...held.metadata, expires}};
   }
 
   #apply(event: WatchEvent): void {
@@ -239,10 +245,10 @@ export class Inventory {
       try {
         const name = event.item.key.slice(this.#prefix.length);
         // A local backend hands on the writer's object: share it instead of parsing the text again.
-        const server = readServer(event.item, name, event.document);
+        const server = readServer(event.item, name, event.document, this.#expiresText);
         const previous = this.#servers.get(name);
-        this.#servers.set(name, server);
-        this.#noteLease(name, event.item, this.#leaseOf);
+        this.#servers.set(server.metadata.name, server);
+        this.#noteLease(server.metadata.name, event.item, this.#leaseOf);
         this.#emit({type: 'put', id: this.#changes.append(name, previous), server, previous});
       } catch (error) {
         this.#options.onError?.(error);
@@ -260,9 +266,16 @@ export class Inventory {
       into.delete(name);
       return;
     }
-    into.set(name, item.lease);
+    // Every entry of a replica hangs on one lease: one copy of its id, not one per entry.
+    into.set(name, intern(item.lease));
     if (item.expires !== undefined) this.leaseKeptAlive(item.lease, item.expires);
   }
+
+  /** RFC 3339 text of an expiry; entries on one lease share it, so the last one is reused. */
+  readonly #expiresText = (ms: number): string => {
+    if (this.#lastExpires?.ms !== ms) this.#lastExpires = {ms, text: new Date(ms).toISOString()};
+    return this.#lastExpires.text;
+  };
 
   /** The stored entry with `expires` moved to its lease's latest known expiry. */
   #view(name: string): KubeServer {
@@ -270,7 +283,7 @@ export class Inventory {
     const lease = this.#leaseOf.get(name);
     const expires = lease === undefined ? undefined : this.#leaseExpiry.get(lease);
     if (expires === undefined || expires <= Date.parse(server.metadata.expires)) return server;
-    return {...server, metadata: {...server.metadata, expires: new Date(expires).toISOString()}};
+    return {...server, metadata: {...server.metadata, expires: this.#expiresText(expires)}};
   }
 
   #emit(event: InventoryEvent): void {
@@ -302,9 +315,18 @@ function byName(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** The stored text of an item, parsed; throws naming the key (as kubeServerFromItem does) when it is not JSON. */
+function parseItem(item: RegistryItem): unknown {
+  try {
+    return JSON.parse(item.value);
+  } catch (error) {
+    throw new Error(`registry entry ${item.key} is not valid JSON: ${errorMessage(error)}`, {cause: error});
+  }
+}
+
 /** A stored kube_server whose document is well-formed and names the entry it is stored under. */
-function readServer(item: RegistryItem, name: string, document?: unknown): KubeServer {
-  const server = document === undefined ? kubeServerFromItem(item) : kubeServerFromDocument(item, document);
+function readServer(item: RegistryItem, name: string, document?: unknown, expiresText?: (ms: number) => string): KubeServer {
+  const server = document === undefined ? kubeServerFromDocument(item, parseItem(item), expiresText) : kubeServerFromDocument(item, document, expiresText);
   const meta = (server as {metadata?: {name?: unknown}}).metadata;
   const spec = (server as {spec?: {cluster?: unknown}}).spec;
   if (meta?.name !== name || typeof spec?.cluster !== 'object' || spec.cluster === null) {

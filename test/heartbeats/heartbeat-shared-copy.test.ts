@@ -122,6 +122,24 @@ describe.each(Object.keys(backends) as (keyof typeof backends)[])('Heartbeat and
     expect((await store.list(`kube_servers/${GROUP}/`)).map((i) => i.revision)).toEqual(revisions);
   });
 
+  it('a re-list after keepalives shows the later expiry and keeps the held copy instead of making another', async () => {
+    const hb = heartbeat();
+    await hb.start();
+    const first = await hb.announce(draft('a'));
+    const held = inventory.stored('a', first.metadata.revision);
+    expect(held).toBeDefined();
+    // Keepalives move the lease's expiry; the document is not rewritten.
+    await clock.advance(TTL / 3);
+    await clock.advance(TTL / 3);
+    const [item] = await store.list(`kube_servers/${GROUP}/`);
+    expect(item?.revision).toBe(first.metadata.revision);
+    expect(item?.expires).toBeGreaterThan(Date.parse(first.metadata.expires));
+    await inventory.resync();
+    expect(inventory.stored('a', first.metadata.revision)).toBe(held);
+    expect(inventory.get('a')?.metadata.expires).toBe(new Date(item?.expires ?? 0).toISOString());
+    expect(inventory.list().map((s) => s.metadata.expires)).toEqual([new Date(item?.expires ?? 0).toISOString()]);
+  });
+
   it('re-puts every entry after a lost lease although the inventory saw them deleted', async () => {
     const hb = heartbeat();
     await hb.start();

@@ -6,6 +6,7 @@ import type {DiscoveredCluster, MalformedCluster, SourceRef, SourceResult} from 
 import {awsErrorCode, awsFailure, classifyAwsError, invalidResponse, REGION_NOT_ENABLED_CODES} from './errors.ts';
 import {OPT_IN_REGIONS} from './regions.ts';
 import {isBase64Pem, isHttpsUrl} from '../../core/validate.ts';
+import {intern} from '../../core/intern.ts';
 import type {TagReader} from './tag-reader.ts';
 
 /** EKS statuses whose clusters are kept; a cluster being created, deleted or failed has no API to announce. */
@@ -157,7 +158,9 @@ function toDiscovered(cluster: Cluster | undefined, listedName: string, options:
   if (status === undefined || status === null) return bad('status is missing');
   if (typeof status !== 'string' || !EKS_KNOWN_STATUSES.has(status)) return bad(`status ${describeValue(status)} is not an EKS cluster status`);
   const statusOk = EKS_KEPT_STATUSES.has(status);
-  const account = accountFromArn(cluster.arn) ?? source.account;
+  // The source's own copy of the account id when the ARN agrees: one string per account, not per cluster.
+  const arnAccount = accountFromArn(cluster.arn);
+  const account = arnAccount === undefined || arnAccount === source.account ? source.account : arnAccount;
   const base = {
     cloud: 'AWS' as const,
     type: 'eks' as const,
@@ -165,12 +168,12 @@ function toDiscovered(cluster: Cluster | undefined, listedName: string, options:
     region: source.region,
     account,
     tags: sanitizeTags(cluster.tags),
-    status,
+    status: intern(status),
     statusOk,
     sourceId: source.id,
     ...(cluster.arn ? {id: cluster.arn} : {}),
-    ...(cluster.version ? {kubernetesVersion: cluster.version} : {}),
-    ...(cluster.accessConfig?.authenticationMode ? {authMode: cluster.accessConfig.authenticationMode} : {}),
+    ...(cluster.version ? {kubernetesVersion: intern(cluster.version)} : {}),
+    ...(cluster.accessConfig?.authenticationMode ? {authMode: intern(cluster.accessConfig.authenticationMode)} : {}),
     access: {
       kind: 'eks' as const,
       clusterName: name,
@@ -212,6 +215,7 @@ export function accountFromArn(arn: string | undefined): string | undefined {
 
 function sanitizeTags(tags: Record<string, string> | undefined): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(tags ?? {})) if (typeof v === 'string') out[k] = v;
+  // Values repeat across clusters (env, team): one shared copy each.
+  for (const [k, v] of Object.entries(tags ?? {})) if (typeof v === 'string') out[k] = intern(v);
   return out;
 }

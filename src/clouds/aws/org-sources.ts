@@ -28,7 +28,7 @@ import {leanSdkClient} from './lean-sdk.ts';
 import {getResourcesOperation, leanReads, listClustersOperation} from './lean-read.ts';
 import {expandRegions, type AwsPartition} from './regions.ts';
 import {NodeSha256} from './sha256.ts';
-import {TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
+import {TagMemory, TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
 
 /** The part of an `aws:` matcher with `organization` that decides where to look. */
 export interface OrganizationSourceMatcher {
@@ -119,8 +119,11 @@ export class OrganizationPlanner {
   #organizations: OrganizationsApi | undefined;
   readonly #eksClients = new Map<string, EksApi>();
   readonly #taggingClients = new Map<string, TaggingApi>();
-  /** Per (account, region) source id: what it described, kept across cycles. */
-  readonly #tagReaders = new Map<string, {readonly account: string; readonly reader: TagReader}>();
+  /**
+   * Per (account, region) source id: what it described, kept across cycles. Only the memory is
+   * kept (none for a source that remembers nothing); its reader is built when the source runs.
+   */
+  readonly #tagMemory = new Map<string, {readonly account: string; readonly memory: TagMemory}>();
   /** Accounts of each matcher's last good walk: state of accounts no walk has any more is dropped. */
   readonly #accountsOf = new Map<number, ReadonlySet<string>>();
   /** One pool of keep-alive sockets for every member-account client (pooled per endpoint host). */
@@ -208,19 +211,29 @@ export class OrganizationPlanner {
       for (const {account, roleArn, provider, regions: enabled} of ready) {
         if (!enabled.includes(region)) continue;
         const source = regionSource(matcherIndex, region, account);
-        const tagReader = this.#tagReader(source, provider);
-        const options = {
-          source,
-          client: this.#accountClient(region, account, provider),
-          skipNotEnabledRegion: wildcard,
-          roleArn,
-          ...(matcher.external_id ? {externalId: matcher.external_id} : {}),
-          ...(tagReader ? {tagReader} : {}),
-        };
-        // The (account, region)'s describe cap lives only while its source runs (one source uses it):
-        // 17,000 idle queues kept across cycles were ~12 MB of heap.
+        // The (account, region)'s client, describe cap and tag reader live only while its source runs
+        // (one source uses them): 17,000 idle queues kept across cycles were ~12 MB of heap, readers
+        // ~7 MB, and the options and client wrappers of every source planned at once ~3 MB.
         const perRegion = this.#options.perRegionConcurrency ?? 10;
-        fetchers.push({source, fetch: (signal) => createEksFetcher({...options, describeQueue: new PQueue({concurrency: perRegion})}).fetch(signal)});
+        fetchers.push({
+          source,
+          fetch: async (signal) => {
+            const tagReader = this.#tagReader(source, provider);
+            try {
+              return await createEksFetcher({
+                source,
+                client: this.#accountClient(region, account, provider),
+                skipNotEnabledRegion: wildcard,
+                roleArn,
+                ...(matcher.external_id ? {externalId: matcher.external_id} : {}),
+                describeQueue: new PQueue({concurrency: perRegion}),
+                ...(tagReader ? {tagReader} : {}),
+              }).fetch(signal);
+            } finally {
+              if (this.#tagMemory.get(source.id)?.memory.empty) this.#tagMemory.delete(source.id);
+            }
+          },
+        });
       }
     }
     return {fetchers, failed, walk};
@@ -327,16 +340,20 @@ export class OrganizationPlanner {
     return client;
   }
 
-  /** Incremental discovery of one (account, region) source, or none when it is off. */
+  /** Incremental discovery of one (account, region) source for one cycle, or none when it is off. */
   #tagReader(source: SourceRef, provider: AwsCredentialProvider): TagReader | undefined {
     const refreshMs = this.#options.refreshMs ?? 0;
     if (refreshMs <= 0 || (this.#options.makeEksClient && !this.#options.makeTaggingClient)) return undefined;
-    let reader = this.#tagReaders.get(source.id)?.reader;
-    if (!reader) {
-      const shared = this.#regionTaggingClient(source.region);
-      const queue = this.#accountQueue(source.account);
-      const onTagFallback = this.#options.onTagFallback;
-      reader = new TagReader({
+    let kept = this.#tagMemory.get(source.id);
+    if (!kept) {
+      kept = {account: source.account, memory: new TagMemory()};
+      this.#tagMemory.set(source.id, kept);
+    }
+    const shared = this.#regionTaggingClient(source.region);
+    const queue = this.#accountQueue(source.account);
+    const onTagFallback = this.#options.onTagFallback;
+    return new TagReader(
+      {
         // The account's identity and its per-account cap, like its EKS calls.
         client: {
           send: ((command: unknown, options?: unknown) =>
@@ -347,10 +364,9 @@ export class OrganizationPlanner {
         ...(this.#options.settleMs === undefined ? {} : {settleMs: this.#options.settleMs}),
         ...(this.#options.tagReadTimeoutMs === undefined ? {} : {timeoutMs: this.#options.tagReadTimeoutMs}),
         ...(onTagFallback ? {onFallback: (fallback: TagReadFallback) => onTagFallback(source, fallback)} : {}),
-      });
-      this.#tagReaders.set(source.id, {account: source.account, reader});
-    }
-    return reader;
+      },
+      kept.memory,
+    );
   }
 
   #regionTaggingClient(region: string): TaggingApi {
@@ -384,7 +400,7 @@ export class OrganizationPlanner {
     const kept = (account: string): boolean => [...this.#accountsOf.values()].some((set) => set.has(account));
     for (const account of this.#accountQueues.keys()) if (!kept(account)) this.#accountQueues.delete(account);
     for (const account of this.#enabledRegions.keys()) if (!kept(account)) this.#enabledRegions.delete(account);
-    for (const [id, {account}] of this.#tagReaders) if (!kept(account)) this.#tagReaders.delete(id);
+    for (const [id, {account}] of this.#tagMemory) if (!kept(account)) this.#tagMemory.delete(id);
   }
 
   #agents(): {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent} {

@@ -62,7 +62,8 @@ export interface DescribePlan {
   readonly reuse: readonly DiscoveredCluster[];
 }
 
-interface Remembered {
+/** One remembered description and when it is due for a refresh. */
+export interface Remembered {
   readonly cluster: DiscoveredCluster;
   readonly refreshAt: number;
 }
@@ -72,14 +73,33 @@ const PAGE_SIZE = 100;
 /** Default refresh period of UPDATING clusters (see `TagReaderOptions.settleMs`). */
 export const DEFAULT_SETTLE_MS = 600_000;
 
-/** Remembers one source's descriptions across cycles and decides which to refresh. */
+/**
+ * What one source remembers across cycles: its descriptions and whether its tag read was denied.
+ * Kept apart from the reader so a planner of thousands of sources can keep only this between
+ * cycles and build the reader (client, callbacks) for the cycle that uses it.
+ */
+export class TagMemory {
+  /** Descriptions by cluster name. */
+  readonly known = new Map<string, Remembered>();
+  /** The last tag read was denied (warn once per denial, not every cycle). */
+  denied = false;
+
+  /** Nothing remembered: dropping this memory loses nothing. */
+  get empty(): boolean {
+    return this.known.size === 0 && !this.denied;
+  }
+}
+
+/** Decides which of one source's clusters to describe, from its memory and the region's tags. */
 export class TagReader {
   readonly #options: TagReaderOptions;
-  readonly #known = new Map<string, Remembered>();
-  #denied = false;
+  readonly #memory: TagMemory;
+  readonly #known: Map<string, Remembered>;
 
-  constructor(options: TagReaderOptions) {
+  constructor(options: TagReaderOptions, memory: TagMemory = new TagMemory()) {
     this.#options = options;
+    this.#memory = memory;
+    this.#known = memory.known;
   }
 
   /** Splits the listed names into those to describe and those whose description is reused. */
@@ -92,12 +112,12 @@ export class TagReader {
     let tags: Map<string, Record<string, string>>;
     try {
       tags = await this.#readTags(region, signal);
-      this.#denied = false;
+      this.#memory.denied = false;
     } catch (error) {
       if (signal.aborted) throw error;
       const failure = awsFailure(error, 'GetResources');
-      const firstDenial = failure.reason === 'access_denied' && !this.#denied;
-      if (failure.reason === 'access_denied') this.#denied = true;
+      const firstDenial = failure.reason === 'access_denied' && !this.#memory.denied;
+      if (failure.reason === 'access_denied') this.#memory.denied = true;
       this.#options.onFallback?.({reason: failure.reason, code: failure.code, message: failure.message, firstDenial});
       return {describe: names, reuse: []};
     }

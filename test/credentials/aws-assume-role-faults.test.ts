@@ -1,0 +1,70 @@
+/**
+ * AssumeRole answers that carry no usable credentials (a well-formed 200 without keys, an error
+ * status, a reset connection) fail the mint and cache nothing: the next call asks STS again. Roles
+ * of many accounts are assumed through one shared STS client, so one role's failure must not
+ * leak into another's.
+ */
+import {afterAll, beforeAll, describe, expect, it} from 'vitest';
+import {AwsCredentialError, AwsCredentialProviders} from '../../src/credentials/aws-credentials.ts';
+import {startFakeAws, type FakeAws} from '../fakes/aws-server.ts';
+import {FakeAwsWorld} from '../fakes/aws-world.ts';
+import {answer, awsClassifier, startFaultProxy, when, type FaultProxy} from '../fakes/faults.ts';
+
+const BASE = {accessKeyId: 'AKIDASSUMEFAULTS0001', secretAccessKey: 'assume-faults-secret'};
+const ROLE_A = 'arn:aws:iam::222222222222:role/discovery';
+const ROLE_B = 'arn:aws:iam::333333333333:role/discovery';
+const NO_KEYS = `<AssumeRoleResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleResult><AssumedRoleUser><Arn>${ROLE_A}</Arn><AssumedRoleId>AROA:x</AssumedRoleId></AssumedRoleUser></AssumeRoleResult><ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></AssumeRoleResponse>`;
+
+let fake: FakeAws;
+let proxy: FaultProxy;
+
+beforeAll(async () => {
+  const world = new FakeAwsWorld();
+  world.addAccount('111111111111', {accessKeys: [BASE]});
+  world.addAccount('222222222222', {roles: [{arn: ROLE_A, trust: ['111111111111']}]});
+  world.addAccount('333333333333', {roles: [{arn: ROLE_B, trust: ['111111111111']}]});
+  fake = await startFakeAws({world});
+  proxy = await startFaultProxy({upstream: fake.url, classify: awsClassifier((id) => world.lookupAccessKey(id)?.account)});
+});
+
+afterAll(async () => {
+  await proxy.close();
+  await fake.close();
+});
+
+function registry(): AwsCredentialProviders {
+  const env: Record<string, string> = {AWS_MAX_ATTEMPTS: '1'};
+  for (const key of Object.keys(fake.env)) env[key] = proxy.url;
+  return new AwsCredentialProviders({env, base: () => Promise.resolve(BASE)});
+}
+
+describe('AssumeRole through the shared STS client', () => {
+  it('fails on a 200 answer without credentials, caches nothing, and succeeds once STS answers properly', async () => {
+    const providers = registry();
+    const role = providers.provider({region: 'us-east-1', roleArn: ROLE_A});
+    proxy.fault = when({operation: 'AssumeRole'}, answer(200, NO_KEYS, {'content-type': 'text/xml'}));
+    const error = await role().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(AwsCredentialError);
+    expect((error as Error).message).toMatch(/^cannot assume role arn:aws:iam::222222222222:role\/discovery: InvalidResponse: /);
+    proxy.fault = undefined;
+    expect((await role()).accessKeyId).toMatch(/^ASIA/);
+  });
+
+  it('fails on an error status, then assumes each role as itself through the same client', async () => {
+    const providers = registry();
+    proxy.fault = when({operation: 'AssumeRole'}, answer(503, '<ErrorResponse><Error><Code>ServiceUnavailable</Code><Message>down</Message></Error></ErrorResponse>', {'content-type': 'text/xml'}));
+    await expect(providers.provider({region: 'us-east-1', roleArn: ROLE_A})()).rejects.toThrow(/^cannot assume role arn:aws:iam::222222222222:role\/discovery: /);
+    proxy.fault = undefined;
+    const [a, b] = await Promise.all([providers.provider({region: 'us-east-1', roleArn: ROLE_A})(), providers.provider({region: 'us-east-1', roleArn: ROLE_B})()]);
+    expect(a.accessKeyId).not.toBe(b.accessKeyId);
+  });
+
+  it('fails on a reset connection and caches nothing', async () => {
+    const providers = registry();
+    const role = providers.provider({region: 'us-east-1', roleArn: ROLE_B});
+    proxy.fault = when({operation: 'AssumeRole'}, {kind: 'reset'});
+    await expect(role()).rejects.toBeInstanceOf(AwsCredentialError);
+    proxy.fault = undefined;
+    expect((await role()).accessKeyId).toMatch(/^ASIA/);
+  });
+});
