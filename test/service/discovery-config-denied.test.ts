@@ -131,6 +131,9 @@ describe('a leader whose DiscoveryConfig list fails', () => {
       const refusedBefore = deniedLists;
       await touch('2');
       await vi.waitFor(() => expect(deniedLists).toBeGreaterThan(refusedBefore), {timeout: 20_000, interval: 50});
+      // The fake counts the refusal when it answers; the leader records it a moment later. Cycle
+      // (nothing changed yet) until a cycle carries it, so the next one is known to run with it.
+      await vi.waitFor(async () => expect((await cycleOf(svc, true)).result).toBe('partial'), {timeout: 30_000, interval: 100});
       world.removeCluster(ACCOUNT, 'us-east-1', 'base-2');
       const after = await cycleOf(svc, true);
       expect(actions(after)).toEqual({'base-1': 'unchanged', 'base-2': 'delete', 'eu-1': 'unchanged'});
