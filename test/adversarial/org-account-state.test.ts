@@ -4,15 +4,10 @@
  * must not read as "the account is no longer ACTIVE" and deregister the account's clusters.
  */
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
-import {Heartbeat} from '../../heartbeats/heartbeat.ts';
-import {systemClock} from '../../src/core/clock.ts';
-import {parseConfig} from '../../src/config/load.ts';
-import {Discovery} from '../../src/discovery/discovery.ts';
-import {createRegistrar} from '../../src/discovery/registrar.ts';
-import {MemoryBackend} from '../../src/registry/memory.ts';
-import {FakeAwsWorld, FakeOrganization, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {startFakeAws, type FakeAws, type FakeOrganization} from '../fakes/aws-fakes.ts';
 import {awsClassifier, startFaultProxy, type FaultProxy} from '../fakes/faults.ts';
 import {setEnv} from '../helpers/env.ts';
+import {organizationWorld, startOrgDiscovery} from '../helpers/org-world.ts';
 
 const MGMT = '111111111111';
 const MEMBER = '222222222222';
@@ -25,13 +20,10 @@ let org: FakeOrganization;
 let restoreEnv: () => void;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(MGMT, {accessKeys: [KEY]});
-  org = new FakeOrganization({managementAccount: MGMT});
-  world.organization = org;
-  const unit = org.addUnit('prod');
-  org.addAccount(MEMBER, {parent: unit});
-  world.addAccount(MEMBER, {roles: [{arn: `arn:aws:iam::${MEMBER}:role/${ROLE}`, trust: [MGMT]}]});
+  const made = organizationWorld(MGMT, KEY);
+  const world = made.world;
+  org = made.org;
+  made.addMember(MEMBER, org.addUnit('prod'), ROLE);
   world.addCluster(MEMBER, 'us-east-1', {name: 'member'});
   fake = await startFakeAws({world});
   proxy = await startFaultProxy({upstream: fake.url, classify: awsClassifier((id) => world.lookupAccessKey(id)?.account)});
@@ -78,26 +70,8 @@ describe('an organization walk with an account record of unknown state', () => {
   for (const [what, edit] of spoilers) {
     it(`keeps the account's clusters when its record has ${what}`, async () => {
       proxy.fault = undefined;
-      const config = parseConfig(
-        `version: v1
-discovery_service:
-  discovery_group: g
-  aws:
-    - types: [eks]
-      regions: [us-east-1]
-      assume_role_name: ${ROLE}
-      organization: {organization_id: ${org.id}, organizational_units: {include: ["*"], exclude: []}}
-storage: {type: memory}
-`,
-        'adv-org.yaml',
-      );
-      const backend = new MemoryBackend({clock: systemClock});
-      const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
-      await heartbeat.start();
+      const {discovery, registrar, names, stop} = await startOrgDiscovery({orgId: org.id, role: ROLE, file: 'adv-org.yaml', organizations: {organizationsTimeoutMs: 2000}});
       try {
-        const discovery = new Discovery({config, clock: systemClock, aws: {organizations: {organizationsTimeoutMs: 2000}}});
-        const registrar = createRegistrar(backend, heartbeat, 'g');
-        const names = async (): Promise<string[]> => (await registrar.current()).map((s) => s.metadata.name).sort();
         await discovery.runCycle(registrar);
         expect(await names()).toEqual([`member-eks-us-east-1-${MEMBER}`]);
 
@@ -107,8 +81,7 @@ storage: {type: memory}
         expect(await names()).toEqual([`member-eks-us-east-1-${MEMBER}`]);
       } finally {
         proxy.fault = undefined;
-        await heartbeat.stop({deregister: false});
-        await backend.close();
+        await stop();
       }
     });
   }

@@ -7,14 +7,9 @@
  * clusters go, after the two walks any account that stops being selected gets.
  */
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
-import {Heartbeat} from '../../heartbeats/heartbeat.ts';
-import {systemClock} from '../../src/core/clock.ts';
-import {parseConfig} from '../../src/config/load.ts';
-import {Discovery} from '../../src/discovery/discovery.ts';
-import {createRegistrar} from '../../src/discovery/registrar.ts';
-import {MemoryBackend} from '../../src/registry/memory.ts';
-import {FakeAwsWorld, FakeOrganization, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {startFakeAws, type FakeAws, type FakeOrganization} from '../fakes/aws-fakes.ts';
 import {setEnv} from '../helpers/env.ts';
+import {organizationWorld, startOrgDiscovery} from '../helpers/org-world.ts';
 
 const MGMT = '111111111111';
 const SUSPENDED = '222222222222';
@@ -28,14 +23,12 @@ let org: FakeOrganization;
 let restoreEnv: () => void;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(MGMT, {accessKeys: [KEY]});
-  org = new FakeOrganization({managementAccount: MGMT});
-  world.organization = org;
+  const made = organizationWorld(MGMT, KEY);
+  const world = made.world;
+  org = made.org;
   const unit = org.addUnit('prod');
   for (const account of [SUSPENDED, CLOSING, STAYS]) {
-    org.addAccount(account, {parent: unit});
-    world.addAccount(account, {roles: [{arn: `arn:aws:iam::${account}:role/${ROLE}`, trust: [MGMT]}]});
+    made.addMember(account, unit, ROLE);
     world.addCluster(account, 'us-east-1', {name: `c${account.slice(0, 1)}`});
   }
   fake = await startFakeAws({world});
@@ -49,26 +42,8 @@ afterAll(async () => {
 
 describe('a member account suspended by AWS', () => {
   it('keeps its clusters, stale, for as long as it is suspended; a closing account is deregistered after two walks', async () => {
-    const config = parseConfig(
-      `version: v1
-discovery_service:
-  discovery_group: g
-  aws:
-    - types: [eks]
-      regions: [us-east-1]
-      assume_role_name: ${ROLE}
-      organization: {organization_id: ${org.id}, organizational_units: {include: ["*"], exclude: []}}
-storage: {type: memory}
-`,
-      'adv-suspended.yaml',
-    );
-    const backend = new MemoryBackend({clock: systemClock});
-    const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
-    await heartbeat.start();
+    const {discovery, registrar, names, stop} = await startOrgDiscovery({orgId: org.id, role: ROLE, file: 'adv-suspended.yaml', organizations: {organizationsTimeoutMs: 5000}});
     try {
-      const discovery = new Discovery({config, clock: systemClock, aws: {organizations: {organizationsTimeoutMs: 5000}}});
-      const registrar = createRegistrar(backend, heartbeat, 'g');
-      const names = async (): Promise<string[]> => (await registrar.current()).map((s) => s.metadata.name).sort();
       const [suspended, closing, stays] = [SUSPENDED, CLOSING, STAYS].map((a) => `c${a.slice(0, 1)}-eks-us-east-1-${a}`) as [string, string, string];
       await discovery.runCycle(registrar);
       expect(await names()).toEqual([suspended, closing, stays]);
@@ -94,8 +69,7 @@ storage: {type: memory}
       expect(back.items.find((i) => i.name === suspended)?.action).toBe('update');
       expect((await registrar.current()).find((s) => s.metadata.name === suspended)?.status?.stale).toBeFalsy();
     } finally {
-      await heartbeat.stop({deregister: false});
-      await backend.close();
+      await stop();
     }
   });
 });
