@@ -13,7 +13,7 @@ import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {electionLeaseName} from '../../src/ha/lease-election.ts';
 import type {AwsServiceWorld} from '../helpers/aws-service-world.ts';
 import {spawnCli} from '../helpers/process.ts';
-import {HA_CLUSTERS as CLUSTERS, killLeaderUntilTakeover, killReplicas, replicaNames, replicaStatus, startHaWorld, untilRole, writeReplicaConfigs, type Replica} from '../helpers/replica.ts';
+import {HA_CLUSTERS as CLUSTERS, killLeaderUntilTakeover, killReplicas, replicaNames, replicaStatus, startHaWorld, startLeaderThenFollower, untilRole, writeReplicaConfigs, type Replica} from '../helpers/replica.ts';
 import type {KubeEnv} from '../kubernetes/kube-env.ts';
 import {startKubeEnv} from '../kubernetes/kube-env.ts';
 
@@ -53,10 +53,7 @@ storage: {type: kubernetes, namespace: kd, kubeconfig: "${kube.kubeconfigPath}",
 
   it('SIGKILL of the leader: the survivor takes the Lease over with every entry; the restarted pod keeps its host id', async () => {
     const [r1, r2] = replicas as [Replica, Replica];
-    start(r1);
-    await untilRole('pod-1 leads with every cluster', r1, 'leader');
-    start(r2);
-    await untilRole('pod-2 follows with the inventory', r2, 'follower');
+    await startLeaderThenFollower(start, r1, r2);
     const hostId = (await status(r1))?.host_id;
     const inventory = ((await names(r1)) ?? []).sort();
     expect(hostId).toMatch(/^[0-9a-f-]{36}$/);

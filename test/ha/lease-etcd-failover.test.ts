@@ -10,7 +10,7 @@ import {electionLeaseName} from '../../src/ha/lease-election.ts';
 import type {AwsServiceWorld} from '../helpers/aws-service-world.ts';
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
 import {spawnCli} from '../helpers/process.ts';
-import {HA_CLUSTERS as CLUSTERS, killLeaderUntilTakeover, killReplicas, replicaNames, startHaWorld, untilRole, writeReplicaConfigs, type Replica} from '../helpers/replica.ts';
+import {HA_CLUSTERS as CLUSTERS, killLeaderUntilTakeover, killReplicas, replicaNames, startHaWorld, startLeaderThenFollower, writeReplicaConfigs, type Replica} from '../helpers/replica.ts';
 import type {KubeEnv} from '../kubernetes/kube-env.ts';
 import {startKubeEnv} from '../kubernetes/kube-env.ts';
 
@@ -50,10 +50,7 @@ leader_election: {type: kubernetes_lease, namespace: kd, kubeconfig: "${kube.kub
 
   it('SIGKILL of the leader: the survivor takes the Lease over, runs a cycle and keeps every entry', async () => {
     const [r1, r2] = replicas as [Replica, Replica];
-    start(r1);
-    await untilRole('pod-1 leads with every cluster', r1, 'leader');
-    start(r2);
-    await untilRole('pod-2 follows with the inventory', r2, 'follower');
+    await startLeaderThenFollower(start, r1, r2);
     const inventory = ((await names(r1)) ?? []).sort();
     const lease = () => kube.server.getObject('coordination.k8s.io', 'leases', 'kd', electionLeaseName('ha'))?.['spec'] as {holderIdentity: string; leaseTransitions: number} | undefined;
     // The Lease decides, although etcd (with its own election) is the storage; etcd's session TTL (30 s) is far longer.

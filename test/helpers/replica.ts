@@ -105,6 +105,14 @@ export function untilRole(what: string, r: Replica, role: 'leader' | 'follower')
   return until(what, async () => (await replicaStatus(r))?.role === role && (await replicaNames(r))?.length === HA_CLUSTERS.length);
 }
 
+/** Starts `leader` and waits until it leads with every cluster, then `follower` until it follows with them. */
+export async function startLeaderThenFollower(start: (r: Replica) => void, leader: Replica, follower: Replica): Promise<void> {
+  start(leader);
+  await untilRole(`${leader.name} leads with every cluster`, leader, 'leader');
+  start(follower);
+  await untilRole(`${follower.name} follows with the inventory`, follower, 'follower');
+}
+
 /**
  * SIGKILLs the leader and waits until `survivor` leads and has completed a cycle since it took
  * over, checking on every poll that it serves no name twice. Returns the entry counts it served
