@@ -15,7 +15,7 @@
  *
  *   node bench/cycle-driver.ts -- '{"mode":"service","config":"...","cycles":5,"controlUrl":"..."}'
  */
-import {DescribeClusterCommand, EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
+import {DescribeClusterCommand, EKSClient} from '@aws-sdk/client-eks';
 import {readFile, writeFile} from 'node:fs/promises';
 import {Session} from 'node:inspector/promises';
 import PQueue from 'p-queue';
@@ -29,6 +29,7 @@ import {awsCredentialProvider} from '../src/credentials/aws-credentials.ts';
 import type {CycleReport} from '../src/discovery/cycle.ts';
 import {createLogger} from '../src/observability/logger.ts';
 import {startService, type RunningService} from '../src/service/service.ts';
+import {listClusterNames} from './list-clusters.ts';
 import type {SimStats, SimVerdict} from './sim.ts';
 import {clusterKey} from './sim-world.ts';
 
@@ -241,13 +242,7 @@ async function runFloor(request: DriverRequest, config: Config): Promise<DriverC
       const client = clients.get(`${s.region}|${s.roleArn ?? ''}`) as EKSClient;
       const queue = describeQueues.get(s.region) as PQueue;
       try {
-        const names: string[] = [];
-        let nextToken: string | undefined;
-        do {
-          const page = await client.send(new ListClustersCommand({maxResults: 100, nextToken}));
-          names.push(...(page.clusters ?? []));
-          nextToken = page.nextToken;
-        } while (nextToken);
+        const names = await listClusterNames(client);
         await Promise.all(names.map((name) => queue.add(async () => {
           const out = await client.send(new DescribeClusterCommand({name}));
           const c = out.cluster;

@@ -14,7 +14,7 @@
  *
  * A diagnostic, not a target: the bench's W0 figures come from `npm run bench` only.
  */
-import {DescribeClusterCommand, EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
+import {DescribeClusterCommand, EKSClient} from '@aws-sdk/client-eks';
 import {readFileSync} from 'node:fs';
 import {mkdtemp, rm} from 'node:fs/promises';
 import os from 'node:os';
@@ -26,6 +26,7 @@ import {NodeSha256} from '../src/clouds/aws/sha256.ts';
 import {awsRequestHandler} from '../src/clouds/aws/sources.ts';
 import {awsCredentialProvider} from '../src/credentials/aws-credentials.ts';
 import {runChild} from './child.ts';
+import {listClusterNames} from './list-clusters.ts';
 import {loadScenario, regionsOf} from './scenario.ts';
 import {scriptArgs, startSimulator, type SimStats} from './sim.ts';
 
@@ -87,13 +88,7 @@ async function child(request: ChildRequest): Promise<ChildCycle[]> {
       const client = clients.get(region) as EKSClient;
       const queue = new PQueue({concurrency: request.cap === 'all' ? Infinity : request.cap});
       try {
-        const names: string[] = [];
-        let nextToken: string | undefined;
-        do {
-          const page = await client.send(new ListClustersCommand({maxResults: 100, nextToken}));
-          names.push(...(page.clusters ?? []));
-          nextToken = page.nextToken;
-        } while (nextToken);
+        const names = await listClusterNames(client);
         await Promise.all(names.map((name) => queue.add(async () => {
           const out = await client.send(new DescribeClusterCommand({name}));
           if (out.cluster?.status === 'ACTIVE' || out.cluster?.status === 'UPDATING') found++;

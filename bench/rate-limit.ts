@@ -6,8 +6,8 @@
  * ARM `429 TooManyRequests` with `Retry-After`.
  */
 import type {Clock} from '../src/core/clock.ts';
-import type {ArmFaultHook, ArmRequestContext} from '../test/fakes/arm-server.ts';
-import type {FaultContext, FaultHook} from '../test/fakes/aws-fakes.ts';
+import type {ArmFault, ArmFaultHook, ArmRequestContext} from '../test/fakes/arm-server.ts';
+import type {FaultAction, FaultContext, FaultHook} from '../test/fakes/aws-fakes.ts';
 
 /** A sustained rate and how many requests may come at once above it. */
 export interface RateLimit {
@@ -98,14 +98,11 @@ export interface AwsRateLimiter {
 
 /** Per-region, per-operation token buckets answering like AWS when empty. */
 export function awsRateLimiter(options: {readonly clock: Clock; readonly limits: RateLimits}): AwsRateLimiter {
-  for (const limit of Object.values(options.limits)) checkLimit(limit);
-  const buckets = new TokenBuckets(options.clock);
-  const hook: FaultHook = (ctx: FaultContext) => {
-    const limit = limitFor(options.limits, ctx.operation);
-    if (!limit || buckets.take(`${ctx.service}|${ctx.region}|${ctx.operation}`, limit)) return undefined;
-    return ctx.service === 'sts' ? {code: 'Throttling', status: 400, message: 'Rate exceeded'} : {code: 'ThrottlingException', status: 429, message: 'Rate exceeded'};
-  };
-  return {hook, buckets};
+  return rateLimiter<FaultContext, FaultAction>(
+    options,
+    (ctx) => `${ctx.service}|${ctx.region}|${ctx.operation}`,
+    (ctx) => (ctx.service === 'sts' ? {code: 'Throttling', status: 400, message: 'Rate exceeded'} : {code: 'ThrottlingException', status: 429, message: 'Rate exceeded'}),
+  );
 }
 
 /** An ARM fault hook throttling per (subscription, operation), and the buckets behind it. */
@@ -116,12 +113,25 @@ export interface ArmRateLimiter {
 
 /** Per-subscription, per-operation token buckets answering `429` with `Retry-After` (seconds until a token is back, at least 1). */
 export function armRateLimiter(options: {readonly clock: Clock; readonly limits: RateLimits}): ArmRateLimiter {
+  return rateLimiter<ArmRequestContext, ArmFault>(
+    options,
+    (ctx) => `${ctx.subscription ?? '-'}|${ctx.operation}`,
+    (_ctx, limit) => ({status: 429, retryAfterSeconds: Math.max(1, Math.ceil(1 / limit.ratePerSecond))}),
+  );
+}
+
+/** A fault hook taking a token of the bucket `keyOf` names for each call, and answering `refuse` when it is empty. */
+function rateLimiter<C extends {readonly operation: string}, F>(
+  options: {readonly clock: Clock; readonly limits: RateLimits},
+  keyOf: (ctx: C) => string,
+  refuse: (ctx: C, limit: RateLimit) => F,
+): {hook: (ctx: C) => F | undefined; buckets: TokenBuckets} {
   for (const limit of Object.values(options.limits)) checkLimit(limit);
   const buckets = new TokenBuckets(options.clock);
-  const hook: ArmFaultHook = (ctx: ArmRequestContext) => {
+  const hook = (ctx: C): F | undefined => {
     const limit = limitFor(options.limits, ctx.operation);
-    if (!limit || buckets.take(`${ctx.subscription ?? '-'}|${ctx.operation}`, limit)) return undefined;
-    return {status: 429, retryAfterSeconds: Math.max(1, Math.ceil(1 / limit.ratePerSecond))};
+    if (!limit || buckets.take(keyOf(ctx), limit)) return undefined;
+    return refuse(ctx, limit);
   };
   return {hook, buckets};
 }

@@ -9,17 +9,14 @@
  *
  *   npm run bench:w5 [-- --scenario bench/scenarios/w5-management-groups.json] [--cycles 4] [--node-args="--max-old-space-size=256"] [--profile-steady FILE.cpuprofile|FILE.heapprofile]
  */
-import {mkdtemp, readFile, rm, writeFile} from 'node:fs/promises';
-import os from 'node:os';
+import {readFile, writeFile} from 'node:fs/promises';
 import path from 'node:path';
 import {parseArgs} from 'node:util';
 import {startFakeArm, type FakeArm} from '../test/fakes/arm-server.ts';
 import {sharedServerTls} from '../test/fakes/tls-ca.ts';
-import {runChild} from './child.ts';
-import {startControl} from './control-server.ts';
 import {summarizeProfile} from './profile.ts';
-import type {DriverRequest, DriverResult} from './cycle-driver.ts';
 import {ManagementGroupWorld, ROOT_GROUP, mgScenarioSchema, type MgScenario} from './mg-world.ts';
+import {callStats, cpuOf, cyclesOption, runMain, runServiceWorkload, workloadReport} from './service-workload.ts';
 import {startSimIdentity} from './sim-identity.ts';
 import {scriptArgs} from './sim.ts';
 
@@ -27,14 +24,7 @@ const HERE = import.meta.dirname;
 
 /** Calls per operation, as the cycle driver reads them from GET /stats. */
 function stats(fake: FakeArm): Record<string, unknown> {
-  const arm: Record<string, {calls: number; throttled: number; errors: number}> = {};
-  for (const r of fake.stats.requests) {
-    const op = (arm[r.operation] ??= {calls: 0, throttled: 0, errors: 0});
-    op.calls++;
-    if (r.status === 429) op.throttled++;
-    else if (r.status >= 400 || r.status === 0) op.errors++;
-  }
-  return {aws: {}, aws_calls: 0, aws_throttled: 0, arm, arm_calls: fake.stats.requests.length, arm_throttled: 0, describe_max_in_flight: 0, aws_early_throttled_share: 0};
+  return callStats('arm', fake.stats.requests, (r) => r.operation, (r) => r.status === 429);
 }
 
 /**
@@ -67,11 +57,6 @@ export function mgBounds(s: MgScenario, world: ManagementGroupWorld): {coldMs: n
   };
 }
 
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? 0 : ((s[Math.floor((s.length - 1) / 2)] ?? 0) + (s[Math.ceil((s.length - 1) / 2)] ?? 0)) / 2;
-};
-
 /** Runs W5 and returns its report. */
 export async function runManagementGroupWorkload(scenario: MgScenario, options: {cycles: number; nodeArgs?: readonly string[]; steadyProfile?: string; log?: (l: string) => void}): Promise<Record<string, unknown>> {
   const log = options.log ?? ((l: string) => process.stderr.write(`${l}\n`));
@@ -84,89 +69,56 @@ export async function runManagementGroupWorkload(scenario: MgScenario, options: 
     fault: world.fault,
     acceptToken: (token) => identity.resourceOf(token) === 'https://management.azure.com',
   });
-  const control = await startControl({stats: () => stats(fake), resetStats: () => fake.stats.reset(), churn: () => ({step: world.joinAndLeave(), created: 0, deleted: 0}), expectedKeys: () => world.expectedKeys(), graceKeys: () => world.graceKeys(), departedKeys: () => world.departedKeys()});
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'kd-bench-w5-'));
   try {
-    const caFile = path.join(dir, 'ca.pem');
-    await writeFile(caFile, (await sharedServerTls()).caPem);
-    const config = {
-      version: 'v1',
-      discovery_service: {
-        discovery_group: 'bench',
-        poll_interval: '1h',
-        concurrency: scenario.concurrency,
-        azure: [{types: ['aks'], management_groups: [ROOT_GROUP], resource_manager_endpoint: fake.url}],
+    const {result, control} = await runServiceWorkload({
+      name: scenario.name,
+      tmpPrefix: 'kd-bench-w5-',
+      control: {stats: () => stats(fake), resetStats: () => fake.stats.reset(), churn: () => ({step: world.joinAndLeave(), created: 0, deleted: 0}), expectedKeys: () => world.expectedKeys(), graceKeys: () => world.graceKeys(), departedKeys: () => world.departedKeys()},
+      concurrency: scenario.concurrency,
+      matchers: {azure: [{types: ['aks'], management_groups: [ROOT_GROUP], resource_manager_endpoint: fake.url}]},
+      env: async (dir) => {
+        const caFile = path.join(dir, 'ca.pem');
+        await writeFile(caFile, (await sharedServerTls()).caPem);
+        return {...identity.env, NODE_EXTRA_CA_CERTS: caFile, AWS_EC2_METADATA_DISABLED: 'true'};
       },
-      probe: {enabled: false},
-      storage: {type: 'sqlite', path: path.join(dir, 'registry.db')},
-      log: {level: 'error', format: 'json'},
-    };
-    const configFile = path.join(dir, 'config.yaml');
-    await writeFile(configFile, `${JSON.stringify(config, null, 2)}\n`);
-    log(`${scenario.name}: ${scenario.subscriptions} subscriptions (${world.deniedSubscriptions} denying) in ${world.nestedGroups} nested groups under ${ROOT_GROUP}, ${scenario.outside_subscriptions} outside, ${world.size} clusters, ${world.expectedKeys().size} discoverable`);
-    const request: DriverRequest = {mode: 'service', config: configFile, cycles: options.cycles, controlUrl: control.url, churnPercent: 1, ...(options.steadyProfile === undefined ? {} : {steadyProfile: options.steadyProfile})};
-    const env = {...identity.env, NODE_EXTRA_CA_CERTS: caFile, AWS_EC2_METADATA_DISABLED: 'true'};
-    const outcome = await runChild<DriverResult>(path.join(HERE, 'cycle-driver.ts'), request, {env, nodeArgs: options.nodeArgs ?? [], onProgress: (l) => log(`  ${l}`)});
-    if (!outcome.ok) throw new Error(`${scenario.name}: the service run failed: ${outcome.reason}`);
-    const cycles = outcome.result.cycles;
-    const bounds = mgBounds(scenario, world);
-    const walls = cycles.map((c) => Math.round(c.wallMs));
-    const steady = walls.slice(1);
-    const perCluster = cycles.map((c) => (c.cpuUserMs + c.cpuSystemMs) / Math.max(1, c.verdict.expected));
+      banner: `${scenario.name}: ${scenario.subscriptions} subscriptions (${world.deniedSubscriptions} denying) in ${world.nestedGroups} nested groups under ${ROOT_GROUP}, ${scenario.outside_subscriptions} outside, ${world.size} clusters, ${world.expectedKeys().size} discoverable`,
+      cycles: options.cycles,
+      nodeArgs: options.nodeArgs,
+      steadyProfile: options.steadyProfile,
+      log,
+    });
+    const cycles = result.cycles;
     // A deregistration is false unless its entry was registered before the cycle and its
     // subscription was moved out of the group by a step (`departed`: the one that moved out two
     // cycles ago, once the second walk without it has confirmed it); a denying subscription's is false. An expected cluster not registered counts
     // too, and so does one still registered that should not be: the moved-out subscription's
     // clusters only on the cycle right after its move (the one walk of grace, `graced`).
     const falseDeregistrations = cycles.reduce((n, c, i) => n + Math.max(0, (c.counts?.delete ?? 0) - (control.verifications[i]?.departed ?? 0)) + c.verdict.missing + c.verdict.unexpected, 0);
-    const byOperation = (i: number): Record<string, number> =>
-      Object.fromEntries(Object.entries((cycles[i]?.stats.arm ?? {}) as Record<string, {calls: number}>).map(([op, v]) => [op, v.calls]).sort());
-    const steadyMedian = median(steady);
-    return {
-      name: scenario.name,
-      description: scenario.description ?? '',
-      subscriptions: {under_group: scenario.subscriptions, denying: world.deniedSubscriptions, outside: scenario.outside_subscriptions, nested_groups: world.nestedGroups, moved: control.steps},
-      clusters: {
-        total: world.size,
-        expected_last: cycles.at(-1)?.verdict.expected ?? 0,
-        found_last: cycles.at(-1)?.verdict.found ?? 0,
-        unexpected_last: cycles.at(-1)?.verdict.unexpected ?? 0,
-        // Clusters of the subscription that moved out before the last cycle, kept one walk (stale).
-        kept_one_walk_last: control.verifications.at(-1)?.graced ?? 0,
+    return workloadReport({
+      head: {
+        name: scenario.name,
+        description: scenario.description ?? '',
+        subscriptions: {under_group: scenario.subscriptions, denying: world.deniedSubscriptions, outside: scenario.outside_subscriptions, nested_groups: world.nestedGroups, moved: control.steps},
+        clusters: {
+          total: world.size,
+          expected_last: cycles.at(-1)?.verdict.expected ?? 0,
+          found_last: cycles.at(-1)?.verdict.found ?? 0,
+          unexpected_last: cycles.at(-1)?.verdict.unexpected ?? 0,
+          // Clusters of the subscription that moved out before the last cycle, kept one walk (stale).
+          kept_one_walk_last: control.verifications.at(-1)?.graced ?? 0,
+        },
       },
-      cycle_wall_ms: {cold: walls[0] ?? 0, steady_median: steadyMedian, all: walls},
-      latency_bound_ms: {cold: bounds.coldMs, steady: bounds.steadyMs, formula: bounds.formula},
-      wall_vs_bound: {cold: bounds.coldMs > 0 ? round2((walls[0] ?? 0) / bounds.coldMs) : null, steady: bounds.steadyMs > 0 ? round2(steadyMedian / bounds.steadyMs) : null},
-      calls_by_operation: {first_cycle: byOperation(0), steady: byOperation(cycles.length - 1)},
-      cpu_ms_per_cluster: {cold: round3(perCluster[0] ?? 0), steady_median: round3(median(perCluster.slice(1)))},
+      result,
+      bounds: mgBounds(scenario, world),
+      api: 'arm',
       // The latency bound assumes a free CPU; the service's own CPU per cycle says how far that holds on this machine.
-      service_cpu_ms: cycles.map((c) => Math.round(c.cpuUserMs + c.cpuSystemMs)),
-      peak_rss_mb: Math.round(outcome.result.maxRssKb / 1024),
-      heap_after_gc_mb: outcome.result.memoryAfterGcMb?.['heapUsed'] ?? null,
-      registry: cycles.map((c) => c.counts),
-      failed_sources: cycles.map((c) => c.failedSources ?? 0),
-      false_deregistrations: falseDeregistrations,
-      targets: {
-        zero_false_deregistrations: falseDeregistrations === 0,
-        peak_rss_at_most_320_mb: outcome.result.maxRssKb / 1024 <= 320,
-        steady_cycle_within_1_5x_bound: steadyMedian <= 1.5 * bounds.steadyMs,
-        steady_cycle_within_5_minutes: steadyMedian < 300_000,
-      },
-    };
+      cpu: {service_cpu_ms: cycles.map((c) => Math.round(cpuOf(c)))},
+      falseDeregistrations,
+    });
   } finally {
-    await control.close();
     await fake.close();
     await identity.close();
-    await rm(dir, {recursive: true, force: true});
   }
-}
-
-function round2(x: number): number {
-  return Math.round(x * 100) / 100;
-}
-
-function round3(x: number): number {
-  return Math.round(x * 1000) / 1000;
 }
 
 async function main(argv: readonly string[]): Promise<void> {
@@ -180,20 +132,11 @@ async function main(argv: readonly string[]): Promise<void> {
     },
     strict: true,
   });
-  const cycles = Number(values.cycles);
-  if (!Number.isInteger(cycles) || cycles < 2) throw new Error(`expected --cycles to be an integer >= 2 (one cold, then steady ones), got ${values.cycles}`);
+  const cycles = cyclesOption(values.cycles);
   const scenario = mgScenarioSchema.parse(JSON.parse(await readFile(values.scenario, 'utf8')));
   const report = await runManagementGroupWorkload(scenario, {cycles, nodeArgs: values['node-args'].split(' ').filter(Boolean), ...(values['profile-steady'] === undefined ? {} : {steadyProfile: path.resolve(values['profile-steady'])})});
   if (values['profile-steady'] !== undefined && !values['profile-steady'].endsWith('.heapprofile')) process.stderr.write(`${JSON.stringify(await summarizeProfile(path.resolve(values['profile-steady']), path.join(HERE, '..'), 25), null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 }
 
-if (import.meta.main) {
-  main(process.argv.slice(2)).then(
-    () => process.exit(0),
-    (error: unknown) => {
-      process.stderr.write(`bench:w5: ${(error as Error).stack ?? String(error)}\n`);
-      process.exit(1);
-    },
-  );
-}
+if (import.meta.main) runMain('bench:w5', main);

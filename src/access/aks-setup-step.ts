@@ -8,7 +8,6 @@
  * cluster is deregistered. Clusters on Kubernetes RBAC are left alone (their probe message says
  * what to bind). Failures never touch registration: they become the cluster's health message.
  */
-import {AsyncLocalStorage} from 'node:async_hooks';
 import type {TargetHealth} from '../../heartbeats/kube-server.ts';
 import type {RoleAssignmentsApi} from '../clouds/azure/role-assignments-api.ts';
 import type {ArmAccessSource} from '../clouds/azure/role-assignments-client.ts';
@@ -19,7 +18,7 @@ import type {CycleReport} from '../discovery/cycle.ts';
 import type {KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import type {RegistryBackend} from '../registry/backend.ts';
 import {aksClusterScope} from './aks-access.ts';
-import {FULL_REFRESH_MS, runSetupRound, type SetupLogger, type SetupOutcome} from './setup-step.ts';
+import {createSetupCore, registeredByMatcher, type SetupLogger, type SetupOutcome, type SetupWanted} from './setup-core.ts';
 
 /** Built-in role "Azure Kubernetes Service RBAC Reader" (the same GUID in every Azure cloud). */
 export const AKS_RBAC_READER_ROLE_ID = '7f6c6a51-bcf8-42ba-9220-52d62157d7db';
@@ -74,10 +73,7 @@ interface AssignmentRecord {
   readonly principalId: string;
 }
 
-interface Wanted extends AssignmentRecord {
-  readonly server: string;
-  readonly cluster: string;
-}
+interface Wanted extends AssignmentRecord, SetupWanted {}
 
 interface FailedNote {
   readonly operation: string;
@@ -90,22 +86,20 @@ interface FailedNote {
 /** Builds the step. Without opted-in matchers it only cleans up what earlier runs left. */
 export function createAksAccessSetupStep(options: AksAccessSetupOptions): AksAccessSetupStep {
   const {config, clock, logger} = options;
-  // Registry calls go to the view of the run in progress (a leader's fenced view, `run`'s `registry`):
-  // a run of a deposed term keeps its own view, whose writes are refused, even while a later term runs.
-  const runRegistry = new AsyncLocalStorage<RegistryBackend>();
-  const backend: Pick<RegistryBackend, 'get' | 'list' | 'put' | 'delete'> = {
-    get: (key) => (runRegistry.getStore() ?? options.backend).get(key),
-    list: (prefix) => (runRegistry.getStore() ?? options.backend).list(prefix),
-    put: (key, value) => (runRegistry.getStore() ?? options.backend).put(key, value),
-    delete: (key) => (runRegistry.getStore() ?? options.backend).delete(key),
-  };
   const group = config.discovery_service.discovery_group;
-  const prefix = `access_setup/${group}/aks/`;
-  const refreshMs = options.fullRefreshMs ?? FULL_REFRESH_MS;
+  const core = createSetupCore<FailedNote>({
+    clock,
+    backend: options.backend,
+    logger,
+    recordPrefix: `access_setup/${group}/aks/`,
+    label: 'AKS access set-up',
+    created: 'role assignment',
+    concurrency: config.probe.concurrency,
+    fullRefreshMs: options.fullRefreshMs,
+    onOutcome: options.onOutcome,
+  });
+  const {notes} = core;
   const description = ownedDescription(group);
-  const cache = new Map<string, {fingerprint: string; at: number}>();
-  const notes = new Map<string, FailedNote>();
-  const count = (outcome: SetupOutcome): void => options.onOutcome?.(outcome);
   const apiFor: ApiFor = async (matcherIndex, subscriptionId) => {
     if (!options.apiFor) throw new Error('Azure discovery is not configured');
     return options.apiFor(matcherIndex, subscriptionId);
@@ -113,89 +107,50 @@ export function createAksAccessSetupStep(options: AksAccessSetupOptions): AksAcc
 
   const setUp = async (w: Wanted, signal: AbortSignal): Promise<SetupOutcome> => {
     const fingerprint = `${w.scope.toLowerCase()}|${w.principalId}`;
-    const cached = cache.get(w.server);
-    if (cached?.fingerprint === fingerprint && clock.now() - cached.at < refreshMs) return 'cached';
+    if (core.fresh(w.server, fingerprint)) return 'cached';
     const api = await apiFor(w.matcherIndex, w.subscriptionId);
-    const recordKey = `${prefix}${w.server}`;
     const existing = (await api.listForPrincipal(w.scope, w.principalId, signal)).find(
       (a) => a.scope.toLowerCase() === w.scope.toLowerCase() && a.principalId.toLowerCase() === w.principalId && a.roleDefinitionId.toLowerCase().endsWith(`/${AKS_RBAC_READER_ROLE_ID}`),
     );
     let outcome: SetupOutcome;
     if (!existing) {
       // Ownership first: a crash after the PUT still leaves the record that lets cleanup find it.
-      await backend.put(recordKey, JSON.stringify(recordOf(w)));
+      await core.writeRecord(w.server, recordOf(w));
       const roleDefinitionId = `/subscriptions/${w.subscriptionId}/providers/Microsoft.Authorization/roleDefinitions/${AKS_RBAC_READER_ROLE_ID}`;
       await api.create(w.scope, w.name, {principalId: w.principalId, roleDefinitionId, description}, signal);
       logger.info({event: 'access_setup', kube_server: w.server, cluster: w.cluster}, `assigned ${AKS_RBAC_READER_ROLE} to ${w.principalId} on AKS cluster ${w.cluster}`);
       outcome = 'configured';
     } else if (existing.name.toLowerCase() === w.name && existing.description === description) {
-      if (!(await backend.get(recordKey))) await backend.put(recordKey, JSON.stringify(recordOf(w)));
+      if (!(await core.hasRecord(w.server))) await core.writeRecord(w.server, recordOf(w));
       outcome = 'unchanged';
     } else {
       // Granted by someone else: the principal has its access; it is theirs to keep or remove.
       outcome = 'foreign_entry';
     }
     notes.delete(w.server);
-    cache.set(w.server, {fingerprint, at: clock.now()});
+    core.remember(w.server, fingerprint);
     return outcome;
   };
 
   const cleanUp = async (server: string, live: ReadonlySet<string>, signal: AbortSignal): Promise<SetupOutcome | undefined> => {
-    const key = `${prefix}${server}`;
-    const item = await backend.get(key);
-    notes.delete(server);
-    if (!item) return undefined;
-    const record = JSON.parse(item.value) as AssignmentRecord;
-    // Renamed, or registered under another name: the assignment is still in use.
-    if (live.has(record.scope.toLowerCase())) {
-      await backend.delete(key);
-      return undefined;
-    }
-    const api = await apiFor(record.matcherIndex, record.subscriptionId);
-    const assignment = await api.get(record.scope, record.name, signal);
-    let removed = false;
-    if (assignment?.description === description && assignment.principalId.toLowerCase() === record.principalId) {
+    const removed = await core.cleanUp<AssignmentRecord>(server, (record) => live.has(record.scope.toLowerCase()), async (record) => {
+      const api = await apiFor(record.matcherIndex, record.subscriptionId);
+      const assignment = await api.get(record.scope, record.name, signal);
+      if (assignment?.description !== description || assignment.principalId.toLowerCase() !== record.principalId) return false;
       await api.delete(record.scope, record.name, signal);
-      removed = true;
-    }
-    await backend.delete(key);
-    if (removed) logger.info({event: 'access_setup', kube_server: server}, `deleted the ${AKS_RBAC_READER_ROLE} assignment of ${record.principalId} on deregistered AKS cluster ${record.scope}`);
-    return removed ? 'removed' : undefined;
+      return true;
+    });
+    if (!removed) return undefined;
+    logger.info({event: 'access_setup', kube_server: server}, `deleted the ${AKS_RBAC_READER_ROLE} assignment of ${removed.principalId} on deregistered AKS cluster ${removed.scope}`);
+    return 'removed';
   };
 
   return {
     run(report, signal, registry) {
-      return runRegistry.run(registry ?? options.backend, async () => {
-        try {
-          const wanted = wantedClusters(report, config);
-          const live = new Set(wanted.map((w) => w.scope.toLowerCase()));
-          // Stale entries stay registered (their source failed): never clean up after them.
-          const registered = new Set(report.items.filter((i) => i.action !== 'delete' && i.action !== 'skip').map((i) => i.name));
-          const records = (await backend.list(prefix)).map((item) => item.key.slice(prefix.length));
-          for (const name of [...cache.keys()]) if (!registered.has(name)) cache.delete(name);
-          await runSetupRound({
-            concurrency: config.probe.concurrency,
-            signal,
-            wanted,
-            setUp,
-            onSetUpError: (w, error) => {
-              cache.delete(w.server);
-              notes.set(w.server, failureNote(error));
-              count('failed');
-              logger.warn({event: 'access_setup', kube_server: w.server, err: error}, `AKS access set-up for cluster ${w.cluster} failed; it stays registered and is retried next cycle`);
-            },
-            deregistered: records.filter((name) => !registered.has(name)),
-            cleanUp: (name, roundSignal) => cleanUp(name, live, roundSignal),
-            onCleanUpError: (name, error) => {
-              count('cleanup_failed');
-              logger.warn({event: 'access_setup', kube_server: name, err: error}, `could not delete the role assignment of deregistered ${name}; retrying next cycle`);
-            },
-            count,
-          });
-        } catch (error) {
-          // The registry could not be read or written: set-up waits for the next cycle; registration is untouched.
-          logger.warn({event: 'access_setup', err: error}, 'AKS access set-up skipped this cycle');
-        }
+      return core.run(report, signal, registry, failureNote, async () => {
+        const wanted = wantedClusters(report, config);
+        const live = new Set(wanted.map((w) => w.scope.toLowerCase()));
+        return {wanted, setUp, cleanUp: (name, roundSignal) => cleanUp(name, live, roundSignal)};
       });
     },
     adjustHealth(server, health) {
@@ -214,14 +169,11 @@ export function createAksAccessSetupStep(options: AksAccessSetupOptions): AksAcc
 
 /** The clusters of this cycle that an opted-in matcher wants set up: registered AKS clusters on Azure RBAC. */
 function wantedClusters(report: CycleReport, config: Config): Wanted[] {
-  const matcherOf = new Map(report.results.filter((r) => r.source.cloud === 'Azure').map((r) => [r.source.id, r.source.matcherIndex]));
   const out: Wanted[] = [];
-  for (const item of report.items) {
-    if (item.action !== 'create' && item.action !== 'update' && item.action !== 'unchanged') continue;
-    const index = matcherOf.get(item.source);
-    const principal = index === undefined ? undefined : config.discovery_service.azure[index]?.setup_access_for_principal_id;
+  for (const {item, matcherIndex: index} of registeredByMatcher(report, 'Azure')) {
+    const principal = config.discovery_service.azure[index]?.setup_access_for_principal_id;
     const access = item.server?.status?.access;
-    if (index === undefined || !principal || access?.kind !== 'aks' || item.server?.status?.auth_mode !== AZURE_RBAC_AUTH_MODE) continue;
+    if (!principal || access?.kind !== 'aks' || item.server?.status?.auth_mode !== AZURE_RBAC_AUTH_MODE) continue;
     const scope = aksClusterScope({subscription: access.subscription_id, resourceGroup: access.resource_group, name: access.resource_name});
     const principalId = principal.toLowerCase();
     out.push({

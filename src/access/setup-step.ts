@@ -10,8 +10,6 @@
  * group created (and only that) is deleted. Failures never touch registration: they become the
  * cluster's health message and a metric.
  */
-import {AsyncLocalStorage} from 'node:async_hooks';
-import PQueue from 'p-queue';
 import type {KubeAccess, KubeServerDraft, TargetHealth} from '../../heartbeats/kube-server.ts';
 import {AccessSetupCallError, createAccessSetupApi, type AccessSetupApi} from '../clouds/aws/access-setup-api.ts';
 import type {Clock} from '../core/clock.ts';
@@ -25,6 +23,10 @@ import type {RegistryBackend} from '../registry/backend.ts';
 import {enableAccessEntriesCommand, shellCommand, usesAccessEntries} from './eks-access.ts';
 import {applyRbacObject, canI, KubeApiError, type KubeTarget} from './kube-apply.ts';
 import {DEFAULT_RBAC_NAME, discoveryClusterRole, discoveryClusterRoleBinding, type RbacObject} from './rbac.ts';
+import {createSetupCore, registeredByMatcher, type SetupLogger, type SetupOutcome, type SetupWanted} from './setup-core.ts';
+
+/** Outcomes, logger and refresh period live in setup-core.ts (shared with the AKS step); re-exported for existing importers. */
+export {FULL_REFRESH_MS, SETUP_OUTCOMES, type SetupLogger, type SetupOutcome} from './setup-core.ts';
 
 /** The access policy associated for the duration of the RBAC step. */
 export const CLUSTER_ADMIN_POLICY = 'AmazonEKSClusterAdminPolicy';
@@ -32,27 +34,11 @@ export const CLUSTER_ADMIN_POLICY = 'AmazonEKSClusterAdminPolicy';
 export const MANAGED_GROUP_KEY = 'kube-discovery.io/discovery-group';
 /** Tag saying why set-up created an access entry: `access` (the principal's) or `temporary-admin` (the identity's, for one step). */
 export const PURPOSE_KEY = 'kube-discovery.io/purpose';
-/** Every outcome counted in `kube_discovery_access_setup_total{outcome}`. */
-export const SETUP_OUTCOMES = [
-  'configured', 'unchanged', 'cached', 'config_map', 'foreign_entry', 'not_ready', 'failed', 'removed', 'cleanup_failed', 'repaired', 'repair_failed',
-] as const;
-/** One bounded outcome of set-up, cleanup or repair. */
-export type SetupOutcome = (typeof SETUP_OUTCOMES)[number];
-
-/** How often a cluster already set up is checked again (reads only) even when nothing about it changed. */
-export const FULL_REFRESH_MS = 60 * 60_000;
-
 /** Where the calls go: one region, one identity. */
 export interface SetupTarget {
   readonly region: string;
   readonly roleArn?: string;
   readonly externalId?: string;
-}
-
-/** The log calls the step makes (a pino logger fits). */
-export interface SetupLogger {
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
 }
 
 /** Options of createAccessSetupStep. */
@@ -114,8 +100,7 @@ type Note =
   | {readonly kind: 'config_map'; readonly command: string}
   | {readonly kind: 'foreign_entry'; readonly principal: string; readonly groups: readonly string[]; readonly command: string};
 
-interface Wanted {
-  readonly name: string;
+interface Wanted extends SetupWanted {
   readonly ref: ClusterRef;
   readonly principal: string;
   readonly group: string;
@@ -129,24 +114,23 @@ const quietLogger = {debug() {}, info() {}, warn() {}, error() {}};
 /** Builds the step. Without opted-in matchers it only cleans up and repairs what earlier runs left. */
 export function createAccessSetupStep(options: AccessSetupOptions): AccessSetupStep {
   const {config, clock, logger} = options;
-  // Registry calls go to the view of the run in progress (a leader's fenced view, `run`'s `registry`):
-  // a run of a deposed term keeps its own view, whose writes are refused, even while a later term runs.
-  const runRegistry = new AsyncLocalStorage<RegistryBackend>();
-  const backend: Pick<RegistryBackend, 'get' | 'list' | 'put' | 'delete'> = {
-    get: (key) => (runRegistry.getStore() ?? options.backend).get(key),
-    list: (prefix) => (runRegistry.getStore() ?? options.backend).list(prefix),
-    put: (key, value) => (runRegistry.getStore() ?? options.backend).put(key, value),
-    delete: (key) => (runRegistry.getStore() ?? options.backend).delete(key),
-  };
   const group = config.discovery_service.discovery_group;
   const prefix = `access_setup/${group}/`;
-  const refreshMs = options.fullRefreshMs ?? FULL_REFRESH_MS;
+  const core = createSetupCore<Note>({
+    clock,
+    backend: options.backend,
+    logger,
+    recordPrefix: `${prefix}entries/`,
+    label: 'access set-up',
+    created: 'access entry',
+    concurrency: config.probe.concurrency,
+    fullRefreshMs: options.fullRefreshMs,
+    onOutcome: options.onOutcome,
+  });
+  const {registry: backend, notes, count} = core;
   const providers = options.providers ?? new AwsCredentialProviders({env: options.env, clock, logger: quietLogger});
   const clients = new Map<string, AccessSetupApi & {close?: () => void}>();
   const callers = new Map<string, Promise<string>>();
-  const cache = new Map<string, {fingerprint: string; at: number}>();
-  const notes = new Map<string, Note>();
-  const count = (outcome: SetupOutcome): void => options.onOutcome?.(outcome);
 
   const credentialsFor = (t: SetupTarget) => providers.provider({region: t.region, ...(t.roleArn ? {roleArn: t.roleArn} : {}), ...(t.externalId ? {externalId: t.externalId} : {})});
   const apiFor = (t: SetupTarget): AccessSetupApi => {
@@ -172,11 +156,6 @@ export function createAccessSetupStep(options: AccessSetupOptions): AccessSetupS
   const tokenFor =
     options.tokenFor ??
     (async (t: SetupTarget, clusterName: string) => (await mintEksToken({clusterName, region: t.region, credentials: await credentialsFor(t)(), clock, env: options.env})).token);
-
-  const readJson = async <T>(key: string): Promise<T | undefined> => {
-    const item = await backend.get(key);
-    return item ? (JSON.parse(item.value) as T) : undefined;
-  };
 
   /** Takes back temporary cluster-admin associations a crashed or failed run left behind. */
   const repair = async (): Promise<void> => {
@@ -247,14 +226,13 @@ export function createAccessSetupStep(options: AccessSetupOptions): AccessSetupS
 
   const setUp = async (w: Wanted): Promise<SetupOutcome> => {
     const fingerprint = JSON.stringify([w.principal, w.group, w.authMode, w.endpoint ?? '', w.caData ?? '', w.ref.roleArn ?? '', w.ref.externalId ?? '']);
-    const cached = cache.get(w.name);
-    if (cached?.fingerprint === fingerprint && clock.now() - cached.at < refreshMs) return 'cached';
+    if (core.fresh(w.server, fingerprint)) return 'cached';
     const remember = (outcome: SetupOutcome): SetupOutcome => {
-      cache.set(w.name, {fingerprint, at: clock.now()});
+      core.remember(w.server, fingerprint);
       return outcome;
     };
     if (!usesAccessEntries(w.authMode)) {
-      notes.set(w.name, {kind: 'config_map', command: enableAccessEntriesCommand({clusterName: w.ref.clusterName, region: w.ref.region})});
+      notes.set(w.server, {kind: 'config_map', command: enableAccessEntriesCommand({clusterName: w.ref.clusterName, region: w.ref.region})});
       return remember('config_map');
     }
     if (!w.endpoint || !w.caData) return 'not_ready';
@@ -268,14 +246,13 @@ export function createAccessSetupStep(options: AccessSetupOptions): AccessSetupS
     } else if (!entry.kubernetesGroups.includes(w.group)) {
       // Not ours to change: say exactly what the owner could run.
       const command = shellCommand(['aws', 'eks', 'update-access-entry', '--region', w.ref.region, '--cluster-name', clusterName, '--principal-arn', w.principal, '--kubernetes-groups', ...new Set([...entry.kubernetesGroups, w.group])]);
-      notes.set(w.name, {kind: 'foreign_entry', principal: w.principal, groups: entry.kubernetesGroups, command});
+      notes.set(w.server, {kind: 'foreign_entry', principal: w.principal, groups: entry.kubernetesGroups, command});
       return remember('foreign_entry');
     }
-    const recordKey = `${prefix}entries/${w.name}`;
-    if (changed || (entry?.tags[MANAGED_GROUP_KEY] === group && !(await backend.get(recordKey)))) {
+    if (changed || (entry?.tags[MANAGED_GROUP_KEY] === group && !(await core.hasRecord(w.server)))) {
       // Remember what we own under this name, so deregistration can clean it up after a restart too.
       const record: EntryRecord = {...w.ref, principal: w.principal};
-      await backend.put(recordKey, JSON.stringify(record));
+      await core.writeRecord(w.server, record);
     }
 
     const identity = await callerOf(w.ref);
@@ -299,64 +276,28 @@ export function createAccessSetupStep(options: AccessSetupOptions): AccessSetupS
       });
       changed ||= wrote > 0;
     }
-    notes.delete(w.name);
+    notes.delete(w.server);
     return remember(changed ? 'configured' : 'unchanged');
   };
 
   const cleanUp = async (name: string, live: ReadonlySet<string>): Promise<SetupOutcome | undefined> => {
-    const key = `${prefix}entries/${name}`;
-    const record = await readJson<EntryRecord>(key);
-    notes.delete(name);
-    if (!record) return undefined;
-    // Renamed, or still registered under another name: the entry is still in use.
-    if (live.has(refKey(record))) {
-      await backend.delete(key);
-      return undefined;
-    }
-    const api = apiFor(record);
-    const entry = await api.describeAccessEntry(record.clusterName, record.principal);
-    let removed = false;
-    if (entry && entry.tags[MANAGED_GROUP_KEY] === group && entry.tags[PURPOSE_KEY] === 'access') removed = await api.deleteAccessEntry(record.clusterName, record.principal);
-    await backend.delete(key);
-    if (removed) logger.info({event: 'access_setup', kube_server: name, cluster: record.clusterName}, `deleted the access entry of ${record.principal} on deregistered cluster ${record.clusterName}`);
-    return removed ? 'removed' : undefined;
+    const removed = await core.cleanUp<EntryRecord>(name, (record) => live.has(refKey(record)), async (record) => {
+      const api = apiFor(record);
+      const entry = await api.describeAccessEntry(record.clusterName, record.principal);
+      return entry?.tags[MANAGED_GROUP_KEY] === group && entry.tags[PURPOSE_KEY] === 'access' && (await api.deleteAccessEntry(record.clusterName, record.principal));
+    });
+    if (!removed) return undefined;
+    logger.info({event: 'access_setup', kube_server: name, cluster: removed.clusterName}, `deleted the access entry of ${removed.principal} on deregistered cluster ${removed.clusterName}`);
+    return 'removed';
   };
 
   return {
     run(report, signal, registry) {
-      return runRegistry.run(registry ?? options.backend, async () => {
-        try {
-          await repair();
-          const wanted = wantedClusters(report, config);
-          const live = new Set(wanted.map((w) => refKey(w.ref)));
-          // Stale entries stay registered (their source failed): never clean up after them.
-          const registered = new Set(report.items.filter((i) => i.action !== 'delete' && i.action !== 'skip').map((i) => i.name));
-          const records = (await backend.list(`${prefix}entries/`)).map((item) => item.key.slice(`${prefix}entries/`.length));
-          for (const name of [...cache.keys()]) if (!registered.has(name)) cache.delete(name);
-          await runSetupRound({
-            concurrency: config.probe.concurrency,
-            signal,
-            wanted,
-            setUp,
-            onSetUpError: (w, error) => {
-              cache.delete(w.name);
-              notes.set(w.name, failureNote(error));
-              count('failed');
-              logger.warn({event: 'access_setup', kube_server: w.name, err: error}, `access set-up for cluster ${w.ref.clusterName} failed; it stays registered and is retried next cycle`);
-            },
-            // Records of names no longer registered: deregistered this cycle, or earlier by a run that could not finish.
-            deregistered: records.filter((name) => !registered.has(name)),
-            cleanUp: (name) => cleanUp(name, live),
-            onCleanUpError: (name, error) => {
-              count('cleanup_failed');
-              logger.warn({event: 'access_setup', kube_server: name, err: error}, `could not delete the access entry of deregistered ${name}; retrying next cycle`);
-            },
-            count,
-          });
-        } catch (error) {
-          // The registry could not be read or written: set-up waits for the next cycle; registration is untouched.
-          logger.warn({event: 'access_setup', err: error}, 'access set-up skipped this cycle');
-        }
+      return core.run(report, signal, registry, failureNote, async () => {
+        await repair();
+        const wanted = wantedClusters(report, config);
+        const live = new Set(wanted.map((w) => refKey(w.ref)));
+        return {wanted, setUp, cleanUp: (name) => cleanUp(name, live)};
       });
     },
     adjustHealth(server, health) {
@@ -386,18 +327,16 @@ export function createAccessSetupStep(options: AccessSetupOptions): AccessSetupS
 
 /** The clusters of this cycle that an opted-in matcher wants set up. */
 function wantedClusters(report: CycleReport, config: Config): Wanted[] {
-  const matcherOf = new Map(report.results.filter((r) => r.source.cloud === 'AWS').map((r) => [r.source.id, r.source.matcherIndex]));
   const out: Wanted[] = [];
-  for (const item of report.items) {
-    if (item.action !== 'create' && item.action !== 'update' && item.action !== 'unchanged') continue;
-    const index = matcherOf.get(item.source);
-    const matcher = index === undefined ? undefined : config.discovery_service.aws[index];
+  for (const {item, matcherIndex} of registeredByMatcher(report, 'AWS')) {
+    const matcher = config.discovery_service.aws[matcherIndex];
     const access = item.server?.status?.access;
     const aws = item.server?.spec.cluster.spec.aws;
     if (!matcher?.setup_access_for_arn || access?.kind !== 'eks' || !aws || !item.server) continue;
     const eks: EksAccess = access;
     out.push({
-      name: item.name,
+      server: item.name,
+      cluster: eks.cluster_name,
       ref: {clusterName: eks.cluster_name, region: eks.region, account: aws.account_id, ...(eks.role_arn ? {roleArn: eks.role_arn} : {}), ...(eks.external_id ? {externalId: eks.external_id} : {})},
       principal: matcher.setup_access_for_arn,
       group: matcher.setup_access_group ?? DEFAULT_RBAC_NAME,
@@ -463,47 +402,4 @@ function partitionOf(region: string): string {
   if (region.startsWith('cn-')) return 'aws-cn';
   if (region.startsWith('us-gov-')) return 'aws-us-gov';
   return 'aws';
-}
-
-/** What one round of a set-up step does; see runSetupRound. */
-export interface SetupRound<W> {
-  readonly concurrency: number;
-  readonly signal: AbortSignal;
-  readonly wanted: readonly W[];
-  readonly setUp: (wanted: W, signal: AbortSignal) => Promise<SetupOutcome>;
-  readonly onSetUpError: (wanted: W, error: unknown) => void;
-  readonly deregistered: readonly string[];
-  readonly cleanUp: (name: string, signal: AbortSignal) => Promise<SetupOutcome | undefined>;
-  readonly onCleanUpError: (name: string, error: unknown) => void;
-  readonly count: (outcome: SetupOutcome) => void;
-}
-
-/**
- * One round of an access set-up step (EKS or AKS): sets up the wanted clusters and cleans up after
- * deregistered ones, `concurrency` calls at a time; one cluster's failure never stops the others.
- */
-export async function runSetupRound<W>(round: SetupRound<W>): Promise<void> {
-  const queue = new PQueue({concurrency: round.concurrency});
-  await Promise.all([
-    ...round.wanted.map((w) =>
-      queue.add(async () => {
-        if (round.signal.aborted) return;
-        try {
-          round.count(await round.setUp(w, round.signal));
-        } catch (error) {
-          round.onSetUpError(w, error);
-        }
-      }),
-    ),
-    ...round.deregistered.map((name) =>
-      queue.add(async () => {
-        try {
-          const outcome = await round.cleanUp(name, round.signal);
-          if (outcome) round.count(outcome);
-        } catch (error) {
-          round.onCleanUpError(name, error);
-        }
-      }),
-    ),
-  ]);
 }

@@ -416,15 +416,7 @@ export class SqliteBackend implements RegistryBackend {
    */
   #reopenIfDeleted(): boolean {
     if (this.path === ':memory:' || fileId(this.path) === this.#fileId) return false;
-    const db = openDatabase(this.#options);
-    try {
-      this.#db.close();
-    } catch {
-      // The old connection points at an orphaned file; nothing left to save there.
-    }
-    this.#db = db;
-    this.#sql = prepareStatements(db);
-    this.#fileId = fileId(this.path);
+    this.#useConnection(openDatabase(this.#options));
     this.#held.clear();
     this.#report(new RegistryFileDeletedError(`registry database file ${this.path} was deleted or replaced while open; re-created it`));
     return true;
@@ -441,15 +433,20 @@ export class SqliteBackend implements RegistryBackend {
         errcode: SQLITE_READONLY,
       });
     }
+    this.#useConnection(db);
+    this.#readOnly = false;
+  }
+
+  /** Swaps the connection for `db`, freshly opened on the file at `path`. */
+  #useConnection(db: DatabaseSync): void {
     try {
       this.#db.close();
     } catch {
-      // The read-only connection has nothing to save.
+      // The old connection (to an orphaned file, or read-only) has nothing left to save.
     }
     this.#db = db;
     this.#sql = prepareStatements(db);
     this.#fileId = fileId(this.path);
-    this.#readOnly = false;
   }
 
   #report(error: Error): void {

@@ -16,6 +16,7 @@ import {startFakeArm, type ArmFaultHook, type FakeArm} from '../fakes/arm-server
 import {fakeTokenCredential} from '../fakes/arm-token-credential.ts';
 import {ArmWorld, managedClusterId} from '../fakes/arm-world.ts';
 import {captureIo} from '../helpers/env.ts';
+import {runCycle, servedBy} from '../helpers/service-cycles.ts';
 
 const SUB = '3f2b8d6e-0000-4000-8000-00000000a11c';
 const PRINCIPAL = '0d1e2f3a-4b5c-4d6e-8f70-8192a3b4c5d6';
@@ -86,15 +87,8 @@ http: {listen_addr: "127.0.0.1:0"}
     world,
     arm,
     svc,
-    async cycle() {
-      const done = h.svc.nextCycle();
-      h.svc.trigger();
-      await done;
-    },
-    async servers() {
-      const body = (await (await fetch(`${h.svc.url}/v1/kube_servers`)).json()) as {items: KubeServer[]};
-      return Object.fromEntries(body.items.map((s) => [s.spec.cluster.spec.azure?.resource_name ?? s.metadata.name, s]));
-    },
+    cycle: () => runCycle(h.svc),
+    servers: () => servedBy(h.svc, (s) => s.spec.cluster.spec.azure?.resource_name ?? s.metadata.name),
     writes: () => WRITES.reduce((n, operation) => n + arm.stats.count({operation}), 0),
     assignmentsOn: (cluster) => world.roleAssignments().filter((a) => a.scope.toLowerCase() === scopeOf(cluster).toLowerCase()),
     async close() {

@@ -19,6 +19,7 @@ import {FakeAwsWorld, startFakeAws, type EksAuthenticationMode, type FakeAws, ty
 import {startFakeKubeApi, KubeRbacStore, type FakeKubeApi} from '../fakes/kube-api-server.ts';
 import {rbacAuthorizer} from '../fakes/kube-rbac-authorizer.ts';
 import {captureIo, setEnv} from '../helpers/env.ts';
+import {runCycle, servedBy} from '../helpers/service-cycles.ts';
 import {base64, eksAuthenticator} from '../probe/eks-fixtures.ts';
 
 const ACCOUNT = '111111111111';
@@ -97,15 +98,8 @@ http: {listen_addr: "127.0.0.1:0"}
       await h.svc.nextCycle();
       return h.svc;
     },
-    async cycle() {
-      const done = h.svc.nextCycle();
-      h.svc.trigger();
-      await done;
-    },
-    async servers() {
-      const body = (await (await fetch(`${h.svc.url}/v1/kube_servers`)).json()) as {items: KubeServer[]};
-      return Object.fromEntries(body.items.map((s) => [s.spec.cluster.spec.aws?.name ?? s.metadata.name, s]));
-    },
+    cycle: () => runCycle(h.svc),
+    servers: () => servedBy(h.svc, (s) => s.spec.cluster.spec.aws?.name ?? s.metadata.name),
     writes() {
       const kubeWrites = [...kube.values()].reduce((n, k) => n + k.requests.filter((r) => r.method === 'POST' && !r.path.includes('accessreviews') || r.method === 'PUT').length, 0);
       return WRITES.reduce((n, operation) => n + aws.stats.count({operation}), 0) + kubeWrites;

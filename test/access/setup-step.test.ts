@@ -5,9 +5,7 @@
  */
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
 import {createAccessSetupStep, PROPAGATION_RETRY_MS, type SetupOutcome} from '../../src/access/setup-step.ts';
-import {eksSource} from '../../src/clouds/aws/sources.ts';
 import {systemClock, type Clock} from '../../src/core/clock.ts';
-import {parseConfig} from '../../src/config/load.ts';
 import type {CycleReport} from '../../src/discovery/cycle.ts';
 import {silentLogger} from '../../src/observability/logger.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
@@ -15,7 +13,8 @@ import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
 import {startFakeKubeApi, KubeRbacStore, type FakeKubeApi, type KubeAuthorizer} from '../fakes/kube-api-server.ts';
 import {rbacAuthorizer} from '../fakes/kube-rbac-authorizer.ts';
 import {setEnv} from '../helpers/env.ts';
-import {eksAuthenticator, eksKubeServer} from '../probe/eks-fixtures.ts';
+import {eksAuthenticator} from '../probe/eks-fixtures.ts';
+import {setupStepConfig, unchangedClusterReport} from './setup-fixtures.ts';
 
 const ACCOUNT = '111111111111';
 const REGION = 'us-east-1';
@@ -53,24 +52,11 @@ afterEach(async () => {
   await aws.close();
 });
 
-const config = parseConfig(
-  `version: v1
-discovery_service:
-  discovery_group: step
-  aws: [{types: [eks], regions: [${REGION}], setup_access_for_arn: "${USER_ARN}"}]
-`,
-  'step.yaml',
-);
+const config = setupStepConfig(REGION, USER_ARN);
 
 /** A cycle report in which cluster `c` is registered and unchanged. */
 function report(): CycleReport {
-  const source = eksSource(0, REGION, ACCOUNT);
-  const stored = eksKubeServer('c-eks', {endpoint: kube.url, caPem: kube.caPem, access: {cluster_name: 'c', region: REGION}, account: ACCOUNT});
-  const server = {...stored, status: {...stored.status, auth_mode: 'API_AND_CONFIG_MAP'}};
-  return {
-    items: [{name: 'c-eks', action: 'unchanged', reason: 'still discovered', source: source.id, labels: {}, server}],
-    results: [{source, ok: true, clusters: [], malformed: []}],
-  } as unknown as CycleReport;
+  return unchangedClusterReport(kube, ACCOUNT, REGION).report;
 }
 
 function step(options: {clock?: Clock; fullRefreshMs?: number} = {}) {

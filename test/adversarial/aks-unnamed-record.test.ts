@@ -6,32 +6,24 @@
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {evaluate} from '../../src/discovery/evaluate.ts';
 import {reconcile} from '../../src/discovery/reconcile.ts';
-import {startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
 import {ArmWorld} from '../fakes/arm-world.ts';
-import {armClassifier, mutateJson, startFaultProxy, when, type FaultProxy} from '../fakes/faults.ts';
-import {sharedServerTls} from '../fakes/tls-ca.ts';
-import {fakeSources, matcher, runPlan, SUB_A, TENANT} from '../clouds/aks-helpers.ts';
+import {mutateJson, when, type FaultProxy} from '../fakes/faults.ts';
+import {runThroughProxy, startProxiedArm, SUB_A, TENANT, type ProxiedArm} from '../clouds/aks-helpers.ts';
 import {context, stored} from '../discovery/builders.ts';
 
-let arm: FakeArm;
+let armp: ProxiedArm;
 let proxy: FaultProxy;
 
 beforeAll(async () => {
   const world = new ArmWorld();
   world.addSubscription({subscriptionId: SUB_A, tenantId: TENANT});
   for (const name of ['a1', 'a2']) world.addCluster({subscriptionId: SUB_A, resourceGroup: 'rg-a', name});
-  arm = await startFakeArm({world});
-  proxy = await startFaultProxy({upstream: arm.url, upstreamCa: arm.caPem, tls: await sharedServerTls(), classify: armClassifier()});
+  armp = await startProxiedArm(world);
+  ({proxy} = armp);
 });
-afterAll(async () => {
-  await proxy.close();
-  await arm.close();
-});
+afterAll(() => armp.close());
 
-async function run() {
-  const {sources} = fakeSources(arm);
-  return runPlan(await sources.plan([matcher(arm, {resource_manager_endpoint: proxy.url})]));
-}
+const run = () => runThroughProxy(armp);
 
 describe('a managed-cluster record without a usable name', () => {
   const spoilers: [string, (record: Record<string, unknown>) => Record<string, unknown>][] = [

@@ -7,38 +7,20 @@
  */
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {FakeClock} from '../helpers/fake-clock.ts';
-import {parseConfig} from '../../src/config/load.ts';
 import type {Config} from '../../src/config/schema.ts';
-import type {CycleReport} from '../../src/discovery/cycle.ts';
-import {createLogger} from '../../src/observability/logger.ts';
-import {DiscoveryConfigController} from '../../src/service/discovery-configs.ts';
+import {createDiscoveryConfig, dynBaseConfig as base, recordingController} from '../kubernetes/discovery-configs.ts';
 import {startKubeEnv, type KubeEnv} from '../kubernetes/kube-env.ts';
 
 let kube: KubeEnv;
 
 beforeAll(async () => {
   kube = await startKubeEnv();
-  const client = await kube.client();
-  await client.request({
-    method: 'POST',
-    path: '/apis/kube-discovery.io/v1/namespaces/kd/discoveryconfigs',
-    body: {apiVersion: 'kube-discovery.io/v1', kind: 'DiscoveryConfig', metadata: {name: 'eu'}, spec: {discovery_group: 'dyn', aws: [{types: ['eks'], regions: ['eu-west-1']}]}},
-  });
+  await createDiscoveryConfig(await kube.client(), 'eu', 'dyn', ['eu-west-1']);
 });
 
 afterAll(async () => {
   await kube.close();
 });
-
-const base = parseConfig(
-  `version: v1
-discovery_service:
-  discovery_group: dyn
-  aws: [{types: [eks], regions: [us-east-1]}]
-storage: {type: memory}
-`,
-  'base.yaml',
-);
 
 describe('priming DiscoveryConfig matchers when the first list fails', () => {
   const faults: [string, {status: number; body: string}][] = [
@@ -53,15 +35,7 @@ describe('priming DiscoveryConfig matchers when the first list fails', () => {
       );
       const clock = new FakeClock();
       const applied: Config[] = [];
-      const controller = new DiscoveryConfigController({
-        client: await kube.client(),
-        namespace: 'kd',
-        base,
-        clock,
-        logger: createLogger({level: 'silent', format: 'json'}),
-        apply: (config) => void applied.push(config),
-        runCycle: () => Promise.resolve({} as CycleReport),
-      });
+      const controller = await recordingController(kube, applied, clock);
       let settled = false;
       const primed = controller.prime().finally(() => {
         settled = true;

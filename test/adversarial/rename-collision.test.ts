@@ -5,25 +5,11 @@
  * be deleted with nothing written in its place.
  */
 import {describe, expect, it} from 'vitest';
-import type {KubeServer} from '../../heartbeats/kube-server.ts';
-import type {SourceResult} from '../../src/core/types.ts';
 import {evaluate} from '../../src/discovery/evaluate.ts';
 import {reconcile} from '../../src/discovery/reconcile.ts';
-import {context, eksCluster, okResult, stored} from '../discovery/builders.ts';
+import {context, eksCluster, okResult, oldEntry, stored} from '../discovery/builders.ts';
 
 const A = '111111111111';
-
-/** The entry of `result`'s one cluster as a previous release registered it, under `oldName`. */
-function oldEntry(result: SourceResult, oldName: string): KubeServer {
-  const [candidate] = evaluate([result], context('g1')).candidates.values();
-  if (!candidate) throw new Error('no candidate');
-  const labels = {...candidate.server.spec.cluster.metadata.labels, 'teleport.internal/discovered-name': candidate.cluster.name};
-  return stored({
-    ...candidate.server,
-    metadata: {...candidate.server.metadata, name: oldName},
-    spec: {...candidate.server.spec, cluster: {...candidate.server.spec.cluster, metadata: {...candidate.server.spec.cluster.metadata, name: oldName, labels}}},
-  });
-}
 
 describe('a rename whose new name is taken', () => {
   it('keeps the entry under its old name while the cluster is still listed', () => {

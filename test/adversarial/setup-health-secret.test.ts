@@ -6,16 +6,14 @@
  */
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
 import {createAccessSetupStep} from '../../src/access/setup-step.ts';
-import {eksSource} from '../../src/clouds/aws/sources.ts';
 import {systemClock, type Clock} from '../../src/core/clock.ts';
-import {parseConfig} from '../../src/config/load.ts';
-import type {CycleReport} from '../../src/discovery/cycle.ts';
 import {silentLogger} from '../../src/observability/logger.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
 import type {FakeAws} from '../fakes/aws-fakes.ts';
 import {startFakeKubeApi, KubeRbacStore, type FakeKubeApi} from '../fakes/kube-api-server.ts';
 import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
-import {eksAuthenticator, eksKubeServer} from '../probe/eks-fixtures.ts';
+import {setupStepConfig, unchangedClusterReport} from '../access/setup-fixtures.ts';
+import {eksAuthenticator} from '../probe/eks-fixtures.ts';
 
 const ACCOUNT = '111111111111';
 const REGION = 'us-east-1';
@@ -48,24 +46,11 @@ afterEach(async () => {
   await setup.close();
 });
 
-const config = parseConfig(
-  `version: v1
-discovery_service:
-  discovery_group: step
-  aws: [{types: [eks], regions: [${REGION}], setup_access_for_arn: "${USER_ARN}"}]
-`,
-  'step.yaml',
-);
+const config = setupStepConfig(REGION, USER_ARN);
 
 describe('a failed access set-up', () => {
   it('keeps the bearer token an API server echoed out of the health message', async () => {
-    const source = eksSource(0, REGION, ACCOUNT);
-    const stored = eksKubeServer('c-eks', {endpoint: kube.url, caPem: kube.caPem, access: {cluster_name: 'c', region: REGION}, account: ACCOUNT});
-    const server = {...stored, status: {...stored.status, auth_mode: 'API_AND_CONFIG_MAP'}};
-    const report = {
-      items: [{name: 'c-eks', action: 'unchanged', reason: 'still discovered', source: source.id, labels: {}, server}],
-      results: [{source, ok: true, clusters: [], malformed: []}],
-    } as unknown as CycleReport;
+    const {report, server} = unchangedClusterReport(kube, ACCOUNT, REGION);
     const clock: Clock = {...systemClock, sleep: () => Promise.resolve()};
     const step = createAccessSetupStep({config, clock, backend: new MemoryBackend({clock: systemClock}), logger: silentLogger, env: process.env, timeoutMs: 5_000});
     await step.run(report, new AbortController().signal);

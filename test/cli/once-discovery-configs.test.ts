@@ -9,11 +9,12 @@ import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {main} from '../../src/cli/main.ts';
 import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
 import {captureIo, setEnv} from '../helpers/env.ts';
+import {createDiscoveryConfig, DISCOVERY_CONFIGS_PATH} from '../kubernetes/discovery-configs.ts';
 import {startKubeEnv, type KubeEnv} from '../kubernetes/kube-env.ts';
 
 const ACCOUNT = '111111111111';
 const KEY = {accessKeyId: 'AKIAONCEDCONFIG00001', secretAccessKey: 'once-dc-secret'};
-const DC_PATH = '/apis/kube-discovery.io/v1/namespaces/kd/discoveryconfigs';
+const DC_PATH = DISCOVERY_CONFIGS_PATH;
 
 let kube: KubeEnv;
 let fake: FakeAws;
@@ -29,7 +30,7 @@ beforeAll(async () => {
   fake = await startFakeAws({world});
   restoreEnv = setEnv({...fake.env, AWS_ACCESS_KEY_ID: KEY.accessKeyId, AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey, AWS_MAX_ATTEMPTS: '1', AWS_EC2_METADATA_DISABLED: 'true'});
   const client = await kube.client();
-  await client.request({method: 'POST', path: DC_PATH, body: {apiVersion: 'kube-discovery.io/v1', kind: 'DiscoveryConfig', metadata: {name: 'eu'}, spec: {discovery_group: 'dyn', aws: [{types: ['eks'], regions: ['eu-west-1']}]}}});
+  await createDiscoveryConfig(client, 'eu', 'dyn', ['eu-west-1']);
   kube.server.setFault((call) =>
     denyList && call.method === 'GET' && !call.watch && call.path === DC_PATH ? {status: 403, body: '{"kind":"Status","status":"Failure","reason":"Forbidden","code":403}'} : undefined,
   );

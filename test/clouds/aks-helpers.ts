@@ -4,8 +4,11 @@ import type {PlannedSources} from '../../src/clouds/fetcher.ts';
 import {AzureSources} from '../../src/clouds/azure/sources.ts';
 import {FakeClock} from '../helpers/fake-clock.ts';
 import type {SourceResult} from '../../src/core/types.ts';
-import type {FakeArm} from '../fakes/arm-server.ts';
+import {startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
 import {fakeTokenCredential, type FakeTokenCredential} from '../fakes/arm-token-credential.ts';
+import type {ArmWorld} from '../fakes/arm-world.ts';
+import {armClassifier, startFaultProxy, type FaultProxy} from '../fakes/faults.ts';
+import {sharedServerTls} from '../fakes/tls-ca.ts';
 
 /** Subscriptions and tenant the tests use. */
 export const SUB_A = '00000000-0000-0000-0000-0000000000aa';
@@ -41,4 +44,31 @@ export function resultOf(results: readonly SourceResult[], id: string): SourceRe
   const r = results.find((x) => x.source.id === id);
   if (!r) throw new Error(`expected a result for source ${id}, got ${results.map((x) => x.source.id).join(', ')}`);
   return r;
+}
+
+/** The fake ARM and the fault proxy in front of it. */
+export interface ProxiedArm {
+  readonly arm: FakeArm;
+  readonly proxy: FaultProxy;
+  /** Stops the proxy, then the fake. */
+  close(): Promise<void>;
+}
+
+/** Starts the fake ARM serving `world` behind the fault proxy, for tests that spoil ARM's answers on the wire. */
+export async function startProxiedArm(world: ArmWorld): Promise<ProxiedArm> {
+  const arm = await startFakeArm({world});
+  const proxy = await startFaultProxy({upstream: arm.url, upstreamCa: arm.caPem, tls: await sharedServerTls(), classify: armClassifier()});
+  return {
+    arm,
+    proxy,
+    async close() {
+      await proxy.close();
+      await arm.close();
+    },
+  };
+}
+
+/** Plans and runs a subscription-wide matcher through the proxy with `sources` (default: fresh ones from fakeSources). */
+export async function runThroughProxy({arm, proxy}: ProxiedArm, sources: AzureSources = fakeSources(arm).sources): Promise<SourceResult[]> {
+  return runPlan(await sources.plan([matcher(arm, {resource_manager_endpoint: proxy.url})]));
 }

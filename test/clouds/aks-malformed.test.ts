@@ -4,34 +4,26 @@
  * fails its source (the SDK alone reads it as an empty page); a bad state is malformed.
  */
 import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
-import {startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
 import {ArmWorld} from '../fakes/arm-world.ts';
-import {answer, armClassifier, mutateJson, startFaultProxy, when, type FaultProxy, type ProxyFault} from '../fakes/faults.ts';
-import {sharedServerTls} from '../fakes/tls-ca.ts';
-import {fakeSources, matcher, resultOf, runPlan, SUB_A, TENANT} from './aks-helpers.ts';
+import {answer, mutateJson, when, type FaultProxy, type ProxyFault} from '../fakes/faults.ts';
+import {resultOf, runThroughProxy, startProxiedArm, SUB_A, TENANT, type ProxiedArm} from './aks-helpers.ts';
 
-let arm: FakeArm;
+let armp: ProxiedArm;
 let proxy: FaultProxy;
 
 beforeAll(async () => {
   const world = new ArmWorld();
   world.addSubscription({subscriptionId: SUB_A, tenantId: TENANT});
   for (const name of ['a1', 'a2', 'a3']) world.addCluster({subscriptionId: SUB_A, resourceGroup: 'rg-a', name});
-  arm = await startFakeArm({world});
-  proxy = await startFaultProxy({upstream: arm.url, upstreamCa: arm.caPem, tls: await sharedServerTls(), classify: armClassifier()});
+  armp = await startProxiedArm(world);
+  ({proxy} = armp);
 });
-afterAll(async () => {
-  await proxy.close();
-  await arm.close();
-});
+afterAll(() => armp.close());
 beforeEach(() => {
   proxy.fault = undefined;
 });
 
-async function run() {
-  const {sources} = fakeSources(arm);
-  return runPlan(await sources.plan([matcher(arm, {resource_manager_endpoint: proxy.url})]));
-}
+const run = () => runThroughProxy(armp);
 
 const shapes: [string, ProxyFault][] = [
   ['{}', answer(200, '{}')],

@@ -7,14 +7,12 @@
 import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
 import type {AzureSources} from '../../src/clouds/azure/sources.ts';
 import type {SourceResult} from '../../src/core/types.ts';
-import {startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
 import {ArmWorld} from '../fakes/arm-world.ts';
-import {answer, armClassifier, mutateJson, startFaultProxy, when, type FaultProxy, type ProxyFault} from '../fakes/faults.ts';
-import {sharedServerTls} from '../fakes/tls-ca.ts';
-import {fakeSources, matcher, resultOf, runPlan, SUB_A, TENANT} from './aks-helpers.ts';
+import {answer, mutateJson, when, type FaultProxy, type ProxyFault} from '../fakes/faults.ts';
+import {fakeSources, resultOf, runThroughProxy, startProxiedArm, SUB_A, TENANT, type ProxiedArm} from './aks-helpers.ts';
 
 let world: ArmWorld;
-let arm: FakeArm;
+let armp: ProxiedArm;
 let proxy: FaultProxy;
 /** The body of each managed clusters page (first, later) as the proxy last passed it on. */
 const bodies: Record<string, string> = {};
@@ -24,13 +22,10 @@ beforeAll(async () => {
   world.addSubscription({subscriptionId: SUB_A, tenantId: TENANT});
   // Three clusters, two to a page: a first page and a later one.
   for (const name of ['a1', 'a2', 'a3']) world.addCluster({subscriptionId: SUB_A, resourceGroup: 'rg-a', name});
-  arm = await startFakeArm({world});
-  proxy = await startFaultProxy({upstream: arm.url, upstreamCa: arm.caPem, tls: await sharedServerTls(), classify: armClassifier()});
+  armp = await startProxiedArm(world);
+  ({proxy} = armp);
 });
-afterAll(async () => {
-  await proxy.close();
-  await arm.close();
-});
+afterAll(() => armp.close());
 
 /** Passes every answer on unchanged, noting the managed clusters pages' bodies. */
 function recordPages(): void {
@@ -45,12 +40,12 @@ function recordPages(): void {
 
 let sources: AzureSources;
 beforeEach(() => {
-  ({sources} = fakeSources(arm));
+  ({sources} = fakeSources(armp.arm));
   recordPages();
 });
 
 async function run(): Promise<SourceResult> {
-  return resultOf(await runPlan(await sources.plan([matcher(arm, {resource_manager_endpoint: proxy.url})])), `aks:${SUB_A}`);
+  return resultOf(await runThroughProxy(armp, sources), `aks:${SUB_A}`);
 }
 
 describe('a listing after a good one, its pages answered as before', () => {

@@ -1,7 +1,7 @@
 /** Config of `management_groups` on an azure matcher: accepted ids and located errors. */
 import {describe, expect, it} from 'vitest';
 import {parseConfig} from '../../src/config/load.ts';
-import {problemsOf} from './problems.ts';
+import {itRejects, type RejectionCase} from './problems.ts';
 
 function withMatcher(lines: string): string {
   return `version: v1\ndiscovery_service:\n  discovery_group: mgmt\n  azure:\n    - types: [aks]\n${lines}`;
@@ -26,7 +26,7 @@ describe('config: azure management_groups', () => {
     expect(config.discovery_service.azure[0]).not.toHaveProperty('management_groups');
   });
 
-  const cases: {name: string; lines: string; path: string; line: number; column: number; message: RegExp}[] = [
+  const cases: RejectionCase[] = [
     {
       name: 'explicit subscriptions',
       lines: '      subscriptions: [00000000-0000-0000-0000-0000000000aa]\n      management_groups: [mg-prod]\n',
@@ -93,13 +93,5 @@ describe('config: azure management_groups', () => {
     },
   ];
 
-  for (const c of cases) {
-    it(`rejects ${c.name} with its key, line and column`, () => {
-      const problems = problemsOf(withMatcher(c.lines));
-      const problem = problems.find((p) => p.path === c.path);
-      expect(problem, JSON.stringify(problems)).toBeDefined();
-      expect(problem).toMatchObject({line: c.line, column: c.column});
-      expect(problem?.message).toMatch(c.message);
-    });
-  }
+  itRejects(cases, withMatcher);
 });

@@ -1,7 +1,7 @@
 /** Config of organization-wide AWS matchers: Teleport's keys, their defaults and located errors. */
 import {describe, expect, it} from 'vitest';
 import {parseConfig} from '../../src/config/load.ts';
-import {problemsOf} from './problems.ts';
+import {itRejects, type RejectionCase} from './problems.ts';
 
 function withMatcher(lines: string): string {
   return `version: v1\ndiscovery_service:\n  discovery_group: mgmt\n  aws:\n    - types: [eks]\n      regions: ["*"]\n${lines}`;
@@ -38,7 +38,7 @@ describe('config: organization matchers', () => {
     });
   });
 
-  const cases: {name: string; lines: string; path: string; line: number; column: number; message: RegExp}[] = [
+  const cases: RejectionCase[] = [
     {
       name: 'bad organization id',
       lines: '      assume_role_name: kd\n      organization:\n        organization_id: o-ABC\n',
@@ -106,13 +106,5 @@ describe('config: organization matchers', () => {
     },
   ];
 
-  for (const c of cases) {
-    it(`rejects ${c.name} with its key, line and column`, () => {
-      const problems = problemsOf(withMatcher(c.lines));
-      const problem = problems.find((p) => p.path === c.path);
-      expect(problem, JSON.stringify(problems)).toBeDefined();
-      expect(problem).toMatchObject({line: c.line, column: c.column});
-      expect(problem?.message).toMatch(c.message);
-    });
-  }
+  itRejects(cases, withMatcher);
 });

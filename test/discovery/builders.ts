@@ -3,7 +3,7 @@ import type {KubeServer, KubeServerDraft} from '../../heartbeats/kube-server.ts'
 import {compileTagMatcher} from '../../matchers/index.ts';
 import {eksSource} from '../../src/clouds/aws/sources.ts';
 import type {DiscoveredCluster, SourceResult} from '../../src/core/types.ts';
-import type {EvaluateContext} from '../../src/discovery/evaluate.ts';
+import {evaluate, type EvaluateContext} from '../../src/discovery/evaluate.ts';
 
 export const CA = Buffer.from('-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n').toString('base64');
 
@@ -62,4 +62,16 @@ export function stored(draft: KubeServerDraft, extra: Partial<KubeServer['status
     spec: stampedSpec(draft),
     status: {...draft.status, ...extra},
   };
+}
+
+/** The entry of `result`'s one cluster as a previous release registered it: the same document under `oldName` (group g1). */
+export function oldEntry(result: SourceResult, oldName: string): KubeServer {
+  const [candidate] = evaluate([result], context('g1')).candidates.values();
+  if (!candidate) throw new Error('no candidate');
+  const labels = {...candidate.server.spec.cluster.metadata.labels, 'teleport.internal/discovered-name': candidate.cluster.name};
+  return stored({
+    ...candidate.server,
+    metadata: {...candidate.server.metadata, name: oldName},
+    spec: {...candidate.server.spec, cluster: {...candidate.server.spec.cluster, metadata: {...candidate.server.spec.cluster.metadata, name: oldName, labels}}},
+  });
 }

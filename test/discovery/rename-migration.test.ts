@@ -12,21 +12,9 @@ import {evaluate} from '../../src/discovery/evaluate.ts';
 import {reconcile} from '../../src/discovery/reconcile.ts';
 import {logCycleSummary} from '../../src/observability/log-events.ts';
 import {createLogger} from '../../src/observability/logger.ts';
-import {context, eksCluster, okResult, stored} from './builders.ts';
+import {context, eksCluster, okResult, oldEntry, stored} from './builders.ts';
 
 const A = '111111111111';
-
-/** An entry as the previous release registered it: the same document under the old name. */
-function oldEntry(result: SourceResult, oldName: string): KubeServer {
-  const [candidate] = evaluate([result], context('g1')).candidates.values();
-  if (!candidate) throw new Error('no candidate');
-  const labels = {...candidate.server.spec.cluster.metadata.labels, 'teleport.internal/discovered-name': candidate.cluster.name};
-  return stored({
-    ...candidate.server,
-    metadata: {...candidate.server.metadata, name: oldName},
-    spec: {...candidate.server.spec, cluster: {...candidate.server.spec.cluster, metadata: {...candidate.server.spec.cluster.metadata, name: oldName, labels}}},
-  });
-}
 
 /** A registrar over a map that records every write in order and whether the cluster was ever absent. */
 class RecordingRegistrar implements Registrar {
@@ -50,6 +38,19 @@ class RecordingRegistrar implements Registrar {
   }
 }
 
+/** One cycle of group g1 over the one listing `result`, writing to `registrar`. */
+function cycleOf(result: SourceResult, registrar: Registrar) {
+  return runCycle({
+    planners: [{plan: () => Promise.resolve({fetchers: [{source: result.source, fetch: () => Promise.resolve(result)}], failed: []})}],
+    registrar,
+    clock: new FakeClock(0),
+    discoveryGroup: 'g1',
+    matcherFor: context('g1').matcherFor,
+    sourceConcurrency: 1,
+    evaluateContext: {staticLabels: {}},
+  });
+}
+
 describe('moving a registry to Teleport names', () => {
   const result = okResult('us-east-1', A, [eksCluster('eks1', 'us-east-1', A)]);
   const OLD = 'eks1-eks-us-east-1-111111111111';
@@ -68,16 +69,7 @@ describe('moving a registry to Teleport names', () => {
     const other = eksCluster('prod-us-east-1', 'us-east-1', A);
     const both = okResult('us-east-1', A, [eksCluster('eks1', 'us-east-1', A), other]);
     const registrar = new RecordingRegistrar([oldEntry(result, OLD), oldEntry(okResult('us-east-1', A, [other]), 'prod-us-east-1-eks-111111111111')]);
-    const ctx = context('g1');
-    const report = await runCycle({
-      planners: [{plan: () => Promise.resolve({fetchers: [{source: both.source, fetch: () => Promise.resolve(both)}], failed: []})}],
-      registrar,
-      clock: new FakeClock(0),
-      discoveryGroup: 'g1',
-      matcherFor: ctx.matcherFor,
-      sourceConcurrency: 1,
-      evaluateContext: {staticLabels: {}},
-    });
+    const report = await cycleOf(both, registrar);
     // prod-us-east-1 already says its region, so only the type and account are appended.
     expect([...registrar.entries.keys()].sort()).toEqual([NEW, 'prod-us-east-1-eks-111111111111']);
     expect(registrar.writes.indexOf(`announce ${NEW}`)).toBeLessThan(registrar.writes.indexOf(`remove ${OLD}`));
@@ -93,16 +85,7 @@ describe('moving a registry to Teleport names', () => {
   it('keeps the old entry when announcing the new name fails, to retry next cycle', async () => {
     const registrar = new RecordingRegistrar([oldEntry(result, OLD)]);
     registrar.announce = () => Promise.reject(new Error('disk full'));
-    const ctx = context('g1');
-    const report = await runCycle({
-      planners: [{plan: () => Promise.resolve({fetchers: [{source: result.source, fetch: () => Promise.resolve(result)}], failed: []})}],
-      registrar,
-      clock: new FakeClock(0),
-      discoveryGroup: 'g1',
-      matcherFor: ctx.matcherFor,
-      sourceConcurrency: 1,
-      evaluateContext: {staticLabels: {}},
-    });
+    const report = await cycleOf(result, registrar);
     expect([...registrar.entries.keys()]).toEqual([OLD]);
     expect(report.applyErrors).toEqual([expect.objectContaining({name: NEW, message: 'disk full'})]);
   });

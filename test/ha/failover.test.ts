@@ -7,23 +7,18 @@
  * Every step waits for what the replicas say (their log lines and /v1/status), never for wall
  * time, with budgets sized for a machine other test files keep busy; a failure prints both logs.
  */
-import {writeFile} from 'node:fs/promises';
 import {afterAll, beforeAll, expect, it} from 'vitest';
 import type {FakeAws} from '../fakes/aws-fakes.ts';
-import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
+import type {AwsServiceWorld} from '../helpers/aws-service-world.ts';
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
-import {freePort} from '../helpers/net.ts';
-import {spawnCli, type CliProcess} from '../helpers/process.ts';
-import {replicaNames, replicaOutputs, replicaStatus, until as untilSaid, type Replica} from '../helpers/replica.ts';
+import {spawnCli} from '../helpers/process.ts';
+import {HA_CLUSTERS as CLUSTERS, killReplicas, replicaNames, replicaOutputs, replicaStatus, startHaWorld, until as untilSaid, writeReplicaConfigs, type Replica} from '../helpers/replica.ts';
 
-const ACCOUNT = '111111111111';
 // One key per replica, so the fake can tell which replica called.
 const KEYS: Record<string, {accessKeyId: string; secretAccessKey: string}> = {
   r1: {accessKeyId: 'AKIAFAILOVERTEST0001', secretAccessKey: 'failover-secret-1'},
   r2: {accessKeyId: 'AKIAFAILOVERTEST0002', secretAccessKey: 'failover-secret-2'},
 };
-const CLUSTERS = ['a', 'b', 'c', 'd', 'e'];
-
 
 // Budget for one step on a loaded machine (two Node processes, etcd and the suite share two CPUs).
 const STEP_MS = 120_000;
@@ -50,7 +45,7 @@ describeWithEtcd('high availability on etcd', () => {
   let etcd: TestEtcd;
   let aws: AwsServiceWorld;
   let fake: FakeAws;
-  const replicas: Replica[] = [];
+  let replicas: Replica[] = [];
 
   const start = (r: Replica): void => {
     r.proc = spawnCli(['start', '-c', aws.file(`${r.name}.yaml`)], aws.childEnv({KUBE_DISCOVERY_REPLICA: r.name}, KEYS[r.name]));
@@ -58,42 +53,17 @@ describeWithEtcd('high availability on etcd', () => {
 
   beforeAll(async () => {
     etcd = await startEtcd();
-    aws = await startAwsServiceWorld({
-      key: KEYS['r1']!,
-      extraKeys: [KEYS['r2']!],
-      account: ACCOUNT,
-      tmpPrefix: 'kd-ha-',
-      setProcessEnv: false,
-      populate: (world) => {
-        for (const name of CLUSTERS) world.addCluster(ACCOUNT, 'us-east-1', {name});
-      },
-    });
+    aws = await startHaWorld({key: KEYS['r1']!, extraKeys: [KEYS['r2']!], tmpPrefix: 'kd-ha-'});
     fake = aws.fake;
-    for (const name of ['r1', 'r2']) {
-      const port = await freePort();
-      await writeFile(
-        aws.file(`${name}.yaml`),
-        `version: v1
-discovery_service:
-  discovery_group: ha
-  poll_interval: 10s
-  aws: [{types: [eks], regions: [us-east-1]}]
+    replicas = await writeReplicaConfigs(['r1', 'r2'], (name) => aws.file(`${name}.yaml`), `
 storage: {type: etcd, endpoints: ["${etcd.endpoint}"], session_ttl: 5s}
-probe: {enabled: false}
 log: {level: debug}
-http: {listen_addr: "127.0.0.1:${port}"}
-`,
-      );
-      replicas.push({name, port, proc: undefined as unknown as CliProcess});
-    }
+`);
     everyReplica = replicas;
   });
 
   afterAll(async () => {
-    for (const r of replicas) {
-      r.proc?.child.kill('SIGKILL');
-      await r.proc?.exited;
-    }
+    await killReplicas(replicas);
     await aws.close();
     await etcd.stop();
   });

@@ -13,11 +13,12 @@ import {silentLogger} from '../../src/observability/logger.ts';
 import {startService, type RunningService} from '../../src/service/service.ts';
 import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
 import {captureIo, setEnv} from '../helpers/env.ts';
+import {createDiscoveryConfig, DISCOVERY_CONFIGS_PATH} from '../kubernetes/discovery-configs.ts';
 import {startKubeEnv, type KubeEnv} from '../kubernetes/kube-env.ts';
 
 const ACCOUNT = '111111111111';
 const KEY = {accessKeyId: 'AKIADCDENIED00000001', secretAccessKey: 'dc-denied-secret'};
-const DC_PATH = '/apis/kube-discovery.io/v1/namespaces/kd/discoveryconfigs';
+const DC_PATH = DISCOVERY_CONFIGS_PATH;
 const FORBIDDEN = {status: 403, body: '{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,"message":"discoveryconfigs.kube-discovery.io is forbidden: User \\"system:serviceaccount:kd:kube-discovery\\" cannot list resource \\"discoveryconfigs\\""}'};
 
 let kube: KubeEnv;
@@ -37,7 +38,7 @@ beforeAll(async () => {
   fake = await startFakeAws({world});
   restoreEnv = setEnv({...fake.env, AWS_ACCESS_KEY_ID: KEY.accessKeyId, AWS_SECRET_ACCESS_KEY: KEY.secretAccessKey, AWS_MAX_ATTEMPTS: '1', AWS_EC2_METADATA_DISABLED: 'true'});
   const client = await kube.client();
-  await client.request({method: 'POST', path: DC_PATH, body: {apiVersion: 'kube-discovery.io/v1', kind: 'DiscoveryConfig', metadata: {name: 'eu'}, spec: {discovery_group: 'dyn', aws: [{types: ['eks'], regions: ['eu-west-1']}]}}});
+  await createDiscoveryConfig(client, 'eu', 'dyn', ['eu-west-1']);
   // Only the list is refused; the watch still delivers events.
   kube.server.setFault((call) => {
     if (!denyList || call.method !== 'GET' || call.watch || call.path !== DC_PATH) return undefined;

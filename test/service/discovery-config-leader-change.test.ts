@@ -13,9 +13,10 @@ import {silentLogger} from '../../src/observability/logger.ts';
 import type {KubeClient} from '../../src/registry/kube-client.ts';
 import {DiscoveryConfigController} from '../../src/service/discovery-configs.ts';
 import type {KubeEnv} from '../kubernetes/kube-env.ts';
+import {createDiscoveryConfig, DISCOVERY_CONFIGS_PATH} from '../kubernetes/discovery-configs.ts';
 import {startKubeEnv} from '../kubernetes/kube-env.ts';
 
-const PATH = '/apis/kube-discovery.io/v1/namespaces/kd/discoveryconfigs';
+const PATH = DISCOVERY_CONFIGS_PATH;
 const base = parseConfig('version: v1\ndiscovery_service:\n  discovery_group: mgmt\n  aws: [{types: [eks], regions: [us-east-1]}]\n', 'svc.yaml');
 
 let env: KubeEnv;
@@ -57,7 +58,7 @@ afterEach(async () => {
 
 describe('DiscoveryConfig across a leader change', () => {
   it('a new leader applies the last valid spec of a DiscoveryConfig that is already invalid', async () => {
-    await client.request({method: 'POST', path: PATH, body: {apiVersion: 'kube-discovery.io/v1', kind: 'DiscoveryConfig', metadata: {name: 'eu'}, spec: {discovery_group: 'mgmt', aws: [{types: ['eks'], regions: ['eu-west-1']}]}}});
+    await createDiscoveryConfig(client, 'eu', 'mgmt', ['eu-west-1']);
     const old = leader();
     await old.controller.prime();
     expect(old.regions()).toEqual(['us-east-1', 'eu-west-1']);
@@ -76,7 +77,7 @@ describe('DiscoveryConfig across a leader change', () => {
   });
 
   it('a DiscoveryConfig that was never valid applies nothing, with a new leader too', async () => {
-    await client.request({method: 'POST', path: PATH, body: {apiVersion: 'kube-discovery.io/v1', kind: 'DiscoveryConfig', metadata: {name: 'bad'}, spec: {discovery_group: 'mgmt', aws: [{types: ['eks'], regions: 5}]}}});
+    await createDiscoveryConfig(client, 'bad', 'mgmt', 5);
     const first = leader();
     await first.controller.prime();
     expect(first.regions()).toEqual(['us-east-1']);
@@ -88,7 +89,7 @@ describe('DiscoveryConfig across a leader change', () => {
   });
 
   it('a persisted spec of another discovery group is not applied', async () => {
-    await client.request({method: 'POST', path: PATH, body: {apiVersion: 'kube-discovery.io/v1', kind: 'DiscoveryConfig', metadata: {name: 'other'}, spec: {discovery_group: 'other', aws: [{types: ['eks'], regions: ['ap-south-1']}]}}});
+    await createDiscoveryConfig(client, 'other', 'other', ['ap-south-1']);
     // Status written by the other group's leader.
     const obj = (await client.request({method: 'GET', path: `${PATH}/other`})) as Record<string, unknown>;
     await client.request({method: 'PUT', path: `${PATH}/other/status`, body: {...obj, status: {appliedSpec: {discovery_group: 'other', aws: [{types: ['eks'], regions: ['ap-south-1']}]}}}});
