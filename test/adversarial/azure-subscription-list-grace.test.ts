@@ -43,7 +43,7 @@ function hidingClient(): HttpClient {
   return {
     async sendRequest(request) {
       const response = await inner.sendRequest(request);
-      if (!hidden || !/\/subscriptions\?api-version=/.test(request.url) || response.bodyAsText === undefined) return response;
+      if (!hidden || !/\/subscriptions\?api-version=/.test(request.url) || typeof response.bodyAsText !== 'string') return response;
       const body = JSON.parse(response.bodyAsText) as {value: {subscriptionId?: string}[]};
       const text = JSON.stringify({...body, value: body.value.filter((s) => s.subscriptionId !== SUB_B)});
       const headers = createHttpHeaders(response.headers.toJSON());

@@ -71,6 +71,8 @@ const SUBSCRIPTIONS_API_VERSION = '2022-12-01';
 
 /** What the skipped source of a subscription one walk missed says; its entries' stale reason carries it to the next walk (walk-grace.ts). */
 const WALK_MISSED = 'subscription missing from this management group walk only';
+/** The same for a subscription one answer of the subscription list (`subscriptions: ["*"]`) did not show. */
+const LIST_MISSED = 'subscription missing from this subscription list only';
 
 /** Subscription states whose resources can be listed. */
 const LISTABLE_STATES: ReadonlySet<string> = new Set(['Enabled', 'Warned', 'PastDue']);
@@ -108,6 +110,12 @@ export class AzureSources {
   readonly #kubeconfigs = new Map<string, CachedUserCredential>();
   /** Subscriptions of each `management_groups` matcher's last good walk, else the registry's: one missing from the next walk is kept once (see #targets). */
   readonly #walkGrace = new WalkGrace({cloud: 'Azure', type: 'aks', memberLabel: LABEL.subscriptionId, marker: WALK_MISSED});
+  /**
+   * Subscriptions of each `subscriptions: ["*"]` matcher's last good list, else the registry's: the
+   * list is no listing of clusters (a role assignment still propagating hides a subscription), so one
+   * it does not show is kept once.
+   */
+  readonly #listGrace = new WalkGrace({cloud: 'Azure', type: 'aks', memberLabel: LABEL.subscriptionId, marker: LIST_MISSED});
   /** Client of each subscription seen by the last plan, for loading local-account credentials on demand. */
   #bySubscription = new Map<string, ContainerServiceClient>();
   /** Local-account tokens, shared with the probe's token source. */
@@ -155,6 +163,9 @@ export class AzureSources {
       };
       for (const subscription of scope.missed ?? []) {
         skip(subscription, `${WALK_MISSED} (moved while it ran, or gone); deregistered if the next walk lacks it too`);
+      }
+      for (const subscription of scope.unlisted ?? []) {
+        skip(subscription, `${LIST_MISSED} (access still propagating, or gone); deregistered if the next list lacks it too`);
       }
       for (const subscription of scope.disabled ?? []) {
         skip(subscription, `subscription ${HELD_STATE}: not listed; its clusters are kept until it is enabled again, deleted or out of scope`);
@@ -204,7 +215,7 @@ export class AzureSources {
   }
 
   /** The matcher's subscriptions; with `management_groups`, also those the previous good walk had and this one missed. */
-  async #targets(matcher: AzureSourceMatcher, matcherIndex: number, context: PlanContext | undefined): Promise<{targets: Target[]; missed?: readonly string[]; disabled?: readonly string[]} | {error: unknown}> {
+  async #targets(matcher: AzureSourceMatcher, matcherIndex: number, context: PlanContext | undefined): Promise<{targets: Target[]; missed?: readonly string[]; unlisted?: readonly string[]; disabled?: readonly string[]} | {error: unknown}> {
     if (!matcher.subscriptions.includes('*')) {
       return {targets: uniqueCaseless(matcher.subscriptions).map((s) => ({subscriptionId: s.toLowerCase()}))};
     }
@@ -246,7 +257,8 @@ export class AzureSources {
     } catch (error) {
       return {error};
     }
-    if (!walking) return {targets, disabled};
+    // Without groups the list alone decides; a registry that cannot be read fails the plan (`aks:*`), deleting nothing.
+    if (!walking) return {targets, disabled, unlisted: await this.#listGrace.missedOnce(matcherIndex, seen, context)};
     const walk = await walking;
     if ('error' in walk) return walk;
     // The walk is no snapshot: a subscription moved between groups while it ran (two named groups
