@@ -144,6 +144,12 @@ export class OrganizationPlanner {
    * (an answer is no listing of clusters): listed anyway until EKS there lists none (#regionsOf).
    */
   readonly #heldRegions = new Map<string, Set<string>>();
+  /**
+   * Regions of each account's registered entries, read from the registry on the first plan of a
+   * `regions: ["*"]` matcher (a restart has no last answer to compare with); an account's entry
+   * goes once its first region list is in, so the registry is read once per process, not per cycle.
+   */
+  #registeredRegions: Map<string, ReadonlySet<string>> | undefined;
 
   constructor(options: OrganizationPlannerOptions) {
     this.#options = options;
@@ -173,10 +179,8 @@ export class OrganizationPlanner {
     const wildcard = matcher.regions.includes('*');
     const homeRegion = homeRegionOf(walk.partition, regions);
     const failed: SourceResult[] = [];
-    // Regions with registered entries, per account: read only for an account's first region list of this process.
-    let registeredRegions: Promise<ReadonlyMap<string, ReadonlySet<string>>> | undefined;
-    const regionsWithEntries = (): Promise<ReadonlyMap<string, ReadonlySet<string>>> =>
-      (registeredRegions ??= context ? context.registered().then(regionsByAccount) : Promise.resolve(new Map()));
+    // A registry that cannot be read throws here: the catch-all source `eks:*` fails, deleting nothing.
+    if (wildcard && context && !this.#registeredRegions) this.#registeredRegions = regionsByAccount(await context.registered());
     const ready: {account: string; roleArn: string; provider: AwsCredentialProvider; regions: readonly string[]}[] = [];
     const assumeQueue = new PQueue({concurrency: this.#options.assumeConcurrency ?? 20});
     await Promise.all(
@@ -187,7 +191,7 @@ export class OrganizationPlanner {
           try {
             // Cached until near expiry: steady-state cycles make no STS call here.
             await provider();
-            ready.push({account: account.id, roleArn, provider, regions: wildcard ? await this.#regionsOf(account.id, provider, regions, regionsWithEntries, signal) : regions});
+            ready.push({account: account.id, roleArn, provider, regions: wildcard ? await this.#regionsOf(account.id, provider, regions, signal) : regions});
           } catch (error) {
             // One failed source per account (not per region): one log line naming account, role and error.
             failed.push({source: accountSource(matcherIndex, account.id), ok: false, clusters: [], malformed: [], error: awsFailure(error, 'AssumeRole')});
@@ -270,13 +274,7 @@ export class OrganizationPlanner {
    * longer has (the one before had it, or the registry has entries there) is held: ListRegions
    * is no listing of clusters, and a disabled region's clusters still exist.
    */
-  async #regionsOf(
-    account: string,
-    provider: AwsCredentialProvider,
-    partitionRegions: readonly string[],
-    regionsWithEntries: () => Promise<ReadonlyMap<string, ReadonlySet<string>>>,
-    signal?: AbortSignal,
-  ): Promise<readonly string[]> {
+  async #regionsOf(account: string, provider: AwsCredentialProvider, partitionRegions: readonly string[], signal?: AbortSignal): Promise<readonly string[]> {
     const clock = this.#options.clock ?? systemClock;
     const cached = this.#enabledRegions.get(account);
     if (cached && clock.now() - cached.at < (this.#options.regionRefreshMs ?? 3_600_000)) return this.#withHeld(account, cached.regions);
@@ -285,7 +283,8 @@ export class OrganizationPlanner {
       const listed = await this.#accountQueue(account).add(() => callIdentity.run(provider, () => listEnabledRegions(api, signal)));
       // Only regions of the matcher's partition: the walk decided which one that is.
       const regions = listed.filter((r) => partitionRegions.includes(r));
-      const before = cached?.regions ?? [...((await regionsWithEntries()).get(account) ?? [])];
+      const before = cached?.regions ?? [...(this.#registeredRegions?.get(account) ?? [])];
+      this.#registeredRegions?.delete(account);
       const held = this.#heldRegions.get(account) ?? new Set<string>();
       for (const region of before) if (partitionRegions.includes(region)) held.add(region);
       for (const region of regions) held.delete(region);
