@@ -214,7 +214,7 @@ export class AzureSources {
     this.localAccounts.prune();
   }
 
-  /** The matcher's subscriptions; with `management_groups`, also those the previous good walk had and this one missed. */
+  /** The matcher's subscriptions, and those kept once: missed by this walk (`management_groups`) or, without groups, by this list. */
   async #targets(matcher: AzureSourceMatcher, matcherIndex: number, context: PlanContext | undefined): Promise<{targets: Target[]; missed?: readonly string[]; unlisted?: readonly string[]; disabled?: readonly string[]} | {error: unknown}> {
     if (!matcher.subscriptions.includes('*')) {
       return {targets: uniqueCaseless(matcher.subscriptions).map((s) => ({subscriptionId: s.toLowerCase()}))};
