@@ -1,4 +1,5 @@
 /** The one contract every cloud fetcher implements. */
+import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 
 /** Lists the clusters of one source. Never throws for cloud errors: failures come back as `ok: false`. */
@@ -11,4 +12,14 @@ export interface ClusterFetcher {
 export interface PlannedSources {
   readonly fetchers: ClusterFetcher[];
   readonly failed: SourceResult[];
+}
+
+/**
+ * What a cycle lends its planners. A walk (organization, management groups) or a region list that
+ * lacks a member cannot tell "moved while it ran" from "gone" on its own; the registry says what
+ * the previous walk left behind, also after a restart, a leader change or in `once`.
+ */
+export interface PlanContext {
+  /** This discovery group's registered entries; read from the registry at most once a cycle, and only when asked. */
+  registered(): Promise<readonly KubeServer[]>;
 }

@@ -1,7 +1,7 @@
 /** One discovery cycle: plan sources, fetch them concurrently, evaluate, reconcile, apply. */
 import type {KubeServer, KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import type {TagMatcher} from '../../matchers/index.ts';
-import type {ClusterFetcher, PlannedSources} from '../clouds/fetcher.ts';
+import type {ClusterFetcher, PlanContext, PlannedSources} from '../clouds/fetcher.ts';
 import type {Clock} from '../core/clock.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import {evaluate, registeredIdentity, type EvaluateContext} from './evaluate.ts';
@@ -14,7 +14,8 @@ const APPLY_CONCURRENCY = 64;
 
 /** Where sources come from (one planner per cloud). */
 export interface SourcePlanner {
-  plan(): Promise<PlannedSources>;
+  /** `context` reads the registry lazily (see PlanContext); a planner that needs none ignores it. */
+  plan(context?: PlanContext): Promise<PlannedSources>;
   /**
    * The source reported as failed when planning itself fails or outlives the cycle deadline
    * (an STS or subscription call that drips): it must cover every entry the planner's
@@ -96,7 +97,12 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
       ? clock.setTimeout(() => deadline.abort(Object.assign(new Error(`cycle deadline of ${deadlineMs} ms reached before this source answered`), {name: 'TimeoutError'})), deadlineMs)
       : () => undefined;
   const fetchSignal = AbortSignal.any([signal, deadline.signal]);
-  const planned = await Promise.all(options.planners.map((p) => planSafely(p, fetchSignal)));
+  // The registry is read for planning only if a planner asks (the first walk of a new process, a
+  // region list that dropped a region), once, and let go before the sources run.
+  let registered: Promise<readonly KubeServer[]> | undefined;
+  const context: PlanContext = {registered: () => (registered ??= options.registrar.current())};
+  const planned = await Promise.all(options.planners.map((p) => planSafely(p, fetchSignal, context)));
+  registered = undefined;
   const fetchers = planned.flatMap((p) => p.fetchers);
   const results: SourceResult[] = planned.flatMap((p) => p.failed);
   for (const failed of results) options.events?.sourceDone?.(failed, 0);
@@ -212,8 +218,8 @@ async function boundedEach(count: number, concurrency: number, fn: (index: numbe
 }
 
 /** Plans one cloud; a planner that throws or is cut off by the deadline fails its catch-all source. */
-async function planSafely(planner: SourcePlanner, signal: AbortSignal): Promise<{fetchers: ClusterFetcher[]; failed: SourceResult[]}> {
-  if (!planner.coversAll) return planner.plan();
+async function planSafely(planner: SourcePlanner, signal: AbortSignal, context: PlanContext): Promise<{fetchers: ClusterFetcher[]; failed: SourceResult[]}> {
+  if (!planner.coversAll) return planner.plan(context);
   const source = planner.coversAll;
   let onAbort = (): void => undefined;
   const cutOff = new Promise<{fetchers: ClusterFetcher[]; failed: SourceResult[]}>((resolve) => {
@@ -221,7 +227,7 @@ async function planSafely(planner: SourcePlanner, signal: AbortSignal): Promise<
     signal.addEventListener('abort', onAbort, {once: true});
   });
   try {
-    return await Promise.race([planner.plan(), cutOff]);
+    return await Promise.race([planner.plan(context), cutOff]);
   } catch (error) {
     const failure = {reason: 'other' as const, code: error instanceof Error && error.name ? error.name : 'Error', message: errorMessage(error), operation: 'plan'};
     return {fetchers: [], failed: [{source, ok: false, clusters: [], malformed: [], error: failure}]};

@@ -55,7 +55,7 @@ export class Discovery {
       const planner = cloud.planner?.(options);
       if (!planner) continue;
       this.#byCloud.set(cloud, planner);
-      planners.push(planner.coversAll ? planner : {plan: () => planner.plan(), coversAll: everySource(cloud)});
+      planners.push(planner.coversAll ? planner : {plan: (context) => planner.plan(context), coversAll: everySource(cloud)});
     }
     this.#planners = [...planners, ...(options.planners ?? [])];
   }

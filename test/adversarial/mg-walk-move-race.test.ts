@@ -8,10 +8,18 @@
  *   descendants order to one already paged past.
  * Its clusters must not be deregistered by that one walk (kept, stale); a subscription missing
  * from two walks in a row is deregistered. The ARM fake answers over the wire; the real SDK
- * clients of AzureSources read it.
+ * clients of AzureSources read it. The rule holds across a restart, a leader change, a rebuilt
+ * planner and `once`: the previous walk is read back from the registry's stale marks.
  */
 import {createDefaultHttpClient, type HttpClient} from '@azure/core-rest-pipeline';
 import {afterEach, describe, expect, it} from 'vitest';
+import {Heartbeat} from '../../heartbeats/heartbeat.ts';
+import {systemClock} from '../../src/core/clock.ts';
+import {parseConfig} from '../../src/config/load.ts';
+import {Discovery} from '../../src/discovery/discovery.ts';
+import {createRegistrar} from '../../src/discovery/registrar.ts';
+import {MemoryBackend} from '../../src/registry/memory.ts';
+import {fakeTokenCredential} from '../fakes/arm-token-credential.ts';
 import type {SourceResult} from '../../src/core/types.ts';
 import {evaluate} from '../../src/discovery/evaluate.ts';
 import {reconcile} from '../../src/discovery/reconcile.ts';
@@ -141,5 +149,81 @@ describe('a subscription moving between management groups while the walk runs', 
       raced: () => raced,
       leave: () => world.managementGroups.placeSubscription(MOVES, 'mg-elsewhere'),
     });
+  });
+});
+
+describe('the two-walk rule across a restart (leader change, rebuilt planner, `once`)', () => {
+  it('a new discovery keeps a subscription its first walk missed, and deregisters only after two walks without it, whichever process made them', async () => {
+    // Pages of two, as in the page-by-page race above: a move to mg-a before the third page is missed.
+    const world = worldWith([['mg-root'], ['mg-a', 'mg-root'], ['mg-b', 'mg-root'], ['mg-elsewhere']], [[ALSO, 'mg-a'], [STAYS, 'mg-b'], [MOVES, 'mg-b']]);
+    let armed = false;
+    let pages = 0;
+    arm = await startFakeArm({
+      world,
+      pageSize: 2,
+      fault: (ctx) => {
+        if (armed && ctx.operation === 'managementGroups.descendants' && ++pages === 3) {
+          world.managementGroups.placeSubscription(MOVES, 'mg-a');
+          armed = false;
+        }
+        return undefined;
+      },
+    });
+    const config = parseConfig(
+      `version: v1
+discovery_service:
+  discovery_group: g1
+  azure:
+    - types: [aks]
+      subscriptions: ["*"]
+      management_groups: [mg-root]
+      resource_manager_endpoint: ${arm.url}
+storage: {type: memory}
+`,
+      'mg-restart.yaml',
+    );
+    const caPem = arm.caPem;
+    // One Discovery per process: a restart, another replica taking the lead, a DiscoveryConfig change or a `once` run.
+    const replica = (): Discovery =>
+      new Discovery({config, clock: systemClock, azure: {credential: fakeTokenCredential(), clientOptions: {tlsOptions: {ca: caPem}, retryOptions: {maxRetries: 0}}}});
+    const backend = new MemoryBackend({clock: systemClock});
+    const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g1', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
+    await heartbeat.start();
+    try {
+      const registrar = createRegistrar(backend, heartbeat, 'g1');
+      const names = async (): Promise<string[]> => (await registrar.current()).map((s) => s.metadata.name).sort();
+      const deletes = (report: Awaited<ReturnType<Discovery['runCycle']>>): string[] => report.items.filter((i) => i.action === 'delete').map((i) => i.name);
+      await replica().runCycle(registrar);
+      const all = await names();
+      expect(all).toHaveLength(3);
+      const mover = all.find((n) => n.endsWith(MOVES)) ?? '';
+
+      // Restarted: the new process's first walk races the move and misses the subscription.
+      const restarted = replica();
+      armed = true;
+      const raced = await restarted.runCycle(registrar);
+      expect(armed).toBe(false);
+      expect(deletes(raced)).toEqual([]);
+      expect(raced.items.find((i) => i.name === mover)).toMatchObject({action: 'stale', reason: expect.stringContaining('missing from this management group walk only') as unknown});
+      expect((await restarted.runCycle(registrar)).items.find((i) => i.name === mover)?.action).toBe('update');
+      expect(await names()).toEqual(all);
+
+      // Moved out for real; a restart between the two walks that miss it: the second still deregisters it.
+      world.managementGroups.placeSubscription(MOVES, 'mg-elsewhere');
+      expect(deletes(await restarted.runCycle(registrar))).toEqual([]);
+      expect(deletes(await replica().runCycle(registrar))).toEqual([mover]);
+
+      // `once` after `once` (a new process every walk): the first keeps, the second deregisters.
+      world.managementGroups.placeSubscription(MOVES, 'mg-b');
+      await replica().runCycle(registrar);
+      expect(await names()).toEqual(all);
+      world.managementGroups.placeSubscription(MOVES, 'mg-elsewhere');
+      expect(deletes(await replica().runCycle(registrar))).toEqual([]);
+      expect(await names()).toEqual(all);
+      expect(deletes(await replica().runCycle(registrar))).toEqual([mover]);
+    } finally {
+      await heartbeat.stop({deregister: false});
+      await backend.close();
+    }
   });
 });

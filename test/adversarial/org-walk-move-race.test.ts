@@ -3,7 +3,8 @@
  * while the walk runs can be missed by both listings (the new OU answered before the move, the old
  * one after it): a successful, well-formed walk then lacks an account that never left. Its
  * clusters must not be deregistered on that one walk; an account that is really gone (absent
- * from two walks in a row) is.
+ * from two walks in a row) is. Both hold across a restart, a leader change, a rebuilt planner
+ * and `once`: the previous walk is read back from the registry's stale marks, not only memory.
  */
 import {OrganizationsClient} from '@aws-sdk/client-organizations';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
@@ -132,6 +133,71 @@ storage: {type: memory}
       const second = await discovery.runCycle(registrar);
       expect(second.items.filter((i) => i.action === 'delete').map((i) => i.name)).toEqual([both[0]]);
       expect(await names()).toEqual([both[1]]);
+    } finally {
+      await heartbeat.stop({deregister: false});
+      await backend.close();
+    }
+  });
+});
+
+describe('the two-walk rule across a restart (leader change, rebuilt planner, `once`)', () => {
+  it('a new discovery keeps an account its first walk missed, and deregisters only after two walks without it, whichever process made them', async () => {
+    const config = parseConfig(
+      `version: v1
+discovery_service:
+  discovery_group: g
+  aws:
+    - types: [eks]
+      regions: [us-east-1]
+      assume_role_name: ${ROLE}
+      organization: {organization_id: ${org.id}, organizational_units: {include: ["*"], exclude: []}}
+storage: {type: memory}
+`,
+      'adv-restart.yaml',
+    );
+    // The first test took MOVER out of the organization: back in its old OU.
+    org.addAccount(MOVER, {parent: from});
+    const race = {armed: false};
+    let client: (OrganizationsApi & {arm(): void}) | undefined;
+    // One Discovery per process: a restart, another replica taking the lead, a DiscoveryConfig change or a `once` run.
+    const replica = (): Discovery =>
+      new Discovery({config, clock: systemClock, aws: {organizations: {organizationsTimeoutMs: 5000, makeOrganizationsClient: (credentials) => (client = racingClient(credentials, race))}}});
+    const backend = new MemoryBackend({clock: systemClock});
+    const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
+    await heartbeat.start();
+    try {
+      const registrar = createRegistrar(backend, heartbeat, 'g');
+      const names = async (): Promise<string[]> => (await registrar.current()).map((s) => s.metadata.name).sort();
+      const deletes = (report: Awaited<ReturnType<Discovery['runCycle']>>): string[] => report.items.filter((i) => i.action === 'delete').map((i) => i.name);
+      const both = [`c2-eks-us-east-1-${MOVER}`, `c3-eks-us-east-1-${STAYER}`];
+      await replica().runCycle(registrar);
+      expect(await names()).toEqual(both);
+
+      // Restarted: the new process's first walk races the move and misses the account.
+      const restarted = replica();
+      client?.arm();
+      const raced = await restarted.runCycle(registrar);
+      expect(race.armed).toBe(false);
+      expect(deletes(raced)).toEqual([]);
+      expect(raced.items.find((i) => i.name === both[0])).toMatchObject({action: 'stale', reason: expect.stringContaining('missing from this organization walk only') as unknown});
+      const settled = await restarted.runCycle(registrar);
+      expect(settled.items.find((i) => i.name === both[0])?.action).toBe('update');
+      expect(await names()).toEqual(both);
+
+      // Gone for real; a restart between the two walks that miss it: the second still deregisters it.
+      org.removeAccount(MOVER);
+      expect(deletes(await restarted.runCycle(registrar))).toEqual([]);
+      expect(deletes(await replica().runCycle(registrar))).toEqual([both[0]]);
+      expect(await names()).toEqual([both[1]]);
+
+      // `once` after `once` (a new process every walk): the first keeps, the second deregisters.
+      org.addAccount(MOVER, {parent: from});
+      await replica().runCycle(registrar);
+      expect(await names()).toEqual(both);
+      org.removeAccount(MOVER);
+      expect(deletes(await replica().runCycle(registrar))).toEqual([]);
+      expect(await names()).toEqual(both);
+      expect(deletes(await replica().runCycle(registrar))).toEqual([both[0]]);
     } finally {
       await heartbeat.stop({deregister: false});
       await backend.close();

@@ -152,4 +152,46 @@ storage: {type: memory}
       await backend.close();
     }
   }, 60_000);
+
+  it('an account that leaves the included OUs is kept by the first walk of a restarted discovery and deregistered by the second', async () => {
+    const mover = await createAccount('mover1', ou['prod']);
+    const config = parseConfig(
+      `version: v1
+discovery_service:
+  discovery_group: org-moto-restart
+  aws:
+    - types: [eks]
+      regions: [${REGIONS.join(', ')}]
+      assume_role_name: ${ROLE}
+      organization: {organization_id: ${orgId}, organizational_units: {include: ["*"], exclude: ["${ou['dev']}"]}}
+storage: {type: memory}
+`,
+      'moto-restart.yaml',
+    );
+    const backend = new MemoryBackend({clock: systemClock});
+    const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'org-moto-restart', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
+    await heartbeat.start();
+    const providers = new AwsCredentialProviders({env: process.env, base: () => Promise.resolve({accessKeyId: moto.env['AWS_ACCESS_KEY_ID'] ?? '', secretAccessKey: moto.env['AWS_SECRET_ACCESS_KEY'] ?? ''})});
+    // Each cycle by a new Discovery: a restart, a leader change or a `once` run.
+    const replica = (): Discovery => new Discovery({config, clock: systemClock, aws: {credentialProvider: (role) => providers.provider(role)}});
+    const registrar = createRegistrar(backend, heartbeat, 'org-moto-restart');
+    const moverNames = async (): Promise<string[]> => (await registrar.current()).map((e) => e.metadata.name).filter((n) => n.endsWith(mover)).sort();
+    const deleted = (report: {items: readonly {name: string; action: string}[]}): string[] => report.items.filter((i) => i.action === 'delete').map((i) => i.name).sort();
+    try {
+      await replica().runCycle(registrar);
+      const registered = REGIONS.map((r) => `mover1-${r}-eks-${mover}`).sort();
+      expect(await moverNames()).toEqual(registered);
+
+      await orgs.send(new MoveAccountCommand({AccountId: mover, SourceParentId: ou['prod'], DestinationParentId: ou['dev']}));
+      const first = await replica().runCycle(registrar);
+      expect(deleted(first)).toEqual([]);
+      expect(first.items.filter((i) => i.name.endsWith(mover)).map((i) => i.action)).toEqual(['stale', 'stale']);
+      const second = await replica().runCycle(registrar);
+      expect(deleted(second)).toEqual(registered);
+      expect(await moverNames()).toEqual([]);
+    } finally {
+      await heartbeat.stop({deregister: false});
+      await backend.close();
+    }
+  }, 60_000);
 });

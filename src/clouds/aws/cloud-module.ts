@@ -38,6 +38,6 @@ export const awsCloud: CloudModule = {
   planner(options) {
     if (options.config.discovery_service.aws.length === 0) return undefined;
     let loaded: Promise<SourcePlanner> | undefined;
-    return {plan: async () => (await (loaded ??= import('./planner.ts').then((m) => m.awsPlanner(options)))).plan()};
+    return {plan: async (context) => (await (loaded ??= import('./planner.ts').then((m) => m.awsPlanner(options)))).plan(context)};
   },
 };

@@ -3,7 +3,9 @@
  * own credentials, assume `assume_role_name` in each selected ACTIVE account, and list EKS in
  * every (account, region). Failures stay where they happen: a walk that fails keeps every
  * entry the matcher could cover; an account whose role cannot be assumed is one failed source
- * (its clusters kept, stale) while the others reconcile.
+ * (its clusters kept, stale) while the others reconcile. Neither a walk nor a region list is a
+ * listing of clusters: an account one walk lacks is kept once (walk-grace.ts), and a region an
+ * account's ListRegions answer no longer has is still listed while it may hold clusters.
  */
 import {AsyncLocalStorage} from 'node:async_hooks';
 import {Agent as HttpAgent} from 'node:http';
@@ -13,9 +15,12 @@ import {EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
 import {OrganizationsClient} from '@aws-sdk/client-organizations';
 import {GetResourcesCommand, ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import PQueue from 'p-queue';
-import type {ClusterFetcher} from '../fetcher.ts';
+import type {ClusterFetcher, PlanContext} from '../fetcher.ts';
+import {WalkGrace} from '../walk-grace.ts';
+import {LABEL} from '../../core/label-names.ts';
 import {systemClock, type Clock} from '../../core/clock.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
+import type {KubeServer} from '../../../heartbeats/kube-server.ts';
 import type {AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
 import {listEnabledRegions, type AccountApi} from './account-regions.ts';
 import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
@@ -83,6 +88,9 @@ export interface OrganizationPlannerOptions {
   readonly requestTimeoutMs?: number;
 }
 
+/** What the skipped source of an account one walk missed says; its entries' stale reason carries it to the next walk (walk-grace.ts). */
+const WALK_MISSED = 'account missing from this organization walk only';
+
 /** Sources of one organization matcher for one cycle. */
 export interface PlannedOrganization {
   readonly fetchers: ClusterFetcher[];
@@ -124,20 +132,34 @@ export class OrganizationPlanner {
    * kept (none for a source that remembers nothing); its reader is built when the source runs.
    */
   readonly #tagMemory = new Map<string, {readonly account: string; readonly memory: TagMemory}>();
-  /** Accounts of each matcher's last good walk: state of accounts no walk has any more is dropped. */
-  readonly #accountsOf = new Map<number, ReadonlySet<string>>();
+  /** Accounts of each matcher's last good walk, else the registry's: one a walk lacks is kept once; state of accounts no walk has any more is dropped. */
+  readonly #walkGrace = new WalkGrace({cloud: 'AWS', type: 'eks', memberLabel: LABEL.accountId, marker: WALK_MISSED});
   /** One pool of keep-alive sockets for every member-account client (pooled per endpoint host). */
   #sharedAgents: {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent} | undefined;
   readonly #accountQueues = new Map<string, CallLimiter>();
   #accountApi: AccountApi | undefined;
   readonly #enabledRegions = new Map<string, {regions: readonly string[]; at: number}>();
+  /**
+   * Per account, regions its ListRegions answer no longer has that may still hold its clusters
+   * (an answer is no listing of clusters): listed anyway until EKS there lists none (#regionsOf).
+   */
+  readonly #heldRegions = new Map<string, Set<string>>();
+  /**
+   * Regions of each account's registered entries, read from the registry on the first plan of a
+   * `regions: ["*"]` matcher (a restart has no last answer to compare with); an account's entry
+   * goes once its first region list is in, so the registry is read once per process, not per cycle.
+   */
+  #registeredRegions: Map<string, ReadonlySet<string>> | undefined;
 
   constructor(options: OrganizationPlannerOptions) {
     this.#options = options;
   }
 
-  /** Walks the organization and builds one fetcher per (account, region); see the file comment for failures. */
-  async plan(matcherIndex: number, matcher: OrganizationSourceMatcher, signal?: AbortSignal): Promise<PlannedOrganization> {
+  /**
+   * Walks the organization and builds one fetcher per (account, region); see the file comment for
+   * failures. `context` reads the registry when this planner has no previous walk or region list.
+   */
+  async plan(matcherIndex: number, matcher: OrganizationSourceMatcher, signal?: AbortSignal, context?: PlanContext): Promise<PlannedOrganization> {
     const org = matcher.organization;
     let walk: OrganizationWalk;
     try {
@@ -157,6 +179,8 @@ export class OrganizationPlanner {
     const wildcard = matcher.regions.includes('*');
     const homeRegion = homeRegionOf(walk.partition, regions);
     const failed: SourceResult[] = [];
+    // A registry that cannot be read throws here: the catch-all source `eks:*` fails, deleting nothing.
+    if (wildcard && context && !this.#registeredRegions) this.#registeredRegions = regionsByAccount(await context.registered());
     const ready: {account: string; roleArn: string; provider: AwsCredentialProvider; regions: readonly string[]}[] = [];
     const assumeQueue = new PQueue({concurrency: this.#options.assumeConcurrency ?? 20});
     await Promise.all(
@@ -177,7 +201,8 @@ export class OrganizationPlanner {
     );
     ready.sort((a, b) => a.account.localeCompare(b.account));
     // The walk is no snapshot: an account moved between OUs while it ran can be missing from both
-    // listings. One walk without an account keeps its clusters (stale); the second deregisters them.
+    // listings. One walk without an account keeps its clusters (stale); the second deregisters them,
+    // whether this process or another one (before a restart, another leader, `once`) made the first.
     const walked = new Set([...walk.accounts.map((a) => a.id), ...walk.suspended]);
     // A suspended account is still a member and its clusters still exist; it cannot be listed, so
     // nothing is known to be gone: its entries stay (stale) until it is ACTIVE again, closed or gone.
@@ -191,18 +216,18 @@ export class OrganizationPlanner {
         notAListing: true,
       });
     }
-    for (const account of this.#accountsOf.get(matcherIndex) ?? []) {
-      if (walked.has(account)) continue;
+    // A registry that cannot be read throws here: the catch-all source `eks:*` fails, deleting nothing.
+    for (const account of await this.#walkGrace.missedOnce(matcherIndex, walked, context)) {
       failed.push({
         source: accountSource(matcherIndex, account),
         ok: true,
         clusters: [],
         malformed: [],
-        skippedReason: 'account missing from this organization walk only (moved while it ran, or gone); deregistered if the next walk lacks it too',
+        skippedReason: `${WALK_MISSED} (moved while it ran, or gone); deregistered if the next walk lacks it too`,
         notAListing: true,
       });
     }
-    this.#forgetAccountsNotIn(matcherIndex, [...walked]);
+    this.#forgetAccountsNotWalked();
 
     // Region-major order: the cycle's FIFO source queue then spreads its slots over every account.
     const fetchers: ClusterFetcher[] = [];
@@ -219,8 +244,9 @@ export class OrganizationPlanner {
           source,
           fetch: async (signal) => {
             const tagReader = this.#tagReader(source, provider);
+            let result: SourceResult;
             try {
-              return await createEksFetcher({
+              result = await createEksFetcher({
                 source,
                 client: this.#accountClient(region, account, provider),
                 skipNotEnabledRegion: wildcard,
@@ -232,6 +258,8 @@ export class OrganizationPlanner {
             } finally {
               if (this.#tagMemory.get(source.id)?.memory.empty) this.#tagMemory.delete(source.id);
             }
+            this.#releaseHeld(account, region, result);
+            return result;
           },
         });
       }
@@ -240,23 +268,47 @@ export class OrganizationPlanner {
   }
 
   /**
-   * The regions an account has enabled, cached for `regionRefreshMs`; when they cannot be read the
-   * last known list, else every region of the partition (whose "not enabled" answers are skipped).
+   * The regions to list in an account: those it has enabled, cached for `regionRefreshMs` (when
+   * they cannot be read the last known list, else every region of the partition, whose "not
+   * enabled" answers are skipped), plus the regions it holds (#heldRegions). A region an answer no
+   * longer has (the one before had it, or the registry has entries there) is held: ListRegions
+   * is no listing of clusters, and a disabled region's clusters still exist.
    */
   async #regionsOf(account: string, provider: AwsCredentialProvider, partitionRegions: readonly string[], signal?: AbortSignal): Promise<readonly string[]> {
     const clock = this.#options.clock ?? systemClock;
     const cached = this.#enabledRegions.get(account);
-    if (cached && clock.now() - cached.at < (this.#options.regionRefreshMs ?? 3_600_000)) return cached.regions;
+    if (cached && clock.now() - cached.at < (this.#options.regionRefreshMs ?? 3_600_000)) return this.#withHeld(account, cached.regions);
     try {
       const api = this.#accountApiClient();
       const listed = await this.#accountQueue(account).add(() => callIdentity.run(provider, () => listEnabledRegions(api, signal)));
       // Only regions of the matcher's partition: the walk decided which one that is.
       const regions = listed.filter((r) => partitionRegions.includes(r));
+      const before = cached?.regions ?? [...(this.#registeredRegions?.get(account) ?? [])];
+      this.#registeredRegions?.delete(account);
+      const held = this.#heldRegions.get(account) ?? new Set<string>();
+      for (const region of before) if (partitionRegions.includes(region)) held.add(region);
+      for (const region of regions) held.delete(region);
+      if (held.size > 0) this.#heldRegions.set(account, held);
+      else this.#heldRegions.delete(account);
       this.#enabledRegions.set(account, {regions, at: clock.now()});
-      return regions;
+      return this.#withHeld(account, regions);
     } catch {
-      return cached?.regions ?? partitionRegions;
+      return this.#withHeld(account, cached?.regions ?? partitionRegions);
     }
+  }
+
+  #withHeld(account: string, regions: readonly string[]): readonly string[] {
+    const held = this.#heldRegions.get(account);
+    if (!held) return regions;
+    return [...new Set([...regions, ...held])].sort();
+  }
+
+  /** A held region whose EKS listing succeeded with no cluster (nor unreadable record) has nothing left to keep. */
+  #releaseHeld(account: string, region: string, result: SourceResult): void {
+    const held = this.#heldRegions.get(account);
+    if (!held?.has(region) || !result.ok || result.notAListing === true || result.clusters.length > 0 || result.malformed.length > 0) return;
+    held.delete(region);
+    if (held.size === 0) this.#heldRegions.delete(account);
   }
 
   #accountApiClient(): AccountApi {
@@ -395,11 +447,11 @@ export class OrganizationPlanner {
   }
 
   /** Drops queues, region lists and descriptions of accounts that no matcher's last good walk has. */
-  #forgetAccountsNotIn(matcherIndex: number, accounts: readonly string[]): void {
-    this.#accountsOf.set(matcherIndex, new Set(accounts));
-    const kept = (account: string): boolean => [...this.#accountsOf.values()].some((set) => set.has(account));
+  #forgetAccountsNotWalked(): void {
+    const kept = (account: string): boolean => this.#walkGrace.walked(account);
     for (const account of this.#accountQueues.keys()) if (!kept(account)) this.#accountQueues.delete(account);
     for (const account of this.#enabledRegions.keys()) if (!kept(account)) this.#enabledRegions.delete(account);
+    for (const account of this.#heldRegions.keys()) if (!kept(account)) this.#heldRegions.delete(account);
     for (const [id, {account}] of this.#tagMemory) if (!kept(account)) this.#tagMemory.delete(id);
   }
 
@@ -419,6 +471,21 @@ export class OrganizationPlanner {
     }
     return queue;
   }
+}
+
+/** Regions of the registered EKS entries, per account (small: a set of region names per account, no entry copies). */
+function regionsByAccount(entries: readonly KubeServer[]): Map<string, Set<string>> {
+  const byAccount = new Map<string, Set<string>>();
+  for (const entry of entries) {
+    const labels = entry.spec.cluster.metadata.labels;
+    const account = labels[LABEL.accountId];
+    const region = labels[LABEL.region];
+    if (labels[LABEL.cloud] !== 'AWS' || labels[LABEL.discoveryType] !== 'eks' || !account || !region) continue;
+    let regions = byAccount.get(account);
+    if (!regions) byAccount.set(account, (regions = new Set()));
+    regions.add(region);
+  }
+  return byAccount;
 }
 
 /** The region whose STS endpoint the member roles are assumed through. */

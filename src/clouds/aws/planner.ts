@@ -21,5 +21,5 @@ export function awsPlanner(options: DiscoveryOptions): SourcePlanner {
     ...(events?.tagReadFallback ? {onTagFallback: (source, fallback) => events.tagReadFallback?.(source, fallback)} : {}),
     ...options.aws,
   });
-  return {plan: () => aws.plan(ds.aws)};
+  return {plan: (context) => aws.plan(ds.aws, context)};
 }

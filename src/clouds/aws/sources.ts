@@ -5,7 +5,7 @@ import {EKSClient} from '@aws-sdk/client-eks';
 import {ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import {GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
 import PQueue from 'p-queue';
-import type {ClusterFetcher, PlannedSources} from '../fetcher.ts';
+import type {ClusterFetcher, PlanContext, PlannedSources} from '../fetcher.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
 import {awsCredentialProvider, type AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
 import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
@@ -88,14 +88,17 @@ export class AwsSources {
     this.#options = options;
   }
 
-  /** Builds the fetchers for every (matcher, region); a matcher whose account cannot be resolved fails its sources. */
-  async plan(matchers: readonly AwsSourceMatcher[]): Promise<PlannedSources> {
+  /**
+   * Builds the fetchers for every (matcher, region); a matcher whose account cannot be resolved
+   * fails its sources. `context` lets organization matchers read the registry (org-sources.ts).
+   */
+  async plan(matchers: readonly AwsSourceMatcher[], context?: PlanContext): Promise<PlannedSources> {
     const fetchers: ClusterFetcher[] = [];
     const failed: SourceResult[] = [];
     for (const [matcherIndex, matcher] of matchers.entries()) {
       if (!matcher.types.includes('eks')) continue;
       if (matcher.organization) {
-        const planned = await this.#organizationPlanner().plan(matcherIndex, {...matcher, organization: matcher.organization});
+        const planned = await this.#organizationPlanner().plan(matcherIndex, {...matcher, organization: matcher.organization}, undefined, context);
         fetchers.push(...planned.fetchers);
         failed.push(...planned.failed);
         continue;

@@ -37,7 +37,7 @@ function lazyAzurePlanner(matchers: readonly AzureSourceMatcher[], options: Azur
       m.azurePlanner(matchers, {...options, ...(identities && !options.identities ? {identities} : {})}),
     ));
   return {
-    plan: async () => (await load()).plan(),
+    plan: async (context) => (await load()).plan(context),
     armAccess: async (matcher) => (await load()).sources.armAccess(matcher),
   };
 }

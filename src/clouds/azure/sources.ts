@@ -15,7 +15,7 @@ import {AzureIdentities} from '../../credentials/azure-identities.ts';
 import {parseAksKubeconfig} from '../../credentials/aks-kubeconfig.ts';
 import {AksLocalAccounts} from '../../credentials/aks-local-accounts.ts';
 import {silentLogger, type Logger} from '../../observability/logger.ts';
-import type {ClusterFetcher, PlannedSources} from '../fetcher.ts';
+import type {ClusterFetcher, PlanContext, PlannedSources} from '../fetcher.ts';
 import {createAksFetcher, type AksApi, type AksListingMemory, type CachedUserCredential} from './aks-fetcher.ts';
 import {armListPages, pipelineGet} from './arm-list.ts';
 import {pooledHttpClient} from './http-client.ts';
@@ -23,6 +23,8 @@ import {azureCloud, type AzureCloudName} from './clouds.ts';
 import {azureFailure} from './errors.ts';
 import {MANAGEMENT_GROUPS_API_VERSION, ManagementGroupWalkError, scopeToManagementGroups, walkManagementGroups, type DescendantPages, type ManagementGroupWalk} from './management-groups.ts';
 import {armClientOptions, type AzureClientOptions, type DiscoveryPolicyOptions} from './pipeline.ts';
+import {LABEL} from '../../core/label-names.ts';
+import {WalkGrace} from '../walk-grace.ts';
 
 /** The part of an `azure:` matcher that decides where to look. */
 export interface AzureSourceMatcher {
@@ -67,6 +69,11 @@ const MANAGED_CLUSTERS = 'providers/Microsoft.ContainerService/managedClusters';
 /** The api-version of the subscriptions list: the one @azure/arm-resources-subscriptions 2.1 sends. */
 const SUBSCRIPTIONS_API_VERSION = '2022-12-01';
 
+/** What the skipped source of a subscription one walk missed says; its entries' stale reason carries it to the next walk (walk-grace.ts). */
+const WALK_MISSED = 'subscription missing from this management group walk only';
+/** The same for a subscription one answer of the subscription list (`subscriptions: ["*"]`) did not show. */
+const LIST_MISSED = 'subscription missing from this subscription list only';
+
 /** Subscription states whose resources can be listed. */
 const LISTABLE_STATES: ReadonlySet<string> = new Set(['Enabled', 'Warned', 'PastDue']);
 /**
@@ -101,8 +108,14 @@ export class AzureSources {
   readonly #managementGroupClients = new Map<string, ManagementGroupsAPI>();
   readonly #queues = new Map<string, PQueue>();
   readonly #kubeconfigs = new Map<string, CachedUserCredential>();
-  /** Subscriptions of each `management_groups` matcher's last good walk: one missing from the next walk is kept once (see #targets). */
-  readonly #walkedOf = new Map<number, ReadonlySet<string>>();
+  /** Subscriptions of each `management_groups` matcher's last good walk, else the registry's: one missing from the next walk is kept once (see #targets). */
+  readonly #walkGrace = new WalkGrace({cloud: 'Azure', type: 'aks', memberLabel: LABEL.subscriptionId, marker: WALK_MISSED});
+  /**
+   * Subscriptions of each `subscriptions: ["*"]` matcher's last good list, else the registry's: the
+   * list is no listing of clusters (a role assignment still propagating hides a subscription), so one
+   * it does not show is kept once.
+   */
+  readonly #listGrace = new WalkGrace({cloud: 'Azure', type: 'aks', memberLabel: LABEL.subscriptionId, marker: LIST_MISSED});
   /** Client of each subscription seen by the last plan, for loading local-account credentials on demand. */
   #bySubscription = new Map<string, ContainerServiceClient>();
   /** Local-account tokens, shared with the probe's token source. */
@@ -126,13 +139,16 @@ export class AzureSources {
     });
   }
 
-  /** Builds the fetchers of every matcher; a subscription listing that fails becomes a failed source covering every subscription. */
-  async plan(matchers: readonly AzureSourceMatcher[]): Promise<PlannedSources> {
+  /**
+   * Builds the fetchers of every matcher; a subscription listing that fails becomes a failed source
+   * covering every subscription. `context` lets a management group walk read the registry (walk-grace.ts).
+   */
+  async plan(matchers: readonly AzureSourceMatcher[], context?: PlanContext): Promise<PlannedSources> {
     const fetchers: ClusterFetcher[] = [];
     const failed: SourceResult[] = [];
     const bySubscription = new Map<string, ContainerServiceClient>();
     const planned = await Promise.all(
-      matchers.map(async (matcher, matcherIndex) => ({matcher, matcherIndex, scope: matcher.types.includes('aks') ? await this.#targets(matcher, matcherIndex) : {targets: []}})),
+      matchers.map(async (matcher, matcherIndex) => ({matcher, matcherIndex, scope: matcher.types.includes('aks') ? await this.#targets(matcher, matcherIndex, context) : {targets: []}})),
     );
     for (const {matcher, matcherIndex, scope} of planned) {
       if ('error' in scope) {
@@ -146,7 +162,10 @@ export class AzureSources {
         failed.push({source: aksSource(matcherIndex, subscription), ok: true, clusters: [], malformed: [], skippedReason, notAListing: true});
       };
       for (const subscription of scope.missed ?? []) {
-        skip(subscription, 'subscription missing from this management group walk only (moved while it ran, or gone); deregistered if the next walk lacks it too');
+        skip(subscription, `${WALK_MISSED} (moved while it ran, or gone); deregistered if the next walk lacks it too`);
+      }
+      for (const subscription of scope.unlisted ?? []) {
+        skip(subscription, `${LIST_MISSED} (access still propagating, or gone); deregistered if the next list lacks it too`);
       }
       for (const subscription of scope.disabled ?? []) {
         skip(subscription, `subscription ${HELD_STATE}: not listed; its clusters are kept until it is enabled again, deleted or out of scope`);
@@ -195,8 +214,8 @@ export class AzureSources {
     this.localAccounts.prune();
   }
 
-  /** The matcher's subscriptions; with `management_groups`, also those the previous good walk had and this one missed. */
-  async #targets(matcher: AzureSourceMatcher, matcherIndex: number): Promise<{targets: Target[]; missed?: readonly string[]; disabled?: readonly string[]} | {error: unknown}> {
+  /** The matcher's subscriptions, and those kept once: missed by this walk (`management_groups`) or, without groups, by this list. */
+  async #targets(matcher: AzureSourceMatcher, matcherIndex: number, context: PlanContext | undefined): Promise<{targets: Target[]; missed?: readonly string[]; unlisted?: readonly string[]; disabled?: readonly string[]} | {error: unknown}> {
     if (!matcher.subscriptions.includes('*')) {
       return {targets: uniqueCaseless(matcher.subscriptions).map((s) => ({subscriptionId: s.toLowerCase()}))};
     }
@@ -238,16 +257,17 @@ export class AzureSources {
     } catch (error) {
       return {error};
     }
-    if (!walking) return {targets, disabled};
+    // Without groups the list alone decides; a registry that cannot be read fails the plan (`aks:*`), deleting nothing.
+    if (!walking) return {targets, disabled, unlisted: await this.#listGrace.missedOnce(matcherIndex, seen, context)};
     const walk = await walking;
     if ('error' in walk) return walk;
     // The walk is no snapshot: a subscription moved between groups while it ran (two named groups
     // answering either side of the move, or a page already read) can be missing from every answer.
     // One walk without a subscription keeps its clusters (stale); the second deregisters them.
+    // The previous walk is this planner's, or else the one the registry's stale marks tell of (a restart).
     const walked = new Set(walk.subscriptions);
-    const before = this.#walkedOf.get(matcherIndex);
-    const missed = before ? [...before].filter((id) => !walked.has(id)) : [];
-    this.#walkedOf.set(matcherIndex, walked);
+    // A registry that cannot be read fails the plan (the catch-all source `aks:*`): nothing is deleted.
+    const missed = await this.#walkGrace.missedOnce(matcherIndex, walked, context);
     return {targets: scopeToManagementGroups(walk, targets, seen), missed, disabled: disabled.filter((id) => walked.has(id))};
   }
 
@@ -332,14 +352,14 @@ export class AzureSources {
 
 /** A SourcePlanner (see src/discovery/cycle.ts) over the `azure:` matchers. */
 export interface AzurePlanner {
-  plan(): Promise<PlannedSources>;
+  plan(context?: PlanContext): Promise<PlannedSources>;
   readonly sources: AzureSources;
 }
 
 /** The planner discovery registers for `discovery_service.azure`. */
 export function azurePlanner(matchers: readonly AzureSourceMatcher[], options: AzureSourcesOptions = {}): AzurePlanner {
   const sources = new AzureSources(options);
-  return {plan: () => sources.plan(matchers), sources};
+  return {plan: (context) => sources.plan(matchers, context), sources};
 }
 
 /**
