@@ -19,7 +19,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import {createHttpHeaders, createPipelineRequest, type PipelinePolicy, type PipelineRequest, type PipelineResponse} from '@azure/core-rest-pipeline';
+import {createHttpHeaders, createPipelineRequest, type HttpHeaders, type PipelinePolicy, type PipelineRequest, type PipelineResponse} from '@azure/core-rest-pipeline';
 import type {AccessToken, TokenCredential} from '@azure/core-auth';
 import type {AzurePolicyConfig} from './pipeline.ts';
 
@@ -66,9 +66,13 @@ export class LeanArmGet {
   #token: AccessToken | undefined;
   #refreshing: Promise<AccessToken | undefined> | undefined;
 
+  /** The extra policies, perCall ones outside perRetry ones (as in the SDK's pipeline). */
+  readonly #policies: readonly PipelinePolicy[];
+
   constructor(options: LeanArmGetOptions) {
     this.#options = options;
     this.#now = options.now ?? Date.now;
+    this.#policies = [...options.policies.filter((p) => p.position === 'perCall'), ...options.policies.filter((p) => p.position === 'perRetry')].map((p) => p.policy as PipelinePolicy);
   }
 
   /**
@@ -142,12 +146,11 @@ export class LeanArmGet {
     return PASSED_ON.has(response.status) ? {kind: 'error', response} : undefined;
   }
 
-  /** Runs the request through the extra policies (perCall ones outside perRetry ones, as in the SDK's pipeline). */
+  /** Runs the request through the extra policies. */
   #through(request: PipelineRequest, send: (req: PipelineRequest) => Promise<PipelineResponse>): Promise<PipelineResponse> {
-    const ordered = [...this.#options.policies.filter((p) => p.position === 'perCall'), ...this.#options.policies.filter((p) => p.position === 'perRetry')];
     let next = send;
-    for (let i = ordered.length - 1; i >= 0; i--) {
-      const policy = (ordered[i] as AzurePolicyConfig).policy as PipelinePolicy;
+    for (let i = this.#policies.length - 1; i >= 0; i--) {
+      const policy = this.#policies[i] as PipelinePolicy;
       const inner = next;
       next = (req) => policy.sendRequest(req, inner);
     }
@@ -242,16 +245,11 @@ function bodyOf(response: PipelineResponse): Buffer {
 
 /** A PipelineResponse over the raw answer; its text is decoded only if a policy reads it (error answers). */
 function answer(request: PipelineRequest, status: number, raw: http.IncomingHttpHeaders, body: Buffer): PipelineResponse {
-  const headers = createHttpHeaders();
-  for (const [name, value] of Object.entries(raw)) {
-    if (typeof value === 'string') headers.set(name, value);
-    else if (Array.isArray(value) && value[0] !== undefined) headers.set(name, value[0]);
-  }
   let text: string | undefined;
   const response: PipelineResponse = {
     request,
     status,
-    headers,
+    headers: new AnswerHeaders(raw),
     get bodyAsText(): string {
       text ??= body.toString('utf8');
       return text;
@@ -259,6 +257,58 @@ function answer(request: PipelineRequest, status: number, raw: http.IncomingHttp
   };
   bodies.set(response, body);
   return response;
+}
+
+/**
+ * The answer's headers as the SDK's HttpHeaders, read straight from Node's object: a good page's
+ * headers are rarely read (the metrics policy reads them only for errors), so the SDK's own
+ * header map is built only when a policy changes or lists them.
+ */
+class AnswerHeaders implements HttpHeaders {
+  readonly #raw: http.IncomingHttpHeaders;
+  #copy: HttpHeaders | undefined;
+
+  constructor(raw: http.IncomingHttpHeaders) {
+    this.#raw = raw;
+  }
+
+  get(name: string): string | undefined {
+    if (this.#copy) return this.#copy.get(name);
+    const value = this.#raw[name.toLowerCase()];
+    return Array.isArray(value) ? value[0] : value;
+  }
+
+  has(name: string): boolean {
+    return this.get(name) !== undefined;
+  }
+
+  set(name: string, value: string | number | boolean): void {
+    this.#own().set(name, value);
+  }
+
+  delete(name: string): void {
+    this.#own().delete(name);
+  }
+
+  toJSON(options?: {preserveCase?: boolean}): Record<string, string> {
+    return this.#own().toJSON(options);
+  }
+
+  [Symbol.iterator](): Iterator<[string, string]> {
+    return this.#own()[Symbol.iterator]();
+  }
+
+  #own(): HttpHeaders {
+    if (!this.#copy) {
+      const copy = createHttpHeaders();
+      for (const [name, value] of Object.entries(this.#raw)) {
+        const first = Array.isArray(value) ? value[0] : value;
+        if (first !== undefined) copy.set(name, first);
+      }
+      this.#copy = copy;
+    }
+    return this.#copy;
+  }
 }
 
 function refreshAt(token: AccessToken): number {
