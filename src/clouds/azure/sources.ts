@@ -274,10 +274,11 @@ export class AzureSources {
   }
 
   #clusterClient(matcher: AzureSourceMatcher, subscriptionId: string): {client: ContainerServiceClient; api: AksApi} {
-    const {cloud, options, httpClient} = this.#clientOptions(matcher);
-    const key = `${cloud.armEndpoint}|${identityKey(identityOf(matcher))}|${subscriptionId}`;
+    // Looked up before the client options are built: every subscription asks every cycle, and options are only needed for a new client.
+    const key = `${azureCloud(matcher.cloud, matcher.resource_manager_endpoint).armEndpoint}|${identityKey(identityOf(matcher))}|${subscriptionId}`;
     let entry = this.#clusterClients.get(key);
     if (!entry) {
+      const {cloud, options, httpClient} = this.#clientOptions(matcher);
       const lean = this.#leanGet(matcher);
       // The short path learns from the client's own requests how they look (user agent, TLS, no proxy).
       const client = new ContainerServiceClient(this.#credential(matcher), subscriptionId, lean ? {...options, additionalPolicies: [...options.additionalPolicies, lean.learn]} : options);
