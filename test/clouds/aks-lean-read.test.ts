@@ -8,13 +8,18 @@
  * listed; answers only the SDK's pipeline handles (throttling, 5xx, 401, gzip, resets) are asked
  * again through it and end as they did before.
  */
+import https from 'node:https';
 import {gzipSync} from 'node:zlib';
+import {createHttpHeaders, createPipelineRequest, type PipelineRequestOptions} from '@azure/core-rest-pipeline';
 import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
+import {pooledHttpClient} from '../../src/clouds/azure/http-client.ts';
+import {LeanArmGet} from '../../src/clouds/azure/lean-get.ts';
 import type {AzureSources} from '../../src/clouds/azure/sources.ts';
 import type {SourceResult} from '../../src/core/types.ts';
 import {azureMetricsPolicies} from '../../src/observability/azure-policy.ts';
 import {Metrics} from '../../src/observability/metrics.ts';
 import {startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
+import {fakeTokenCredential} from '../fakes/arm-token-credential.ts';
 import {ArmWorld} from '../fakes/arm-world.ts';
 import {answer, armClassifier, mutateJson, startFaultProxy, type FaultProxy, type FaultRequest, type ProxyFault} from '../fakes/faults.ts';
 import {sharedServerTls} from '../fakes/tls-ca.ts';
@@ -242,5 +247,34 @@ describe('before it has learnt', () => {
     paths = [];
     for (let i = 0; i < 2; i++) await runPlan(await sdkOnly.plan([matcher(arm, {resource_manager_endpoint: proxy.url})]));
     expect(paths.every((p) => p.path === 'sdk')).toBe(true);
+  });
+});
+
+describe('what the short path learns from the SDK client', () => {
+  const learnFrom = async (lean: LeanArmGet, options: Partial<PipelineRequestOptions>): Promise<void> => {
+    const request = createPipelineRequest({url: `${arm.url}/subscriptions/${SUB_A}/providers/Microsoft.ContainerService/managedClusters`, ...options});
+    request.headers.set('user-agent', 'azsdk-js-arm-containerservice/test');
+    await lean.learn.policy.sendRequest(request, (r) => Promise.resolve({request: r, status: 200, headers: createHttpHeaders()}));
+  };
+  const newLean = (): LeanArmGet => new LeanArmGet({credential: fakeTokenCredential(), scope: 'https://management.azure.com/.default', agentFor: pooledHttpClient().agentFor, policies: [], timeoutMs: 1_000});
+
+  it('opens on a request sent without a proxy or an agent of the caller', async () => {
+    const lean = newLean();
+    expect(lean.open).toBe(false);
+    await learnFrom(lean, {});
+    expect(lean.open).toBe(true);
+  });
+
+  it('stays on the SDK pipeline for good when a request goes through a proxy or an agent of the caller (the short path would bypass it)', async () => {
+    for (const options of [{agent: new https.Agent()}, {proxySettings: {host: 'http://127.0.0.1', port: 3128}}]) {
+      const lean = newLean();
+      await learnFrom(lean, options);
+      expect(lean.open).toBe(false);
+      await expect(lean.get(`${arm.url}/subscriptions/${SUB_A}/providers/Microsoft.ContainerService/managedClusters?api-version=2026-04-01`, new AbortController().signal)).resolves.toBeUndefined();
+      const later = newLean();
+      await learnFrom(later, {});
+      await learnFrom(later, options);
+      expect(later.open).toBe(false);
+    }
   });
 });
