@@ -10,7 +10,7 @@
  */
 import https from 'node:https';
 import {gzipSync} from 'node:zlib';
-import {createHttpHeaders, createPipelineRequest, type PipelineRequestOptions} from '@azure/core-rest-pipeline';
+import {createHttpHeaders, createPipelineRequest, type PipelineRequest} from '@azure/core-rest-pipeline';
 import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
 import {pooledHttpClient} from '../../src/clouds/azure/http-client.ts';
 import {LeanArmGet} from '../../src/clouds/azure/lean-get.ts';
@@ -251,8 +251,9 @@ describe('before it has learnt', () => {
 });
 
 describe('what the short path learns from the SDK client', () => {
-  const learnFrom = async (lean: LeanArmGet, options: Partial<PipelineRequestOptions>): Promise<void> => {
-    const request = createPipelineRequest({url: `${arm.url}/subscriptions/${SUB_A}/providers/Microsoft.ContainerService/managedClusters`, ...options});
+  const learnFrom = async (lean: LeanArmGet, options: Pick<PipelineRequest, 'agent' | 'proxySettings'>): Promise<void> => {
+    // As the SDK's agent and proxy policies leave a request (they set these fields before it is sent).
+    const request = Object.assign(createPipelineRequest({url: `${arm.url}/subscriptions/${SUB_A}/providers/Microsoft.ContainerService/managedClusters`}), options);
     request.headers.set('user-agent', 'azsdk-js-arm-containerservice/test');
     await lean.learn.policy.sendRequest(request, (r) => Promise.resolve({request: r, status: 200, headers: createHttpHeaders()}));
   };
