@@ -58,7 +58,8 @@ interface LocalToken {
 
 interface Recorded {
   readonly account: AksLocalAccount;
-  readonly at: number;
+  /** When it was last recorded: moved on in place when the same account is recorded again (every cluster, every cycle). */
+  at: number;
 }
 
 /** Options of {@link AksLocalAccounts}. */
@@ -91,7 +92,13 @@ export class AksLocalAccounts {
   /** Records what listClusterUserCredential said for a cluster; a changed token replaces the cached one at once. */
   record(ref: AksClusterRef, account: AksLocalAccount): void {
     const key = clusterKey(ref);
-    const previous = this.#recorded.get(key)?.account;
+    const recorded = this.#recorded.get(key);
+    const previous = recorded?.account;
+    if (recorded !== undefined && previous === account) {
+      // The same account object as last time (an unchanged cluster of a steady cycle): nothing but the time moves.
+      recorded.at = this.#clock.now();
+      return;
+    }
     this.#recorded.set(key, {account, at: this.#clock.now()});
     if (sameAccount(previous, account)) return;
     // Registered when first seen or changed: re-registering every cluster's token each cycle churned the redaction set.
@@ -180,5 +187,14 @@ function sameAccount(a: AksLocalAccount | undefined, b: AksLocalAccount): boolea
 }
 
 function clusterKey(ref: AksClusterRef): string {
-  return `${ref.subscriptionId}/${ref.resourceGroup}/${ref.name}`.toLowerCase();
+  // An unchanged cluster's ref is the same object every cycle (aks-fetcher.ts): its key is built once.
+  let key = keys.get(ref);
+  if (key === undefined) {
+    key = `${ref.subscriptionId}/${ref.resourceGroup}/${ref.name}`.toLowerCase();
+    keys.set(ref, key);
+  }
+  return key;
 }
+
+// Refs are not changed once made (AksClusterRef is readonly).
+const keys = new WeakMap<AksClusterRef, string>();

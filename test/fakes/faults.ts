@@ -35,7 +35,7 @@ export interface FaultRequest {
 /** How to spoil one request. */
 export type ProxyFault =
   /** Answer this status and body instead of asking upstream. */
-  | {readonly kind: 'answer'; readonly status: number; readonly body: string; readonly headers?: Readonly<Record<string, string>>}
+  | {readonly kind: 'answer'; readonly status: number; readonly body: string | Buffer; readonly headers?: Readonly<Record<string, string>>}
   /** Ask upstream, then send its headers and only the first half of its body, and cut the connection. */
   | {readonly kind: 'truncate'}
   /** Cut the connection without answering. */

@@ -9,10 +9,14 @@
  */
 import {hash} from 'node:crypto';
 import {createHttpHeaders, createPipelineRequest, RestError, type HttpClient, type Pipeline, type PipelineResponse} from '@azure/core-rest-pipeline';
+import type {LeanAnswer} from './lean-get.ts';
 import {parseListPage, shapeCheckedByCaller} from './pipeline.ts';
 
 /** Sends one GET through a client's pipeline (an SDK client's `pipeline` with the shared HTTP client). */
 export type ArmGet = (url: string, signal: AbortSignal) => Promise<PipelineResponse>;
+
+/** The short path of a GET (lean-get.ts): its answer, or undefined when the pipeline must be asked. */
+export type ShortGet = (url: string, signal: AbortSignal) => Promise<LeanAnswer | undefined>;
 
 /** What a caller made of one well-formed page, and the page's nextLink. */
 export interface MadePage<T> {
@@ -54,11 +58,13 @@ export function pipelineGet(pipeline: Pipeline, httpClient: HttpClient): ArmGet 
  * malformed page, a repeated nextLink or an endless list: the strict checks ran on a page's
  * first reading, and nextLinks are checked on every reading. `operation` (`managedClusters.list`)
  * names the call in the messages; test/deploy/iam.test.ts reads it to check the role grants its action.
+ * With `short`, each page is first asked for on the short path (lean-get.ts); a page it declines,
+ * or a 200 it cannot read as a list page, is asked for again through `get`.
  */
 export function armListPages(operation: string, get: ArmGet, url: string, signal: AbortSignal, apiVersion: string): AsyncGenerator<readonly Record<string, unknown>[]>;
-export function armListPages<T>(operation: string, get: ArmGet, url: string, signal: AbortSignal, apiVersion: string, memory: PageMemory<T>): AsyncGenerator<T>;
-export function armListPages<T>(operation: string, get: ArmGet, url: string, signal: AbortSignal, apiVersion: string, memory?: PageMemory<T>): AsyncGenerator<T | readonly Record<string, unknown>[]> {
-  return memory ? readList(operation, get, url, signal, apiVersion, memory.make, memory) : readList(operation, get, url, signal, apiVersion, (resources) => resources, undefined);
+export function armListPages<T>(operation: string, get: ArmGet, url: string, signal: AbortSignal, apiVersion: string, memory: PageMemory<T>, short?: ShortGet): AsyncGenerator<T>;
+export function armListPages<T>(operation: string, get: ArmGet, url: string, signal: AbortSignal, apiVersion: string, memory?: PageMemory<T>, short?: ShortGet): AsyncGenerator<T | readonly Record<string, unknown>[]> {
+  return memory ? readList(operation, get, url, signal, apiVersion, memory.make, memory, short) : readList(operation, get, url, signal, apiVersion, (resources) => resources, undefined, undefined);
 }
 
 async function* readList<T>(
@@ -69,28 +75,48 @@ async function* readList<T>(
   apiVersion: string,
   make: (resources: readonly Record<string, unknown>[]) => T,
   memory: Omit<PageMemory<T>, 'make'> | undefined,
+  short: ShortGet | undefined,
 ): AsyncGenerator<T> {
   const seen = new Set<string>();
   let next: string | undefined = url;
   while (next !== undefined) {
     // The signal goes with every page (the SDK's pager sent pages after the first without it).
     signal.throwIfAborted();
-    const response = await get(next, signal);
-    if (response.status < 200 || response.status >= 300) throw errorAnswer(response);
-    const text = response.bodyAsText;
-    // Only a 200 with a body is ever noted; anything else gets the full check below.
-    const key = memory && response.status === 200 && text ? hash('sha256', text, 'base64') : undefined;
-    let page = key === undefined ? undefined : memory?.previous?.get(key);
+    let key: string | undefined;
+    let page: MadePage<T> | undefined;
+    let status = 200;
+    const answer: LeanAnswer | undefined = short === undefined ? undefined : await short(next, signal);
+    if (answer?.kind === 'error') throw errorAnswer(answer.response);
+    if (answer?.kind === 'page' && answer.body.length > 0) {
+      // The raw bytes are looked up before anything is decoded: a steady cycle's pages mostly come back unchanged.
+      key = memory === undefined ? undefined : hash('sha256', answer.body, 'base64');
+      page = key === undefined ? undefined : memory?.previous?.get(key);
+      if (page === undefined) {
+        const parsed = parseListPage(200, answer.body.toString('utf8'));
+        // A page that does not read as a list is asked for again through the pipeline, which judges it as before.
+        if ('problem' in parsed) key = undefined;
+        else page = {made: make(parsed.value), nextLink: parsed.nextLink};
+      }
+    }
     if (page === undefined) {
-      const parsed = parseListPage(response.status, text);
-      if ('problem' in parsed) throw invalid(`${operation}: ARM answered ${pathOf(response.request.url)} with ${parsed.problem}`, response.status);
-      page = {made: make(parsed.value), nextLink: parsed.nextLink};
+      const response = await get(next, signal);
+      status = response.status;
+      if (response.status < 200 || response.status >= 300) throw errorAnswer(response);
+      const text = response.bodyAsText;
+      // Only a 200 with a body is ever noted; anything else gets the full check below.
+      key = memory && response.status === 200 && text ? hash('sha256', text, 'base64') : undefined;
+      page = key === undefined ? undefined : memory?.previous?.get(key);
+      if (page === undefined) {
+        const parsed = parseListPage(response.status, text);
+        if ('problem' in parsed) throw invalid(`${operation}: ARM answered ${pathOf(response.request.url)} with ${parsed.problem}`, response.status);
+        page = {made: make(parsed.value), nextLink: parsed.nextLink};
+      }
     }
     if (key !== undefined) memory?.next.set(key, page);
-    const link = page.nextLink;
+    const link: string | undefined = page.nextLink;
     if (link !== undefined) {
-      if (seen.has(link)) throw invalid(`${operation}: the list at ${pathOf(url)} returned a nextLink it had already returned`, response.status);
-      if (seen.size >= MAX_LIST_PAGES) throw invalid(`${operation}: the list at ${pathOf(url)} returned more than ${MAX_LIST_PAGES} pages`, response.status);
+      if (seen.has(link)) throw invalid(`${operation}: the list at ${pathOf(url)} returned a nextLink it had already returned`, status);
+      if (seen.size >= MAX_LIST_PAGES) throw invalid(`${operation}: the list at ${pathOf(url)} returned more than ${MAX_LIST_PAGES} pages`, status);
       seen.add(link);
     }
     yield page.made;

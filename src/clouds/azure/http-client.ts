@@ -12,18 +12,21 @@ import {createDefaultHttpClient, type HttpClient, type PipelineRequest} from '@a
 /** Sockets per ARM endpoint; requests beyond it wait for a free socket (their timeout runs meanwhile). */
 export const ARM_MAX_SOCKETS = 256;
 
+/** The pooled client: the SDK's HTTP client, and the pool's agents for requests sent without it (lean-get.ts). */
+export interface PooledHttpClient extends HttpClient {
+  /** The pool's agent for a URL and the TLS settings object the SDK's requests carry (undefined: none). */
+  agentFor(url: string, tls: object | undefined): http.Agent;
+}
+
 /** The SDK's default HTTP client, its requests sent over a capped keep-alive pool. */
-export function pooledHttpClient(maxSockets = ARM_MAX_SOCKETS, inner: HttpClient = createDefaultHttpClient()): HttpClient {
+export function pooledHttpClient(maxSockets = ARM_MAX_SOCKETS, inner: HttpClient = createDefaultHttpClient()): PooledHttpClient {
   const options = {keepAlive: true, maxSockets, maxFreeSockets: maxSockets};
   let plain: http.Agent | undefined;
   let secure: https.Agent | undefined;
   // Keyed by the TLS settings object, as the SDK keys its own agents: a client with a custom CA gets an agent with it.
   const secureWith = new WeakMap<object, https.Agent>();
-  const agentFor = (request: PipelineRequest): http.Agent | undefined => {
-    // A request that asks for no keep-alive gets the SDK's own handling.
-    if (request.disableKeepAlive) return undefined;
-    if (!request.url.startsWith('https:')) return (plain ??= new http.Agent(options));
-    const tls = request.tlsSettings;
+  const agentOf = (url: string, tls: object | undefined): http.Agent => {
+    if (!url.startsWith('https:')) return (plain ??= new http.Agent(options));
     if (!tls) return (secure ??= new https.Agent(options));
     let agent = secureWith.get(tls);
     if (!agent) {
@@ -32,10 +35,13 @@ export function pooledHttpClient(maxSockets = ARM_MAX_SOCKETS, inner: HttpClient
     }
     return agent;
   };
+  // A request that asks for no keep-alive gets the SDK's own handling.
+  const agentFor = (request: PipelineRequest): http.Agent | undefined => (request.disableKeepAlive ? undefined : agentOf(request.url, request.tlsSettings));
   return {
     sendRequest(request) {
       request.agent ??= agentFor(request);
       return inner.sendRequest(request);
     },
+    agentFor: agentOf,
   };
 }

@@ -6,7 +6,6 @@
 import {ContainerServiceClient} from '@azure/arm-containerservice';
 import {ManagementGroupsAPI} from '@azure/arm-managementgroups';
 import {SubscriptionClient} from '@azure/arm-resources-subscriptions';
-import type {HttpClient} from '@azure/core-rest-pipeline';
 import PQueue from 'p-queue';
 import {systemClock, type Clock} from '../../core/clock.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
@@ -18,7 +17,8 @@ import {silentLogger, type Logger} from '../../observability/logger.ts';
 import type {ClusterFetcher, PlanContext, PlannedSources} from '../fetcher.ts';
 import {createAksFetcher, type AksApi, type AksListingMemory, type CachedUserCredential} from './aks-fetcher.ts';
 import {armListPages, pipelineGet} from './arm-list.ts';
-import {pooledHttpClient} from './http-client.ts';
+import {pooledHttpClient, type PooledHttpClient} from './http-client.ts';
+import {LeanArmGet} from './lean-get.ts';
 import {azureCloud, type AzureCloudName} from './clouds.ts';
 import {azureFailure} from './errors.ts';
 import {MANAGEMENT_GROUPS_API_VERSION, ManagementGroupWalkError, scopeToManagementGroups, walkManagementGroups, type DescendantPages, type ManagementGroupWalk} from './management-groups.ts';
@@ -57,6 +57,11 @@ export interface AzureSourcesOptions {
   readonly identities?: AzureIdentities;
   /** Longest a cluster's kubeconfig is reused while its record is unchanged. Default 1 h. */
   readonly credentialMaxAgeMs?: number;
+  /**
+   * Managed clusters list pages on the short path (lean-get.ts) when the shared HTTP pool is in
+   * use (no `clientOptions.httpClient`). Default true; false sends every page through the SDK's pipeline.
+   */
+  readonly leanListReads?: boolean;
 }
 
 /** Re-exported from its home in src/credentials (the runtime shares the identities). */
@@ -103,7 +108,9 @@ export class AzureSources {
    * with its own pool opened a TLS connection per subscription and per credential slot (W5's cold
    * cycle: thousands of handshakes) and kept them all open between cycles. Its pool is capped (http-client.ts).
    */
-  #httpClient: HttpClient | undefined;
+  #httpClient: PooledHttpClient | undefined;
+  /** The short path of the managed clusters list per (endpoint, identity), over the same pool. */
+  readonly #leanGets = new Map<string, LeanArmGet>();
   readonly #subscriptionClients = new Map<string, SubscriptionClient>();
   readonly #managementGroupClients = new Map<string, ManagementGroupsAPI>();
   readonly #queues = new Map<string, PQueue>();
@@ -287,26 +294,51 @@ export class AzureSources {
   }
 
   #clusterClient(matcher: AzureSourceMatcher, subscriptionId: string): {client: ContainerServiceClient; api: AksApi} {
-    const {cloud, options, httpClient} = this.#clientOptions(matcher);
-    const key = `${cloud.armEndpoint}|${identityKey(identityOf(matcher))}|${subscriptionId}`;
+    // Looked up before the client options are built: every subscription asks every cycle, and options are only needed for a new client.
+    const key = `${azureCloud(matcher.cloud, matcher.resource_manager_endpoint).armEndpoint}|${identityKey(identityOf(matcher))}|${subscriptionId}`;
     let entry = this.#clusterClients.get(key);
     if (!entry) {
-      const client = new ContainerServiceClient(this.#credential(matcher), subscriptionId, options);
-      // The list goes through the client's own pipeline (token, retries, policies), parsed once (arm-list.ts).
+      const {cloud, options, httpClient} = this.#clientOptions(matcher);
+      const lean = this.#leanGet(matcher);
+      // The short path learns from the client's own requests how they look (user agent, TLS, no proxy).
+      const client = new ContainerServiceClient(this.#credential(matcher), subscriptionId, lean ? {...options, additionalPolicies: [...options.additionalPolicies, lean.learn]} : options);
+      // The list goes through the client's own pipeline (token, retries, policies), parsed once (arm-list.ts),
+      // its pages first on the short path when there is one (lean-get.ts).
       const get = pipelineGet(client.pipeline, httpClient);
+      const short = lean ? (url: string, signal: AbortSignal) => lean.get(url, signal) : undefined;
       const base = `${cloud.armEndpoint.replace(/\/+$/, '')}/subscriptions/${encodeURIComponent(subscriptionId)}`;
       const api: AksApi = {
         // Each call names its ARM operation (the IAM test maps it to the role's action).
         listPages: (resourceGroup, signal, memory) =>
           resourceGroup === undefined
-            ? armListPages('managedClusters.list', get, `${base}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION, memory)
-            : armListPages('managedClusters.listByResourceGroup', get, `${base}/resourceGroups/${encodeURIComponent(resourceGroup)}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION, memory),
+            ? armListPages('managedClusters.list', get, `${base}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION, memory, short)
+            : armListPages('managedClusters.listByResourceGroup', get, `${base}/resourceGroups/${encodeURIComponent(resourceGroup)}/${MANAGED_CLUSTERS}?api-version=${AKS_API_VERSION}`, signal, AKS_API_VERSION, memory, short),
         listClusterUserCredentials: (...args) => client.managedClusters.listClusterUserCredentials(...args),
       };
       entry = {client, api};
       this.#clusterClients.set(key, entry);
     }
     return entry;
+  }
+
+  /** The short path of a matcher's (endpoint, identity); none when the caller brought its own HTTP client, or turned it off. */
+  #leanGet(matcher: AzureSourceMatcher): LeanArmGet | undefined {
+    if (this.#options.leanListReads === false || this.#options.clientOptions?.httpClient !== undefined) return undefined;
+    const {cloud} = this.#clientOptions(matcher);
+    const pool = (this.#httpClient ??= pooledHttpClient());
+    const key = `${cloud.armEndpoint}|${identityKey(identityOf(matcher))}`;
+    let lean = this.#leanGets.get(key);
+    if (!lean) {
+      lean = new LeanArmGet({
+        credential: this.#credential(matcher),
+        scope: cloud.armScope,
+        agentFor: pool.agentFor,
+        policies: this.#options.clientOptions?.additionalPolicies ?? [],
+        timeoutMs: this.#options.policyOptions?.requestTimeoutMs ?? 30_000,
+      });
+      this.#leanGets.set(key, lean);
+    }
+    return lean;
   }
 
   #subscriptionClient(matcher: AzureSourceMatcher): SubscriptionClient {
