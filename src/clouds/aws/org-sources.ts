@@ -6,8 +6,8 @@
  * (its clusters kept, stale) while the others reconcile.
  */
 import {AsyncLocalStorage} from 'node:async_hooks';
-import {Agent as HttpAgent} from 'node:http';
-import {Agent as HttpsAgent} from 'node:https';
+import type {Agent as HttpAgent} from 'node:http';
+import type {Agent as HttpsAgent} from 'node:https';
 import {AccountClient} from '@aws-sdk/client-account';
 import {EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
 import {OrganizationsClient} from '@aws-sdk/client-organizations';
@@ -23,6 +23,7 @@ import {CallLimiter} from './call-limiter.ts';
 import {awsFailure} from './errors.ts';
 // A function declaration: safe across the import cycle with sources.ts (nothing runs at load).
 import {awsRequestHandler} from './sources.ts';
+import {connectDeadlineAgents, DEFAULT_CONNECT_TIMEOUT_MS} from './connect-deadline.ts';
 import {OrganizationWalkError, walkOrganization, type OrganizationsApi, type OrganizationWalk} from './organization.ts';
 import {leanSdkClient} from './lean-sdk.ts';
 import {getResourcesOperation, leanReads, listClustersOperation} from './lean-read.ts';
@@ -404,10 +405,8 @@ export class OrganizationPlanner {
   }
 
   #agents(): {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent} {
-    this.#sharedAgents ??= {
-      httpAgent: new HttpAgent({keepAlive: true, maxSockets: SHARED_CLIENT_SOCKETS}),
-      httpsAgent: new HttpsAgent({keepAlive: true, maxSockets: SHARED_CLIENT_SOCKETS}),
-    };
+    // The connect deadline runs from each socket's creation: calls queued for a socket have none.
+    this.#sharedAgents ??= connectDeadlineAgents(Math.min(DEFAULT_CONNECT_TIMEOUT_MS, this.#options.requestTimeoutMs ?? 20_000), SHARED_CLIENT_SOCKETS);
     return this.#sharedAgents;
   }
 
