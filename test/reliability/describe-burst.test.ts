@@ -31,12 +31,13 @@ const ACCOUNT = '111111111111';
 const KEY = {accessKeyId: 'AKIADESCRIBEBURST001', secretAccessKey: 'describe-burst-secret'};
 const HEALTHY = 'us-east-1';
 const FAULTY = 'eu-west-1';
-/** More clusters per region than a client has sockets: a burst queues in the agent. */
-const PER_REGION = CLIENT_SOCKETS + 70;
+/** Many more clusters per region than a client has sockets: a burst queues in the agent for 15 answers' time. */
+const PER_REGION = CLIENT_SOCKETS * 15;
 /** Short, so a call waiting for a socket (one answer's latency, below) would outlive it if it ran from queueing. */
 const CONNECT_MS = 40;
-const LATENCY_MS = 120;
-const REQUEST_MS = 4_000;
+const LATENCY_MS = 150;
+/** Ten answers' latency: the last calls of a burst wait longer than that for a socket, never that long for an answer. */
+const REQUEST_MS = 1_500;
 
 type Target = 'fake' | 'blackhole' | 'refused' | 'proxy';
 
@@ -135,7 +136,7 @@ describe("a region's describe burst", () => {
     }
   });
 
-  it('more calls than sockets: every cluster is found, none fails waiting for a socket', async () => {
+  it('more calls than sockets: every cluster is found, none fails waiting for a socket (connect and answer deadlines run on the socket)', async () => {
     const world = await discoveryWorld();
     try {
       fake.stats.reset();

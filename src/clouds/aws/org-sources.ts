@@ -405,8 +405,9 @@ export class OrganizationPlanner {
   }
 
   #agents(): {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent} {
-    // The connect deadline runs from each socket's creation: calls queued for a socket have none.
-    this.#sharedAgents ??= connectDeadlineAgents(Math.min(DEFAULT_CONNECT_TIMEOUT_MS, this.#options.requestTimeoutMs ?? 20_000), SHARED_CLIENT_SOCKETS);
+    // Deadlines run from a socket's creation and a call's socket assignment: calls queued for a socket have none.
+    const answerTimeoutMs = this.#options.requestTimeoutMs ?? 20_000;
+    this.#sharedAgents ??= connectDeadlineAgents({connectTimeoutMs: Math.min(DEFAULT_CONNECT_TIMEOUT_MS, answerTimeoutMs), answerTimeoutMs}, SHARED_CLIENT_SOCKETS);
     return this.#sharedAgents;
   }
 

@@ -311,13 +311,13 @@ export function awsRequestHandler(
   agents?: {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent},
   connectTimeoutMs = Math.min(DEFAULT_CONNECT_TIMEOUT_MS, requestTimeoutMs),
 ) {
-  const own = agents ?? connectDeadlineAgents(connectTimeoutMs);
+  const own = agents ?? connectDeadlineAgents({connectTimeoutMs, answerTimeoutMs: requestTimeoutMs});
   return {
-    // Agents given by the caller that do not arm a deadline keep the handler's.
-    ...(armsConnectDeadline(own.httpAgent) && armsConnectDeadline(own.httpsAgent) ? {} : {connectionTimeout: connectTimeoutMs}),
-    requestTimeout: requestTimeoutMs,
-    throwOnRequestTimeout: true,
+    // Agents given by the caller that do not arm the deadlines keep the handler's.
+    ...(armsConnectDeadline(own.httpAgent) && armsConnectDeadline(own.httpsAgent) ? {} : {connectionTimeout: connectTimeoutMs, requestTimeout: requestTimeoutMs, throwOnRequestTimeout: true}),
     socketTimeout: requestTimeoutMs,
+    // A burst queues in the agent by design: smithy's console warning only when a call waited as long as a deadline.
+    socketAcquisitionWarningTimeout: requestTimeoutMs,
     // Keep-alive agents: the client's own, or shared by several clients (org-sources.ts).
     ...own,
   };
