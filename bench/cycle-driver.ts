@@ -22,6 +22,7 @@ import PQueue from 'p-queue';
 import {pino} from 'pino';
 import type {KubeServer} from '../heartbeats/kube-server.ts';
 import {processIo} from '../src/cli/io.ts';
+import {awsRequestHandler} from '../src/clouds/aws/sources.ts';
 import {parseConfig} from '../src/config/load.ts';
 import type {Config} from '../src/config/schema.ts';
 import {systemClock} from '../src/core/clock.ts';
@@ -183,7 +184,7 @@ async function measuredCycles(request: DriverRequest, service: RunningService, c
       result: report.result,
       failedSources: report.failedSources,
     });
-    process.stderr.write(`[driver] service cycle ${i + 1}/${request.cycles}: ${wallMs.toFixed(0)} ms, ${verdict.found}/${verdict.expected} registered\n`);
+    process.stderr.write(`[driver] service cycle ${i + 1}/${request.cycles}: ${wallMs.toFixed(0)} ms, ${(usage.cpuUserMs + usage.cpuSystemMs).toFixed(0)} ms CPU, ${verdict.found}/${verdict.expected} registered\n`);
   }
   if (profiler && request.steadyProfile !== undefined) {
     if (request.steadyProfile.endsWith('.heapprofile')) {
@@ -226,7 +227,7 @@ async function runFloor(request: DriverRequest, config: Config): Promise<DriverC
       // The settings of src/clouds/aws/sources.ts, so retries and throttling behave the same.
       maxAttempts: Number(env['AWS_MAX_ATTEMPTS']) || 8,
       retryMode: env['AWS_RETRY_MODE'] ?? 'adaptive',
-      requestHandler: {connectionTimeout: 5_000, requestTimeout: 20_000},
+      requestHandler: awsRequestHandler(ds.request_timeout),
     }));
     if (!describeQueues.has(s.region)) describeQueues.set(s.region, new PQueue({concurrency: ds.concurrency.per_region}));
   }
@@ -258,7 +259,7 @@ async function runFloor(request: DriverRequest, config: Config): Promise<DriverC
     const stats = await control<SimStats>(request.controlUrl, 'GET', '/stats');
     const verdict = await control<SimVerdict>(request.controlUrl, 'POST', '/verify', {keys: found});
     cycles.push({wallMs, ...usage, stats, verdict, failedSources: failed});
-    process.stderr.write(`[driver] floor cycle ${i + 1}/${request.cycles}: ${wallMs.toFixed(0)} ms, ${verdict.found}/${verdict.expected} described\n`);
+    process.stderr.write(`[driver] floor cycle ${i + 1}/${request.cycles}: ${wallMs.toFixed(0)} ms, ${(usage.cpuUserMs + usage.cpuSystemMs).toFixed(0)} ms CPU, ${verdict.found}/${verdict.expected} described\n`);
   }
   for (const client of clients.values()) client.destroy();
   return cycles;

@@ -10,7 +10,9 @@
  * /proc/thread-self/stat: the event loop's own time, without V8's helper threads), the most
  * DescribeCluster calls the simulator saw in flight, clusters found and failed regions with the first error.
  *
- *   node bench/describe-batching.ts [--caps 10,100,all] [--reps 3] [--cycles 3]
+ *   node bench/describe-batching.ts [--caps 10,100,all,100@20] [--reps 3] [--cycles 3]
+ *
+ * `N@S` runs cap N with S sockets per region client (default: the service's, CLIENT_SOCKETS).
  *
  * A diagnostic, not a target: the bench's W0 figures come from `npm run bench` only.
  */
@@ -23,6 +25,7 @@ import {parseArgs} from 'node:util';
 import PQueue from 'p-queue';
 import {leanSdkClient} from '../src/clouds/aws/lean-sdk.ts';
 import {NodeSha256} from '../src/clouds/aws/sha256.ts';
+import {CLIENT_SOCKETS, connectDeadlineAgents, DEFAULT_CONNECT_TIMEOUT_MS} from '../src/clouds/aws/connect-deadline.ts';
 import {awsRequestHandler} from '../src/clouds/aws/sources.ts';
 import {awsCredentialProvider} from '../src/credentials/aws-credentials.ts';
 import {runChild} from './child.ts';
@@ -35,6 +38,8 @@ const CHILD_FLAG = 'KD_DESCRIBE_BATCHING_CHILD';
 
 interface ChildRequest {
   readonly cap: number | 'all';
+  /** Sockets per region client (default: the service's, CLIENT_SOCKETS). */
+  readonly sockets?: number;
   readonly cycles: number;
   readonly regions: readonly string[];
   readonly controlUrl: string;
@@ -73,7 +78,7 @@ async function child(request: ChildRequest): Promise<ChildCycle[]> {
     // The options of src/clouds/aws/sources.ts.
     maxAttempts: Number(env['AWS_MAX_ATTEMPTS']) || 8,
     retryMode: env['AWS_RETRY_MODE'] ?? 'adaptive',
-    requestHandler: awsRequestHandler(),
+    requestHandler: awsRequestHandler(20_000, connectDeadlineAgents({connectTimeoutMs: DEFAULT_CONNECT_TIMEOUT_MS, answerTimeoutMs: 20_000}, request.sockets ?? CLIENT_SOCKETS)),
   }))]));
   const cycles: ChildCycle[] = [];
   for (let i = 0; i < request.cycles; i++) {
@@ -128,11 +133,14 @@ async function main(argv: readonly string[]): Promise<void> {
     options: {caps: {type: 'string', default: '10,100,all'}, reps: {type: 'string', default: '3'}, cycles: {type: 'string', default: '3'}},
     strict: true,
   });
-  const caps = values.caps.split(',').map((c): number | 'all' => {
-    if (c === 'all') return 'all';
+  const caps = values.caps.split(',').map((spec): {cap: number | 'all'; sockets?: number; label: string} => {
+    const [c = '', s] = spec.split('@');
+    const sockets = s === undefined ? undefined : Number(s);
+    if (sockets !== undefined && (!Number.isInteger(sockets) || sockets < 1)) throw new Error(`expected the sockets after @ in --caps to be an integer >= 1, got ${spec}`);
+    if (c === 'all') return {cap: 'all', label: spec, ...(sockets ? {sockets} : {})};
     const n = Number(c);
-    if (!Number.isInteger(n) || n < 1) throw new Error(`expected --caps to be integers >= 1 or "all", got ${c}`);
-    return n;
+    if (!Number.isInteger(n) || n < 1) throw new Error(`expected --caps to be integers >= 1 or "all" (optionally @sockets), got ${spec}`);
+    return {cap: n, label: spec, ...(sockets ? {sockets} : {})};
   });
   const scenario = await loadScenario(path.join(import.meta.dirname, 'scenarios/w0.json'));
   const dir = await mkdtemp(path.join(os.tmpdir(), 'kd-describe-batching-'));
@@ -140,13 +148,13 @@ async function main(argv: readonly string[]): Promise<void> {
   const regions = scenario.aws ? regionsOf(scenario.aws) : [];
   try {
     for (let rep = 0; rep < Number(values.reps); rep++) {
-      for (const cap of caps) {
-        const request: ChildRequest = {cap, cycles: Number(values.cycles), regions, controlUrl: sim.description.control_url};
+      for (const {cap, sockets, label} of caps) {
+        const request: ChildRequest = {cap, ...(sockets ? {sockets} : {}), cycles: Number(values.cycles), regions, controlUrl: sim.description.control_url};
         const result = await runChild<ChildCycle[]>(import.meta.filename, request, {env: {...sim.description.env, [CHILD_FLAG]: '1'}});
         const line = result.ok
           ? result.result.map((c) => `${c.wallMs.toFixed(0)} ms wall, ${c.cpuMs.toFixed(0)} ms CPU, ${c.mainThreadMs} ms main thread, ${c.maxInFlight} in flight, ${c.found}/${c.calls - regions.length} found${c.failedRegions ? `, ${c.failedRegions} regions failed (${c.firstError})` : ''}`).join(' | ')
           : `failed: ${result.reason}`;
-        process.stdout.write(`rep ${rep + 1} cap ${String(cap).padEnd(4)} ${line}\n`);
+        process.stdout.write(`rep ${rep + 1} cap ${label.padEnd(6)} ${line}\n`);
       }
     }
   } finally {

@@ -335,7 +335,7 @@ const discoveryServiceSchema = z
     concurrency: z
       .strictObject({
         sources: int('an integer from 1 to 1000', 1, 1000).default(20),
-        per_region: int('an integer from 1 to 1000', 1, 1000).default(10),
+        per_region: int('an integer from 1 to 1000', 1, 1000).default(100),
       })
       .prefault({}),
     // Every cloud call has a deadline: a peer that never answers fails its source as `timeout`.

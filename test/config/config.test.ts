@@ -20,7 +20,7 @@ describe('config: the example file', () => {
       enabled: true,
       discovery_group: 'mgmt-prod',
       poll_interval: 300_000,
-      concurrency: {sources: 20, per_region: 10},
+      concurrency: {sources: 20, per_region: 100},
     });
     expect(config.discovery_service.schedule).toBeUndefined();
     expect(config.discovery_service.aws).toHaveLength(3);

@@ -8,8 +8,8 @@
  * account's ListRegions answer no longer has is still listed while it may hold clusters.
  */
 import {AsyncLocalStorage} from 'node:async_hooks';
-import {Agent as HttpAgent} from 'node:http';
-import {Agent as HttpsAgent} from 'node:https';
+import type {Agent as HttpAgent} from 'node:http';
+import type {Agent as HttpsAgent} from 'node:https';
 import {AccountClient} from '@aws-sdk/client-account';
 import {EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
 import {OrganizationsClient} from '@aws-sdk/client-organizations';
@@ -28,6 +28,7 @@ import {CallLimiter} from './call-limiter.ts';
 import {awsFailure} from './errors.ts';
 // A function declaration: safe across the import cycle with sources.ts (nothing runs at load).
 import {awsRequestHandler} from './sources.ts';
+import {connectDeadlineAgents, DEFAULT_CONNECT_TIMEOUT_MS} from './connect-deadline.ts';
 import {OrganizationWalkError, walkOrganization, type OrganizationsApi, type OrganizationWalk} from './organization.ts';
 import {leanSdkClient} from './lean-sdk.ts';
 import {getResourcesOperation, leanReads, listClustersOperation} from './lean-read.ts';
@@ -456,10 +457,9 @@ export class OrganizationPlanner {
   }
 
   #agents(): {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent} {
-    this.#sharedAgents ??= {
-      httpAgent: new HttpAgent({keepAlive: true, maxSockets: SHARED_CLIENT_SOCKETS}),
-      httpsAgent: new HttpsAgent({keepAlive: true, maxSockets: SHARED_CLIENT_SOCKETS}),
-    };
+    // Deadlines run from a socket's creation and a call's socket assignment: calls queued for a socket have none.
+    const answerTimeoutMs = this.#options.requestTimeoutMs ?? 20_000;
+    this.#sharedAgents ??= connectDeadlineAgents({connectTimeoutMs: Math.min(DEFAULT_CONNECT_TIMEOUT_MS, answerTimeoutMs), answerTimeoutMs}, SHARED_CLIENT_SOCKETS);
     return this.#sharedAgents;
   }
 

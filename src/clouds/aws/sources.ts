@@ -8,6 +8,7 @@ import PQueue from 'p-queue';
 import type {ClusterFetcher, PlanContext, PlannedSources} from '../fetcher.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
 import {awsCredentialProvider, type AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
+import {armsConnectDeadline, connectDeadlineAgents, DEFAULT_CONNECT_TIMEOUT_MS} from './connect-deadline.ts';
 import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
 import {awsFailure} from './errors.ts';
 import {OrganizationPlanner, type OrganizationPlannerOptions, type OrganizationSourceMatcher} from './org-sources.ts';
@@ -304,16 +305,24 @@ export class AwsSources {
 /**
  * Request handler options that make a deadline effective: `requestTimeout` alone only logs a
  * warning in smithy's NodeHttpHandler (4.x); `throwOnRequestTimeout` turns it into a
- * TimeoutError, and `socketTimeout` ends a connection that goes silent mid-answer.
+ * TimeoutError, and `socketTimeout` ends a connection that goes silent mid-answer. The connect
+ * deadline is armed by the agents when a socket is created (connect-deadline.ts), not by the
+ * handler when a call is queued: a region's describe burst waits for sockets without it.
  */
-export function awsRequestHandler(requestTimeoutMs = 20_000, agents?: {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent}) {
+export function awsRequestHandler(
+  requestTimeoutMs = 20_000,
+  agents?: {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent},
+  connectTimeoutMs = Math.min(DEFAULT_CONNECT_TIMEOUT_MS, requestTimeoutMs),
+) {
+  const own = agents ?? connectDeadlineAgents({connectTimeoutMs, answerTimeoutMs: requestTimeoutMs});
   return {
-    connectionTimeout: Math.min(5_000, requestTimeoutMs),
-    requestTimeout: requestTimeoutMs,
-    throwOnRequestTimeout: true,
+    // Agents given by the caller that do not arm the deadlines keep the handler's.
+    ...(armsConnectDeadline(own.httpAgent) && armsConnectDeadline(own.httpsAgent) ? {} : {connectionTimeout: connectTimeoutMs, requestTimeout: requestTimeoutMs, throwOnRequestTimeout: true}),
     socketTimeout: requestTimeoutMs,
-    // Keep-alive agents shared by several clients (the SDK makes one per client otherwise).
-    ...(agents ?? {}),
+    // A burst queues in the agent by design: smithy's console warning only when a call waited as long as a deadline.
+    socketAcquisitionWarningTimeout: requestTimeoutMs,
+    // Keep-alive agents: the client's own, or shared by several clients (org-sources.ts).
+    ...own,
   };
 }
 
