@@ -193,6 +193,10 @@ function readPage(items: readonly Record<string, unknown>[], sourceId: string): 
   const records: AksRecord[] = [];
   const malformed: MalformedCluster[] = [];
   for (const item of items) {
+    // A record naming no cluster could be any of them: a malformed record keeps only its own entry, so this one fails the source.
+    if (!isAksName(typeof item['name'] === 'string' ? item['name'] : '') && !parseClusterId(item['id'])) {
+      throw Object.assign(new Error('managedClusters.list returned a record with neither a cluster name nor a managed cluster id'), {name: 'InvalidResponse', code: 'InvalidResponse'});
+    }
     const record = readAksRecord(item, sourceId, isAksName);
     if ('reason' in record) malformed.push(record);
     else records.push(record);
