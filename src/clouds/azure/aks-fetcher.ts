@@ -20,8 +20,13 @@ import type {MadePage, PageMemory} from './arm-list.ts';
 
 export {parseClusterId} from './aks-record.ts';
 
-/** Provisioning states of a running cluster that discovery keeps: an upgrade or update must not deregister it. */
-export const AKS_KEPT_PROVISIONING_STATES: ReadonlySet<string> = new Set(['Succeeded', 'Updating', 'Upgrading']);
+/**
+ * Provisioning states of a running cluster that discovery keeps. The state is that of the last
+ * operation on the cluster, not of the cluster: an upgrade, a scale or a migration in flight, or
+ * one cancelled or failed, leaves it existing and serving, and must not deregister it. Only
+ * creating, deleting, starting and stopping clusters are not kept.
+ */
+export const AKS_KEPT_PROVISIONING_STATES: ReadonlySet<string> = new Set(['Succeeded', 'Updating', 'Upgrading', 'Scaling', 'Migrating', 'Canceling', 'Canceled', 'Failed']);
 
 /** Provisioning states AKS documents; anything else is a malformed record. */
 export const AKS_KNOWN_PROVISIONING_STATES: ReadonlySet<string> = new Set([
