@@ -1,0 +1,80 @@
+/**
+ * Adversarial: the wall clock steps forward by more than the heartbeat TTL (an NTP step, a host
+ * whose clock was set by hand) while `start` runs on the SQLite registry. No time passed for
+ * the process: its heartbeat is on schedule and its leases are alive. The step must not
+ * deregister anything — no delete reaches /v1/watch readers and the next cycle re-creates
+ * nothing. The clock is the real one with its wall reading offset: timers and elapsed time stay real.
+ */
+import {readFile} from 'node:fs/promises';
+import {performance} from 'node:perf_hooks';
+import {Writable} from 'node:stream';
+import {pino} from 'pino';
+import {afterAll, beforeAll, expect, it} from 'vitest';
+import {systemClock, type Clock} from '../../src/core/clock.ts';
+import {parseConfig} from '../../src/config/load.ts';
+import type {InventoryEvent} from '../../src/inventory/inventory.ts';
+import {startService} from '../../src/service/service.ts';
+import {captureIo} from '../helpers/env.ts';
+import {ALL_NAMES, startHarness, type Harness} from '../reliability/cloud-fault-harness.ts';
+
+/** The system clock whose wall reading can be stepped; timers and elapsed time are the real ones. */
+class SteppedClock implements Clock {
+  offsetMs = 0;
+  now(): number {
+    return Date.now() + this.offsetMs;
+  }
+  elapsed(): number {
+    return performance.now();
+  }
+  setTimeout(fn: () => void, ms: number): () => void {
+    return systemClock.setTimeout(fn, ms);
+  }
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    return systemClock.sleep(ms, signal);
+  }
+}
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+}, 60_000);
+afterAll(async () => {
+  await h.close();
+});
+
+it('a forward step of the wall clock past the TTL deregisters nothing on the sqlite registry', async () => {
+  const file = await h.config('clock-step', true);
+  const config = parseConfig(await readFile(file, 'utf8'), file);
+  const clock = new SteppedClock();
+  const logger = pino({level: 'silent'}, new Writable({write: (_c, _e, done) => done()}));
+  const svc = await startService({
+    config,
+    io: captureIo().io,
+    clock,
+    logger,
+    discovery: {azure: {logger, clientOptions: {retryOptions: {maxRetries: 1, retryDelayInMs: 5, maxRetryDelayInMs: 10}}}},
+  });
+  try {
+    // Ready = the first cycle's plan is applied (it may end before a waiter could be added).
+    await expect.poll(async () => (await fetch(`${svc.url}/readyz`)).status, {timeout: 60_000}).toBe(200);
+    expect(svc.inventory.list().map((s) => s.metadata.name).sort()).toEqual(ALL_NAMES);
+    const deletes: string[] = [];
+    const unsubscribe = svc.inventory.subscribe((event: InventoryEvent) => {
+      if (event.type === 'delete') deletes.push(event.name);
+    });
+
+    // Two TTLs (10 min default) ahead, in an instant.
+    clock.offsetMs = 2 * config.heartbeat.ttl;
+    const done = svc.nextCycle();
+    svc.trigger();
+    const after = await done;
+    unsubscribe();
+
+    expect(deletes).toEqual([]);
+    expect(after.counts.create).toBe(0);
+    expect(after.counts.delete).toBe(0);
+    expect(svc.inventory.list().map((s) => s.metadata.name).sort()).toEqual(ALL_NAMES);
+  } finally {
+    await svc.stop({deregister: false, graceMs: 0});
+  }
+}, 90_000);
