@@ -1,7 +1,7 @@
 /**
  * Adversarial: the wall clock steps forward by more than the heartbeat TTL (an NTP step, a host
  * whose clock was set by hand) while `start` runs on the SQLite registry. No time passed for
- * the process: its heartbeat is on schedule and its leases are alive. The step must not
+ * the process: its heartbeat is on schedule and its leases are alive (the memory registry too). The step must not
  * deregister anything — no delete reaches /v1/watch readers and the next cycle re-creates
  * nothing. The clock is the real one with its wall reading offset: timers and elapsed time stay real.
  */
@@ -42,9 +42,11 @@ afterAll(async () => {
   await h.close();
 });
 
-it('a forward step of the wall clock past the TTL deregisters nothing on the sqlite registry', async () => {
-  const file = await h.config('clock-step', true);
-  const config = parseConfig(await readFile(file, 'utf8'), file);
+for (const storage of ['sqlite', 'memory'] as const) it(`a forward step of the wall clock past the TTL deregisters nothing on the ${storage} registry`, async () => {
+  const file = await h.config(`clock-step-${storage}`, true);
+  const text = await readFile(file, 'utf8');
+  const config = parseConfig(storage === 'sqlite' ? text : text.replace(/^storage: .*$/m, 'storage: {type: memory}'), file);
+  expect(config.storage.type).toBe(storage);
   const clock = new SteppedClock();
   const logger = pino({level: 'silent'}, new Writable({write: (_c, _e, done) => done()}));
   const svc = await startService({
