@@ -6,33 +6,15 @@
  * nothing. The clock is the real one with its wall reading offset: timers and elapsed time stay real.
  */
 import {readFile} from 'node:fs/promises';
-import {performance} from 'node:perf_hooks';
 import {Writable} from 'node:stream';
 import {pino} from 'pino';
 import {afterAll, beforeAll, expect, it} from 'vitest';
-import {systemClock, type Clock} from '../../src/core/clock.ts';
 import {parseConfig} from '../../src/config/load.ts';
 import type {InventoryEvent} from '../../src/inventory/inventory.ts';
 import {startService} from '../../src/service/service.ts';
 import {captureIo} from '../helpers/env.ts';
+import {SteppedClock} from '../helpers/stepped-clock.ts';
 import {ALL_NAMES, startHarness, type Harness} from '../reliability/cloud-fault-harness.ts';
-
-/** The system clock whose wall reading can be stepped; timers and elapsed time are the real ones. */
-class SteppedClock implements Clock {
-  offsetMs = 0;
-  now(): number {
-    return Date.now() + this.offsetMs;
-  }
-  elapsed(): number {
-    return performance.now();
-  }
-  setTimeout(fn: () => void, ms: number): () => void {
-    return systemClock.setTimeout(fn, ms);
-  }
-  sleep(ms: number, signal?: AbortSignal): Promise<void> {
-    return systemClock.sleep(ms, signal);
-  }
-}
 
 let h: Harness;
 beforeAll(async () => {
