@@ -158,9 +158,13 @@ function toDiscovered(cluster: Cluster | undefined, listedName: string, options:
   if (status === undefined || status === null) return bad('status is missing');
   if (typeof status !== 'string' || !EKS_KNOWN_STATUSES.has(status)) return bad(`status ${describeValue(status)} is not an EKS cluster status`);
   const statusOk = EKS_KEPT_STATUSES.has(status);
-  // The source's own copy of the account id when the ARN agrees: one string per account, not per cluster.
+  // ListClusters lists the caller's own account only: an ARN naming another must not move the cluster there (and deregister it here).
   const arnAccount = accountFromArn(cluster.arn);
-  const account = arnAccount === undefined || arnAccount === source.account ? source.account : arnAccount;
+  if (arnAccount !== undefined && source.account !== '' && arnAccount !== source.account) {
+    return bad(`DescribeCluster for ${listedName} answered with an ARN of account ${arnAccount}; the source lists account ${source.account}`);
+  }
+  // The source's own copy of the account id: one string per account, not per cluster.
+  const account = source.account || (arnAccount ?? '');
   const base = {
     cloud: 'AWS' as const,
     type: 'eks' as const,
