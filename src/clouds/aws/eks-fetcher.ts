@@ -99,8 +99,12 @@ async function fetchSource(options: EksFetcherOptions, signal: AbortSignal): Pro
           tagReader?.described(name, 'reason' in converted ? undefined : converted);
         } catch (error) {
           tagReader?.forget(name);
-          // Deleted between ListClusters and DescribeCluster: it is simply gone.
-          if (awsErrorCode(error) === 'ResourceNotFoundException') return;
+          // Listed, then not found: deleted in between, or an answer not to be trusted. Only a listing
+          // may remove a cluster, so its entry is kept this cycle; the next ListClusters decides.
+          if (awsErrorCode(error) === 'ResourceNotFoundException') {
+            malformed.push({name, sourceId: source.id, reason: 'DescribeCluster: ResourceNotFoundException for a cluster ListClusters listed; kept until a listing lacks it'});
+            return;
+          }
           // One record the SDK could not read costs that cluster this cycle (entry kept), not the source.
           if (!signal.aborted && classifyAwsError(error) === 'invalid_response') {
             malformed.push({name, sourceId: source.id, reason: `DescribeCluster answer unreadable: ${awsFailure(error, 'DescribeCluster').message}`});
