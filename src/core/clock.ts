@@ -2,6 +2,11 @@
 export interface Clock {
   /** Milliseconds since the epoch. */
   now(): number;
+  /**
+   * Milliseconds on a clock that never steps (monotonic; only differences mean anything), for
+   * deadlines a wall clock step must not move. Absent (test clocks), `now()` stands in.
+   */
+  elapsed?(): number;
   /** Runs `fn` after `ms`; returns a function that cancels it. */
   setTimeout(fn: () => void, ms: number): () => void;
   /** Resolves after `ms`, or rejects with the signal's reason when aborted. */
@@ -11,6 +16,7 @@ export interface Clock {
 /** The real clock, backed by Date.now and timers that never keep the process alive. */
 export const systemClock: Clock = {
   now: () => Date.now(),
+  elapsed: () => performance.now(),
   setTimeout(fn, ms) {
     const t = globalThis.setTimeout(fn, ms);
     t.unref();

@@ -71,6 +71,11 @@ interface LocalLease {
   renewMs: number;
   resourceVersion: string;
   revoked: boolean;
+  /**
+   * The clock's elapsed time when this replica last renewed it (unset for a Lease it only read):
+   * its own Lease lapses on elapsed time, so a step of its wall clock neither hides nor reaps its entries.
+   */
+  keptAt?: number;
 }
 
 /** The Kubernetes-API registry backend. */
@@ -95,6 +100,8 @@ export class KubernetesBackend implements RegistryBackend {
   #unavailable = false;
   /** When it answered again after that (ms, on the clock); no Lease is judged expired before then + its duration. */
   #recoveredMs = Number.NEGATIVE_INFINITY;
+  /** The same moment on the clock's elapsed time. */
+  #recoveredElapsed = Number.NEGATIVE_INFINITY;
 
   constructor(options: KubernetesBackendOptions) {
     const client = options.client;
@@ -109,6 +116,7 @@ export class KubernetesBackend implements RegistryBackend {
           if (this.#unavailable) {
             this.#unavailable = false;
             this.#recoveredMs = this.#clock.now();
+            this.#recoveredElapsed = this.#elapsed();
           }
           return answer;
         } catch (err) {
@@ -144,6 +152,7 @@ export class KubernetesBackend implements RegistryBackend {
     this.#open();
     checkTtl(ttlMs);
     const now = this.#clock.now();
+    const keptAt = this.#elapsed();
     const name = `kd-registry-${randomUUID().slice(0, 13)}`;
     const created = await this.#client.request({
       method: 'POST',
@@ -157,7 +166,7 @@ export class KubernetesBackend implements RegistryBackend {
       priority: KEEPALIVE_PRIORITY,
     });
     const state = parseLease(created);
-    this.#leases.set(name, {ttlMs, renewMs: state.renewMs, resourceVersion: state.resourceVersion, revoked: false});
+    this.#leases.set(name, {ttlMs, renewMs: state.renewMs, resourceVersion: state.resourceVersion, revoked: false, keptAt});
     return {id: name, ttlMs};
   }
 
@@ -167,13 +176,14 @@ export class KubernetesBackend implements RegistryBackend {
     if (local?.revoked) throw leaseGone(lease.id);
     let current = local;
     let state: LeaseState | undefined;
-    if (!current || this.#lapsed(current.renewMs, lease.ttlMs)) {
+    if (!current || this.#ownLapsed(current, lease.ttlMs)) {
       state = await this.#readLease(lease.id, KEEPALIVE_PRIORITY);
       if (!state || this.#lapsed(state.renewMs, state.ttlMs)) throw leaseGone(lease.id);
       current = {ttlMs: state.ttlMs, renewMs: state.renewMs, resourceVersion: state.resourceVersion, revoked: false};
       this.#leases.set(lease.id, current);
     }
     const now = this.#clock.now();
+    const keptAt = this.#elapsed();
     for (let attempt = 0; ; attempt++) {
       try {
         const updated = await this.#client.request({
@@ -186,6 +196,7 @@ export class KubernetesBackend implements RegistryBackend {
         const next = parseLease(updated);
         current.renewMs = next.renewMs;
         current.resourceVersion = next.resourceVersion;
+        current.keptAt = keptAt;
         return;
       } catch (err) {
         if (err instanceof KubeApiError && err.status === 404) {
@@ -230,7 +241,7 @@ export class KubernetesBackend implements RegistryBackend {
         const read = await this.#readLease(lease.id, 0);
         if (read) leaseState = {ttlMs: read.ttlMs, renewMs: read.renewMs, resourceVersion: read.resourceVersion, revoked: false};
       }
-      if (!leaseState || leaseState.revoked || this.#lapsed(leaseState.renewMs, lease.ttlMs)) throw leaseGone(lease.id);
+      if (!leaseState || leaseState.revoked || this.#ownLapsed(leaseState, lease.ttlMs)) throw leaseGone(lease.id);
     }
     const name = objectNameForKey(key);
     const summary = summarise(value);
@@ -451,7 +462,19 @@ export class KubernetesBackend implements RegistryBackend {
    * outage, a backend that was down must not expire every entry before its holder could renew.
    */
   #expired(lease: LeaseState): boolean {
+    const own = this.#leases.get(lease.name);
+    if (own && !own.revoked && own.keptAt !== undefined) return this.#ownLapsed(own, own.ttlMs);
     return this.#lapsed(lease.renewMs, lease.ttlMs);
+  }
+
+  /** A Lease this replica renewed lapses on elapsed time since that renewal (one it only read, on its renewTime). */
+  #ownLapsed(local: LocalLease, ttlMs: number): boolean {
+    if (local.keptAt === undefined) return this.#lapsed(local.renewMs, ttlMs);
+    return Math.max(local.keptAt, this.#recoveredElapsed) + ttlMs <= this.#elapsed();
+  }
+
+  #elapsed(): number {
+    return this.#clock.elapsed?.() ?? this.#clock.now();
   }
 
   /** The same rule for a renewal time and duration (the holder's own keepalive, put and resume use it too). */

@@ -22,6 +22,8 @@ interface StoredEntry {
 interface StoredLease {
   readonly ttlMs: number;
   expires: number;
+  /** The clock's elapsed time at the last keepalive: a lease lapses on elapsed time, so a wall clock step does not expire it. */
+  keptAt: number;
   readonly keys: Set<string>;
 }
 
@@ -51,7 +53,7 @@ export class MemoryBackend implements RegistryBackend {
     this.#open();
     checkTtl(ttlMs);
     const id = randomUUID();
-    this.#leases.set(id, {ttlMs, expires: this.#clock.now() + ttlMs, keys: new Set()});
+    this.#leases.set(id, {ttlMs, expires: this.#clock.now() + ttlMs, keptAt: this.#elapsed(), keys: new Set()});
     return {id, ttlMs};
   }
 
@@ -59,6 +61,7 @@ export class MemoryBackend implements RegistryBackend {
     this.#open();
     const stored = this.#liveLease(lease.id);
     stored.expires = this.#clock.now() + stored.ttlMs;
+    stored.keptAt = this.#elapsed();
   }
 
   async revokeLease(lease: Lease): Promise<void> {
@@ -136,8 +139,7 @@ export class MemoryBackend implements RegistryBackend {
   /** Deletes expired leases and their entries, emitting a delete event per entry; runs on reads, writes and a timer. */
   purgeExpired(): void {
     if (this.#closed) return;
-    const now = this.#clock.now();
-    const expired = [...this.#leases].filter(([, lease]) => lease.expires <= now);
+    const expired = [...this.#leases].filter(([, lease]) => this.#lapsed(lease));
     if (expired.length > 0) this.#hub.emit(this.#dropLeases(expired));
   }
 
@@ -158,10 +160,19 @@ export class MemoryBackend implements RegistryBackend {
 
   #liveLease(id: string): StoredLease {
     const lease = this.#leases.get(id);
-    if (!lease || lease.expires <= this.#clock.now()) {
+    if (!lease || this.#lapsed(lease)) {
       throw new LeaseNotFoundError(`lease ${id} is expired or unknown to the memory registry`);
     }
     return lease;
+  }
+
+  /** Whether a lease went a TTL without a keepalive, on the clock's elapsed time (its wall time without one). */
+  #lapsed(lease: StoredLease): boolean {
+    return this.#elapsed() - lease.keptAt >= lease.ttlMs;
+  }
+
+  #elapsed(): number {
+    return this.#clock.elapsed?.() ?? this.#clock.now();
   }
 
   #leaseOf(entry: StoredEntry): StoredLease | undefined {

@@ -118,9 +118,10 @@ export class SqliteBackend implements RegistryBackend {
   /**
    * Leases this process holds, with the expiry its keepalives gave them. The process is the only
    * writer, so a lease it keeps alive is alive even when the disk (full, read-only) could not record
-   * the keepalive: readers and the purge follow the owner, not the last row written.
+   * the keepalive: readers and the purge follow the owner, not the last row written. Whether the
+   * owner kept one alive within its TTL is judged on elapsed time (`keptAt`, see `#heldAlive`).
    */
-  readonly #held = new Map<string, {ttlMs: number; expires: number}>();
+  readonly #held = new Map<string, {ttlMs: number; expires: number; keptAt: number}>();
   /** Puts waiting for their group's transaction (see put). */
   #pendingPuts: {key: string; value: string; leaseId: string | undefined; document: unknown; resolve: (item: RegistryItem) => void; reject: (error: unknown) => void}[] = [];
   /** Opened read-only (the file system refused writes at open): every stored entry is served as last known. */
@@ -172,7 +173,7 @@ export class SqliteBackend implements RegistryBackend {
     const id = randomUUID();
     const now = this.#clock.now();
     this.#sql.insertLease.run({id, ttl: ttlMs, expires: now + ttlMs});
-    this.#held.set(id, {ttlMs, expires: now + ttlMs});
+    this.#held.set(id, {ttlMs, expires: now + ttlMs, keptAt: this.#elapsed()});
     return {id, ttlMs};
   }
 
@@ -186,19 +187,22 @@ export class SqliteBackend implements RegistryBackend {
     this.#commitPuts();
     const now = this.#clock.now();
     const held = this.#held.get(lease.id);
-    if (held && held.expires > now) held.expires = now + held.ttlMs;
+    if (held && this.#heldAlive(held)) {
+      held.expires = now + held.ttlMs;
+      held.keptAt = this.#elapsed();
+    }
     this.#writable();
     if (this.#reopenIfDeleted()) {
       this.#held.delete(lease.id);
       throw new LeaseNotFoundError(`lease ${lease.id} was in the deleted registry database ${this.path}; grant a new one and re-announce`);
     }
-    const alive = held !== undefined && held.expires > now;
+    const alive = held !== undefined && this.#heldAlive(held);
     const {changes} = (alive ? this.#sql.keepAliveHeld : this.#sql.keepAlive).run({id: lease.id, now});
     if (Number(changes) === 0) {
       this.#held.delete(lease.id);
       throw new LeaseNotFoundError(`lease ${lease.id} is expired or unknown to the sqlite registry ${this.path}`);
     }
-    if (!held) this.#held.set(lease.id, {ttlMs: lease.ttlMs, expires: now + lease.ttlMs});
+    if (!held) this.#held.set(lease.id, {ttlMs: lease.ttlMs, expires: now + lease.ttlMs, keptAt: this.#elapsed()});
   }
 
   async revokeLease(lease: Lease): Promise<void> {
@@ -260,7 +264,7 @@ export class SqliteBackend implements RegistryBackend {
             if (!leases.has(leaseId)) leases.set(leaseId, this.#sql.liveLease.get({id: leaseId, now}) as {expires: number} | undefined);
             const lease = leases.get(leaseId);
             const held = this.#held.get(leaseId);
-            const alive = held && held.expires > now ? held.expires : undefined;
+            const alive = held && this.#heldAlive(held) ? held.expires : undefined;
             if (!lease && alive === undefined) return new LeaseNotFoundError(`lease ${leaseId} is expired or unknown to the sqlite registry ${this.path}`);
             expires = Math.max(lease?.expires ?? 0, alive ?? 0);
           }
@@ -378,14 +382,27 @@ export class SqliteBackend implements RegistryBackend {
   /** Leases expired on disk and not kept alive by this process. */
   #expiredLeaseIds(now: number): string[] {
     const ids = (this.#sql.expiredLeases.all({now}) as unknown as Array<{id: string}>).map((row) => row.id);
-    return ids.filter((id) => !((this.#held.get(id)?.expires ?? 0) > now));
+    return ids.filter((id) => !this.#heldAlive(this.#held.get(id)));
+  }
+
+  /**
+   * Whether this process kept a lease alive within its TTL, on the clock's elapsed time: a step of
+   * the wall clock (NTP, a clock set by hand) must not expire a lease its owner is keeping alive,
+   * and purge every entry. Without an elapsed clock (a test clock), on `now`, which is the same.
+   */
+  #heldAlive(held: {ttlMs: number; keptAt: number} | undefined): boolean {
+    return held !== undefined && this.#elapsed() - held.keptAt < held.ttlMs;
+  }
+
+  #elapsed(): number {
+    return this.#clock.elapsed?.() ?? this.#clock.now();
   }
 
   /** Whether a row is live: no lease, or a lease alive on disk or held alive by this process. */
   #live(row: ItemRow, now: number): boolean {
     // Nothing can expire in a store nobody can write: what it holds is the last known inventory.
     if (row.lease === null || this.#readOnly) return true;
-    return (row.expires ?? 0) > now || (this.#held.get(row.lease)?.expires ?? 0) > now;
+    return (row.expires ?? 0) > now || this.#heldAlive(this.#held.get(row.lease));
   }
 
   /** The row with its lease's expiry as the owner keeps it. */

@@ -110,22 +110,24 @@ describe('conversion and filters', () => {
     expect(arm.stats.count({operation: 'managedClusters.listClusterUserCredentials'})).toBe(2);
   });
 
-  it('keeps Succeeded/Running clusters and reports stopped or failed ones as not kept, without asking for credentials', async () => {
+  it('keeps running clusters whatever their last operation did, and reports stopped or creating ones as not kept, without asking for credentials', async () => {
     addRunning('running');
     addRunning('stopped', 'rg-a', {powerState: 'Stopped'});
     addRunning('failed', 'rg-a', {provisioningState: 'Failed'});
     addRunning('upgrading', 'rg-a', {provisioningState: 'Upgrading'});
+    addRunning('creating', 'rg-a', {provisioningState: 'Creating'});
     const {sources} = fakeSources(arm);
 
     const [result] = await runPlan(await sources.plan([matcher(arm, {subscriptions: [SUB_A]})]));
 
     expect(result?.clusters.map((c) => [c.name, c.status, c.statusOk, c.endpoint !== undefined])).toEqual([
-      ['failed', 'Failed/Running', false, false],
+      ['creating', 'Creating/Running', false, false],
+      ['failed', 'Failed/Running', true, true],
       ['running', 'Succeeded/Running', true, true],
       ['stopped', 'Succeeded/Stopped', false, false],
       ['upgrading', 'Upgrading/Running', true, true],
     ]);
-    expect(arm.stats.count({operation: 'managedClusters.listClusterUserCredentials'})).toBe(2);
+    expect(arm.stats.count({operation: 'managedClusters.listClusterUserCredentials'})).toBe(3);
   });
 
   it('skips a record without a location as malformed and keeps the rest', async () => {

@@ -106,6 +106,8 @@ const CLUSTER_ROWS: ClusterRow[] = [
   {fault: 'EKS DescribeCluster: status "active"', proxy: 'aws', rule: when(describeB, editCluster({status: 'active'})), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: status "ACTIVE "', proxy: 'aws', rule: when(describeB, editCluster({status: 'ACTIVE '})), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: names another cluster', proxy: 'aws', rule: when(describeB, editCluster({name: 'zzz'})), cluster: B, effect: 'malformed'},
+  {fault: 'EKS DescribeCluster: 404 ResourceNotFoundException for a cluster ListClusters just listed', proxy: 'aws', rule: when(describeB, eksError(404, 'ResourceNotFoundException')), cluster: B, effect: 'malformed'},
+  {fault: 'EKS DescribeCluster: an ARN of another account', proxy: 'aws', rule: when(describeB, editCluster({arn: 'arn:aws:eks:us-east-1:999999999999:cluster/b'})), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: 200 {}', proxy: 'aws', rule: when(describeB, answer(200, '{}')), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: 200 truncated JSON', proxy: 'aws', rule: when(describeB, answer(200, '{"cluster":{"name":"b"')), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: CA not base64 PEM', proxy: 'aws', rule: when(describeB, editCluster({certificateAuthority: {data: 'bW90byBjYQ=='}})), cluster: B, effect: 'invalid_ca'},

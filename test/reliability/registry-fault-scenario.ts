@@ -121,7 +121,15 @@ http: {listen_addr: "127.0.0.1:0"}
     );
   };
   try {
-    if (driver.discovery ?? true) await settle(svc.nextCycle());
+    if (driver.discovery ?? true) {
+      // The first cycle's cloud calls run on real time: 600 quick clock steps could all pass before
+      // it ended (a cold SDK on a loaded machine), leaving nothing registered. Wait until it is ready.
+      const giveUp = Date.now() + 60_000;
+      while ((await fetch(`${svc.url}/readyz`)).status !== 200 && Date.now() < giveUp) {
+        await clock.advance(100);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    }
     const entriesBefore = await count();
     let deletes = 0;
     const unsubscribe = svc.inventory.subscribe((e) => {

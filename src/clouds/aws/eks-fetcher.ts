@@ -99,8 +99,12 @@ async function fetchSource(options: EksFetcherOptions, signal: AbortSignal): Pro
           tagReader?.described(name, 'reason' in converted ? undefined : converted);
         } catch (error) {
           tagReader?.forget(name);
-          // Deleted between ListClusters and DescribeCluster: it is simply gone.
-          if (awsErrorCode(error) === 'ResourceNotFoundException') return;
+          // Listed, then not found: deleted in between, or an answer not to be trusted. Only a listing
+          // may remove a cluster, so its entry is kept this cycle; the next ListClusters decides.
+          if (awsErrorCode(error) === 'ResourceNotFoundException') {
+            malformed.push({name, sourceId: source.id, reason: 'DescribeCluster: ResourceNotFoundException for a cluster ListClusters listed; kept until a listing lacks it'});
+            return;
+          }
           // One record the SDK could not read costs that cluster this cycle (entry kept), not the source.
           if (!signal.aborted && classifyAwsError(error) === 'invalid_response') {
             malformed.push({name, sourceId: source.id, reason: `DescribeCluster answer unreadable: ${awsFailure(error, 'DescribeCluster').message}`});
@@ -158,9 +162,13 @@ function toDiscovered(cluster: Cluster | undefined, listedName: string, options:
   if (status === undefined || status === null) return bad('status is missing');
   if (typeof status !== 'string' || !EKS_KNOWN_STATUSES.has(status)) return bad(`status ${describeValue(status)} is not an EKS cluster status`);
   const statusOk = EKS_KEPT_STATUSES.has(status);
-  // The source's own copy of the account id when the ARN agrees: one string per account, not per cluster.
+  // ListClusters lists the caller's own account only: an ARN naming another must not move the cluster there (and deregister it here).
   const arnAccount = accountFromArn(cluster.arn);
-  const account = arnAccount === undefined || arnAccount === source.account ? source.account : arnAccount;
+  if (arnAccount !== undefined && source.account !== '' && arnAccount !== source.account) {
+    return bad(`DescribeCluster for ${listedName} answered with an ARN of account ${arnAccount}; the source lists account ${source.account}`);
+  }
+  // The source's own copy of the account id: one string per account, not per cluster.
+  const account = source.account || (arnAccount ?? '');
   const base = {
     cloud: 'AWS' as const,
     type: 'eks' as const,

@@ -20,8 +20,13 @@ import type {MadePage, PageMemory} from './arm-list.ts';
 
 export {parseClusterId} from './aks-record.ts';
 
-/** Provisioning states of a running cluster that discovery keeps: an upgrade or update must not deregister it. */
-export const AKS_KEPT_PROVISIONING_STATES: ReadonlySet<string> = new Set(['Succeeded', 'Updating', 'Upgrading']);
+/**
+ * Provisioning states of a running cluster that discovery keeps. The state is that of the last
+ * operation on the cluster, not of the cluster: an upgrade, a scale or a migration in flight, or
+ * one cancelled or failed, leaves it existing and serving, and must not deregister it. Only
+ * creating, deleting, starting and stopping clusters are not kept.
+ */
+export const AKS_KEPT_PROVISIONING_STATES: ReadonlySet<string> = new Set(['Succeeded', 'Updating', 'Upgrading', 'Scaling', 'Migrating', 'Canceling', 'Canceled', 'Failed']);
 
 /** Provisioning states AKS documents; anything else is a malformed record. */
 export const AKS_KNOWN_PROVISIONING_STATES: ReadonlySet<string> = new Set([
@@ -193,6 +198,10 @@ function readPage(items: readonly Record<string, unknown>[], sourceId: string): 
   const records: AksRecord[] = [];
   const malformed: MalformedCluster[] = [];
   for (const item of items) {
+    // A record naming no cluster could be any of them: a malformed record keeps only its own entry, so this one fails the source.
+    if (!isAksName(typeof item['name'] === 'string' ? item['name'] : '') && !parseClusterId(item['id'])) {
+      throw Object.assign(new Error('managedClusters.list returned a record with neither a cluster name nor a managed cluster id'), {name: 'InvalidResponse', code: 'InvalidResponse'});
+    }
     const record = readAksRecord(item, sourceId, isAksName);
     if ('reason' in record) malformed.push(record);
     else records.push(record);

@@ -115,6 +115,8 @@ async function* readList<T>(
     if (key !== undefined) memory?.next.set(key, page);
     const link: string | undefined = page.nextLink;
     if (link !== undefined) {
+      // The bearer token goes with every page: a nextLink off the list's own origin is never followed.
+      if (!sameOrigin(link, url)) throw invalid(`${operation}: the list at ${pathOf(url)} returned a nextLink to another host`, status);
       if (seen.has(link)) throw invalid(`${operation}: the list at ${pathOf(url)} returned a nextLink it had already returned`, status);
       if (seen.size >= MAX_LIST_PAGES) throw invalid(`${operation}: the list at ${pathOf(url)} returned more than ${MAX_LIST_PAGES} pages`, status);
       seen.add(link);
@@ -152,6 +154,15 @@ function errorAnswer(response: PipelineResponse): RestError {
 
 function invalid(message: string, statusCode: number): Error {
   return Object.assign(new Error(message), {name: 'InvalidResponse', code: 'InvalidResponse', statusCode});
+}
+
+/** Whether `link` (absolute, or relative to `base`) has the scheme, host and port of `base`. */
+export function sameOrigin(link: string, base: string): boolean {
+  try {
+    return new URL(link, base).origin === new URL(base).origin;
+  } catch {
+    return false;
+  }
 }
 
 function pathOf(url: string): string {

@@ -8,6 +8,7 @@
 import type {TokenCredential} from '@azure/core-auth';
 import {ServiceClient, type ServiceClientOptions} from '@azure/core-client';
 import {createPipelineRequest, type PipelineResponse} from '@azure/core-rest-pipeline';
+import {sameOrigin} from './arm-list.ts';
 import {azureFailure} from './errors.ts';
 import type {ROLE_ASSIGNMENT_ACTIONS} from './role-assignments-api.ts';
 import { RoleAssignmentCallError, type RoleAssignmentRecord, type RoleAssignmentsApi} from './role-assignments-api.ts';
@@ -57,6 +58,8 @@ export function createRoleAssignmentsApi(options: RoleAssignmentsApiOptions): Ro
           if (!Array.isArray(page.value)) throw invalid('a role assignment list page without value');
           out.push(...page.value.map(checked));
           next = typeof page.nextLink === 'string' && page.nextLink !== '' ? page.nextLink : undefined;
+          // The bearer token goes with every page: never to a host other than ARM's.
+          if (next !== undefined && !sameOrigin(next, base)) throw invalid('a role assignment list page whose nextLink names another host');
         }
         return out;
       }),
