@@ -6,7 +6,7 @@
  * report: cycle wall vs the latency bound, calls by operation, CPU per cluster, peak RSS and
  * false deregistrations.
  *
- *   npm run bench:w4 [-- --scenario bench/scenarios/w4-organization.json] [--cycles 4] [--node-args="--max-old-space-size=256"] [--cold] [--profile-steady FILE.cpuprofile]
+ *   npm run bench:w4 [-- --scenario bench/scenarios/w4-organization.json] [--cycles 4] [--node-args="--max-old-space-size=256"] [--cold] [--profile-steady FILE.cpuprofile|FILE.heapprofile]
  *
  * Without --node-args the service runs with the Node flags it ships with (`npm start`, the image):
  * the peak RSS target is about the service as deployed. Like the image and `bench:memory`, the
@@ -206,7 +206,7 @@ async function main(argv: readonly string[]): Promise<void> {
   const steadyProfile = values['profile-steady'] === undefined ? undefined : path.resolve(values['profile-steady']);
   const report = await runOrgWorkload(scenario, {cycles, nodeArgs, ...(compileCache ? {compileCache} : {}), ...(steadyProfile === undefined ? {} : {steadyProfile})});
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
-  if (steadyProfile !== undefined) process.stderr.write(`${JSON.stringify(await summarizeProfile(steadyProfile, path.join(HERE, '..'), 40), null, 2)}\n`);
+  if (steadyProfile !== undefined && !steadyProfile.endsWith('.heapprofile')) process.stderr.write(`${JSON.stringify(await summarizeProfile(steadyProfile, path.join(HERE, '..'), 40), null, 2)}\n`);
 }
 
 if (import.meta.main) {

@@ -17,6 +17,7 @@
  * that is not JSON, an unexpected shape, an input with other fields — goes to the SDK's own
  * deserialiser (or the whole SDK path), so every error is the one the SDK would have thrown.
  */
+import {Readable} from 'node:stream';
 import {getSmithyContext} from '@smithy/core';
 import {operation} from '@smithy/core/schema';
 import {HttpRequest, type HttpResponse} from '@smithy/protocol-http';
@@ -161,7 +162,7 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
 async function deserialize(config: ResolvedConfig, op: LeanOperation, schema: unknown, context: object, response: HttpResponse): Promise<{$metadata: object}> {
   try {
     if (response.statusCode >= 200 && response.statusCode < 300) {
-      const bytes = await config.streamCollector(response.body);
+      const bytes = response.body instanceof Readable ? await collect(response.body) : await config.streamCollector(response.body);
       let parsed: unknown;
       try {
         parsed = JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
@@ -183,6 +184,22 @@ async function deserialize(config: ResolvedConfig, op: LeanOperation, schema: un
     }
     throw error;
   }
+}
+
+/**
+ * The body's bytes, as the SDK's stream collector reads them (an error of the stream rejects, a
+ * body cut short never resolves as complete), without the collector's Writable and pipe per call.
+ */
+function collect(body: Readable): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    body.on('data', (chunk: Buffer | string) => chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
+    body.once('error', reject);
+    body.once('end', () => {
+      const all = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+      resolve(new Uint8Array(all.buffer, all.byteOffset, all.byteLength));
+    });
+  });
 }
 
 function metadataOf(response: HttpResponse): {httpStatusCode: number; requestId?: string} {
