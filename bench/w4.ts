@@ -6,7 +6,7 @@
  * report: cycle wall vs the latency bound, calls by operation, CPU per cluster, peak RSS and
  * false deregistrations.
  *
- *   npm run bench:w4 [-- --scenario bench/scenarios/w4-organization.json] [--cycles 4] [--node-args="--max-old-space-size=256"] [--cold]
+ *   npm run bench:w4 [-- --scenario bench/scenarios/w4-organization.json] [--cycles 4] [--node-args="--max-old-space-size=256"] [--cold] [--profile-steady FILE.cpuprofile|FILE.heapprofile]
  *
  * Without --node-args the service runs with the Node flags it ships with (`npm start`, the image):
  * the peak RSS target is about the service as deployed. Like the image and `bench:memory`, the
@@ -20,6 +20,7 @@ import {parseArgs} from 'node:util';
 import {startFakeAws, type FakeAws} from '../test/fakes/aws-fakes.ts';
 import {EXTERNAL_ID, MANAGEMENT_KEY, OrgWorld, ROLE_NAME, orgScenarioSchema, type OrgScenario} from './org-world.ts';
 import {shippedNodeFlags} from './memory.ts';
+import {summarizeProfile} from './profile.ts';
 import {callStats, cpuOf, cyclesOption, median, runMain, runServiceWorkload, workloadReport} from './service-workload.ts';
 import {scriptArgs} from './sim.ts';
 
@@ -67,7 +68,7 @@ export function orgBounds(s: OrgScenario, world: OrgWorld): {coldMs: number; ste
 /** Runs W4 and returns its report. */
 export async function runOrgWorkload(
   scenario: OrgScenario,
-  options: {cycles: number; nodeArgs?: readonly string[]; log?: (l: string) => void; /** NODE_COMPILE_CACHE of the service. */ compileCache?: string},
+  options: {cycles: number; nodeArgs?: readonly string[]; log?: (l: string) => void; /** NODE_COMPILE_CACHE of the service. */ compileCache?: string; /** A CPU profile of the steady cycles goes here. */ steadyProfile?: string},
 ): Promise<Record<string, unknown>> {
   const log = options.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const world = new OrgWorld(scenario);
@@ -98,6 +99,7 @@ export async function runOrgWorkload(
       banner: `${scenario.name}: ${scenario.accounts} accounts (${world.deniedAccounts} refusing AssumeRole) in ${scenario.top_units * Math.max(1, scenario.child_units)} OUs x ${scenario.regions.length} regions, ${world.size} clusters, ${world.expectedKeys().size} discoverable`,
       cycles: options.cycles,
       nodeArgs: options.nodeArgs,
+      steadyProfile: options.steadyProfile,
       log,
     });
     const cycles = result.cycles;
@@ -133,6 +135,7 @@ async function main(argv: readonly string[]): Promise<void> {
       cycles: {type: 'string', default: '4'},
       'node-args': {type: 'string'},
       cold: {type: 'boolean', default: false},
+      'profile-steady': {type: 'string'},
     },
     strict: true,
   });
@@ -146,8 +149,10 @@ async function main(argv: readonly string[]): Promise<void> {
     const tiny = {...scenario, name: `${scenario.name}-warm-up`, accounts: 2, top_units: 1, child_units: 1, regions: scenario.regions.slice(0, 2), clusters: 4, denied_share: 0};
     await runOrgWorkload(tiny, {cycles: 2, nodeArgs, compileCache, log: () => undefined});
   }
-  const report = await runOrgWorkload(scenario, {cycles, nodeArgs, ...(compileCache ? {compileCache} : {})});
+  const steadyProfile = values['profile-steady'] === undefined ? undefined : path.resolve(values['profile-steady']);
+  const report = await runOrgWorkload(scenario, {cycles, nodeArgs, ...(compileCache ? {compileCache} : {}), ...(steadyProfile === undefined ? {} : {steadyProfile})});
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  if (steadyProfile !== undefined && !steadyProfile.endsWith('.heapprofile')) process.stderr.write(`${JSON.stringify(await summarizeProfile(steadyProfile, path.join(HERE, '..'), 40), null, 2)}\n`);
 }
 
 if (import.meta.main) runMain('bench:w4', main);

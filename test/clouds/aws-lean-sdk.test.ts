@@ -8,6 +8,8 @@ import {AsyncLocalStorage} from 'node:async_hooks';
 import http from 'node:http';
 import type {AddressInfo} from 'node:net';
 import {EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
+import {HttpRequest} from '@smithy/protocol-http';
+import {SignatureV4} from '@smithy/signature-v4';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {leanSdkClient} from '../../src/clouds/aws/lean-sdk.ts';
 import {AwsSources} from '../../src/clouds/aws/sources.ts';
@@ -107,6 +109,51 @@ describe('region clients shared by the member accounts of an organization', () =
       key = ALICE.key;
       const out = await client.send(new ListClustersCommand({}));
       expect(out.clusters).toHaveLength(3);
+    } finally {
+      client.destroy();
+    }
+  });
+});
+
+describe('the signing keys of a lean client', () => {
+  it('derives each (credentials, day, region, service) key once, however many identities sign, and signs as the SDK does', async () => {
+    // More identities than any bounded cache shared by all of them held (an organization signs with ~34,000).
+    const identities = Array.from({length: 4_200}, (_, i) => ({accessKeyId: `AKIAMANY${String(i).padStart(8, '0')}`, secretAccessKey: `secret-${i}`, sessionToken: `token-${i}`}));
+    const current = new AsyncLocalStorage<(typeof identities)[number]>();
+    let derivations = 0;
+    // The SDK derives a key with HMACs keyed by the secret itself (its cache key, then "AWS4" + secret).
+    class Counting extends NodeSha256 {
+      constructor(secret?: ConstructorParameters<typeof NodeSha256>[0]) {
+        super(secret);
+        if (typeof secret === 'string' && secret.startsWith('AWS4')) derivations++;
+      }
+    }
+    const client = leanSdkClient(new EKSClient({region: 'us-east-1', credentials: Object.assign(() => Promise.resolve(current.getStore() ?? ALICE.key), {memoized: true}), sha256: Counting, maxAttempts: 1}));
+    const signer = (await (client.config as unknown as {signer: () => Promise<SignatureV4>}).signer());
+    const signingDate = new Date('2026-11-23T12:00:00Z');
+    const request = (): HttpRequest => new HttpRequest({method: 'GET', protocol: 'https:', hostname: 'eks.us-east-1.amazonaws.com', path: '/clusters', headers: {host: 'eks.us-east-1.amazonaws.com'}});
+    const signAll = async (): Promise<string[]> => {
+      const out: string[] = [];
+      for (const identity of identities) out.push((await current.run(identity, () => signer.sign(request(), {signingDate}))).headers['authorization'] ?? '');
+      return out;
+    };
+    try {
+      const first = await signAll();
+      expect(derivations).toBe(identities.length);
+      const second = await signAll();
+      expect(derivations).toBe(identities.length);
+      expect(second).toEqual(first);
+      for (const i of [0, 2_100, 4_199]) {
+        const identity = identities[i] as (typeof identities)[number];
+        const plain = new SignatureV4({credentials: identity, region: 'us-east-1', service: 'eks', sha256: NodeSha256});
+        expect(first[i]).toBe((await plain.sign(request(), {signingDate})).headers['authorization']);
+      }
+      // A secret rotated under the same credentials object is derived anew and signs with the new secret.
+      const rotated = identities[0] as (typeof identities)[number];
+      rotated.secretAccessKey = 'rotated-secret';
+      const after = (await current.run(rotated, () => signer.sign(request(), {signingDate}))).headers['authorization'];
+      expect(derivations).toBe(identities.length + 1);
+      expect(after).toBe((await new SignatureV4({credentials: {...rotated}, region: 'us-east-1', service: 'eks', sha256: NodeSha256}).sign(request(), {signingDate})).headers['authorization']);
     } finally {
       client.destroy();
     }

@@ -17,7 +17,9 @@
  * that is not JSON, an unexpected shape, an input with other fields — goes to the SDK's own
  * deserialiser (or the whole SDK path), so every error is the one the SDK would have thrown.
  */
+import {Readable} from 'node:stream';
 import {getSmithyContext} from '@smithy/core';
+import {constructStack} from '@smithy/core/client';
 import {operation} from '@smithy/core/schema';
 import {HttpRequest, type HttpResponse} from '@smithy/protocol-http';
 import {SMITHY_CONTEXT_KEY} from '@smithy/types';
@@ -41,12 +43,15 @@ export interface LeanOperation {
 
 interface StackLike {
   add(middleware: unknown, options: object): void;
+  addRelativeTo(middleware: unknown, options: object): void;
+  applyToStack(to: Pick<StackLike, 'add' | 'addRelativeTo'>): void;
   clone(): StackLike;
   identify(): string[];
   remove(name: string): boolean;
   resolve(handler: Handler, context: object): Handler;
 }
 type Handler = (args: {input: object; request: unknown}) => Promise<{output: {$metadata: object}; response: unknown}>;
+type Middleware = (next: Handler, context: object) => Handler;
 
 interface ResolvedConfig {
   readonly requestHandler: {handle(request: HttpRequest, options: {abortSignal?: AbortSignal}): Promise<{response: HttpResponse}>};
@@ -102,9 +107,10 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
   );
 
   // The client's finalizeRequest middlewares (retry, signing, metrics), built once on first use so
-  // that middlewares added after construction (observability's) are in it.
-  let finalize: StackLike | null | undefined;
-  const finalizeStack = (): StackLike | null => {
+  // that middlewares added after construction (observability's) are in it; kept as the list the
+  // stack resolves them in, innermost first, so a call does not re-sort the stack's entries.
+  let finalize: readonly Middleware[] | null | undefined;
+  const finalizeStack = (): readonly Middleware[] | null => {
     if (finalize === undefined) {
       const clone = stack.clone();
       // Relative to a per-command middleware, so `identify` does not list it.
@@ -114,9 +120,29 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
         clone.remove(entry.slice(0, entry.indexOf(' ')));
       }
       try {
+        // The stack's own order: each middleware, wrapped, notes itself as the stack resolves it.
+        const order: Middleware[] = [];
+        const noting = (middleware: Middleware): Middleware => (next, context) => {
+          order.push(middleware);
+          return middleware(next, context);
+        };
+        const probe = constructStack() as unknown as StackLike;
+        // The options the stack passes on carry the middleware too: the noting one must replace it there.
+        clone.applyToStack({
+          add: (middleware, options) => {
+            const noted = noting(middleware as Middleware);
+            probe.add(noted, {...options, middleware: noted});
+          },
+          addRelativeTo: (middleware, options) => {
+            const noted = noting(middleware as Middleware);
+            probe.addRelativeTo(noted, {...options, middleware: noted});
+          },
+        });
         // Throws if something left in it is anchored to a middleware that is not: then no short path.
-        clone.resolve(() => Promise.reject(new Error('unused')), {});
-        finalize = clone;
+        probe.resolve(() => Promise.reject(new Error('unused')), {});
+        // Every middleware of the stack noted once, or the list is not the stack's: no short path then.
+        if (order.length === 0 || order.length !== clone.identify().length) throw new Error('finalizeRequest middlewares not all noted');
+        finalize = order;
       } catch {
         finalize = null;
       }
@@ -150,9 +176,9 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
       const {response} = await config.requestHandler.handle(args.request as HttpRequest, abortSignal ? {abortSignal} : {});
       return {response, output: await deserialize(config, entry.op, schema, context, response)};
     };
-    return finalizing
-      .resolve(terminal, context)({input: command.input, request})
-      .then((r) => r.output);
+    let handler = terminal;
+    for (const middleware of finalizing) handler = middleware(handler, context);
+    return handler({input: command.input, request}).then((r) => r.output);
   };
   return {send: send as unknown as C['send']};
 }
@@ -161,7 +187,7 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
 async function deserialize(config: ResolvedConfig, op: LeanOperation, schema: unknown, context: object, response: HttpResponse): Promise<{$metadata: object}> {
   try {
     if (response.statusCode >= 200 && response.statusCode < 300) {
-      const bytes = await config.streamCollector(response.body);
+      const bytes = response.body instanceof Readable ? await collect(response.body) : await config.streamCollector(response.body);
       let parsed: unknown;
       try {
         parsed = JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
@@ -183,6 +209,22 @@ async function deserialize(config: ResolvedConfig, op: LeanOperation, schema: un
     }
     throw error;
   }
+}
+
+/**
+ * The body's bytes, as the SDK's stream collector reads them (an error of the stream rejects, a
+ * body cut short never resolves as complete), without the collector's Writable and pipe per call.
+ */
+function collect(body: Readable): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    body.on('data', (chunk: Buffer | string) => chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk));
+    body.once('error', reject);
+    body.once('end', () => {
+      const all = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+      resolve(new Uint8Array(all.buffer, all.byteOffset, all.byteLength));
+    });
+  });
 }
 
 function metadataOf(response: HttpResponse): {httpStatusCode: number; requestId?: string} {

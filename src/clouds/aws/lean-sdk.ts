@@ -84,36 +84,57 @@ interface Credentials {
 }
 type DeriveKey = (credentials: Credentials, region: string, shortDate: string, service?: string) => Promise<Uint8Array>;
 
-/** Signing keys remembered (a few per (account, region, service) in flight; ~200 bytes each). */
-const SIGNING_KEYS = 4_096;
-const signingKeys = new Map<string, {readonly secret: string; readonly key: Promise<Uint8Array>}>();
+/**
+ * Signing keys remembered per credentials object (a weak key: keys of credentials that are no
+ * longer held go with them), by (day, region, service). An organization signs with ~34,000
+ * (account, region, service) keys a cycle, each once: a bounded cache shared by every account
+ * was emptied by the cycle's own later sources before its next use (every call derived anew, five
+ * HMACs). Kept per credentials object, an entry is one 32-character string (~50 bytes) and
+ * lives as long as the account's cached credentials; it is used only for the same secret key,
+ * so a secret rotated under the same object derives anew.
+ */
+const signingKeys = new WeakMap<object, {secret: string; readonly keys: Map<string, string>}>();
+/** One string per (day, region, service), shared by every account's map. */
+const scopeNames = new Map<string, string>();
 
 /**
  * The signer's key derivation (four HMACs, plus a fifth for the key of the SDK's own 50-entry
- * cache, on every request) looked up by (day, region, service, access key id, session token)
- * instead; an entry is used only for the same secret key, so a rotated secret derives anew.
- * The derivation itself is still the signer's own.
+ * cache, on every request) looked up as above instead. The derivation itself is still the
+ * signer's own.
  */
 function withSigningKeyCache(signer: SignatureV4): SignatureV4 {
   const target = signer as unknown as {getSigningKey: DeriveKey; readonly service: string};
   const derive = target.getSigningKey.bind(signer);
-  target.getSigningKey = (credentials, region, shortDate, signingService) => {
+  target.getSigningKey = async (credentials, region, shortDate, signingService) => {
     // As the signer does: the call's signing service, else its own. The cache is shared by every client.
     const service = signingService || target.service;
-    const name = `${shortDate}\n${region}\n${service}\n${credentials.accessKeyId}\n${credentials.sessionToken ?? ''}`;
-    const hit = signingKeys.get(name);
-    if (hit && hit.secret === credentials.secretAccessKey) return hit.key;
-    const key = derive(credentials, region, shortDate, service);
-    // A failed derivation is not remembered.
-    key.catch(() => {
-      if (signingKeys.get(name)?.key === key) signingKeys.delete(name);
-    });
-    if (signingKeys.size >= SIGNING_KEYS) signingKeys.delete(signingKeys.keys().next().value as string);
-    signingKeys.set(name, {secret: credentials.secretAccessKey, key});
+    let kept = signingKeys.get(credentials);
+    if (kept?.secret !== credentials.secretAccessKey) {
+      kept = {secret: credentials.secretAccessKey, keys: new Map()};
+      signingKeys.set(credentials, kept);
+    }
+    const name = `${shortDate}\n${region}\n${service}`;
+    const hit = kept.keys.get(name);
+    // A fresh copy per call: the signature's HMAC may hold on to the key object it is given.
+    if (hit !== undefined) return Buffer.from(hit, 'latin1');
+    // A failed derivation is not remembered (it throws before the set).
+    const key = await derive(credentials, region, shortDate, service);
+    // Keys of another day are dropped when a new day's first key is derived.
+    for (const old of kept.keys.keys()) if (!old.startsWith(shortDate)) kept.keys.delete(old);
+    let shared = scopeNames.get(name);
+    if (shared === undefined) {
+      if (scopeNames.size >= SCOPE_NAMES) scopeNames.clear();
+      scopeNames.set(name, name);
+      shared = name;
+    }
+    kept.keys.set(shared, Buffer.from(key.buffer, key.byteOffset, key.byteLength).toString('latin1'));
     return key;
   };
   return signer;
 }
+
+/** Distinct (day, region, service) names kept for sharing: a few days of every region and service. */
+const SCOPE_NAMES = 4_096;
 
 /** The SDK's user-agent middleware for the first request; its two header values for the later ones. */
 function memoizedUserAgent(config: object): Middleware {

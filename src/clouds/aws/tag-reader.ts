@@ -169,8 +169,25 @@ export class TagReader {
 
   /** Reads every page of `eks:cluster` tags in the region; throws on anything but a well-formed answer. */
   async #readTags(region: string, signal: AbortSignal): Promise<Map<string, Record<string, string>>> {
-    const timeout = AbortSignal.timeout(this.#options.timeoutMs ?? 30_000);
-    const abortSignal = AbortSignal.any([signal, timeout]);
+    // One controller and one timer, ended with the read: `AbortSignal.any` of the source's signal
+    // and `AbortSignal.timeout` cost two signals, weak references and a timer left to GC per source.
+    const bounded = new AbortController();
+    const abortSignal = bounded.signal;
+    const onAbort = (): void => bounded.abort(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, {once: true});
+    // The reason `AbortSignal.timeout` gives, so the failure reads (and is classified) the same.
+    const timer = setTimeout(() => bounded.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), this.#options.timeoutMs ?? 30_000);
+    try {
+      return await this.#readPages(region, abortSignal);
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** The pages of one tag read, under the read's signal. */
+  async #readPages(region: string, abortSignal: AbortSignal): Promise<Map<string, Record<string, string>>> {
     const out = new Map<string, Record<string, string>>();
     const seen = new Set<string>();
     let token: string | undefined;
