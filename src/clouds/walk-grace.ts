@@ -5,7 +5,10 @@
  * entries (a skipped source marks them stale, its reason carrying the walk's `marker`); the next
  * one deregisters them. "The previous walk" is the planner's memory when it has one; a planner
  * that has none (a start, a leader change, a rebuilt planner, every `once`) reads the registry:
- * a member whose every entry carries the marker was already missed by the walk before.
+ * a member any of whose entries carries the marker was already missed by the walk before. (Any,
+ * not every: entries carry no matcher, and another matcher that lists the member keeps some of
+ * its entries fresh; with "every", a cluster that vanished there was kept again by each new
+ * process. A walk that has the member lists it, which clears the mark from its entries.)
  */
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import {LABEL} from '../core/label-names.ts';
@@ -58,7 +61,7 @@ export class WalkGrace {
   }
 }
 
-/** Members with registered entries, each with whether every one of its entries was left stale by a walk that missed it. */
+/** Members with registered entries, each with whether one of its entries was left stale by a walk that missed it. */
 export function registeredMembers(entries: readonly KubeServer[], members: WalkMembers): Map<string, boolean> {
   const found = new Map<string, boolean>();
   for (const entry of entries) {
@@ -67,7 +70,7 @@ export function registeredMembers(entries: readonly KubeServer[], members: WalkM
     const member = labels[members.memberLabel];
     if (!member) continue;
     const missed = entry.status?.stale === true && (entry.status.stale_reason ?? '').includes(members.marker);
-    found.set(member, (found.get(member) ?? true) && missed);
+    found.set(member, (found.get(member) ?? false) || missed);
   }
   return found;
 }
