@@ -5,7 +5,6 @@
  * deleted in it must still be deregistered by consecutive runs — not kept stale at every run
  * because that subscription's other, still-listed entries never all carry the mark.
  */
-import {createDefaultHttpClient, createHttpHeaders, type HttpClient} from '@azure/core-rest-pipeline';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
 import {systemClock} from '../../src/core/clock.ts';
@@ -16,7 +15,7 @@ import {MemoryBackend} from '../../src/registry/memory.ts';
 import {startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
 import {ArmWorld} from '../fakes/arm-world.ts';
 import {fakeTokenCredential} from '../fakes/arm-token-credential.ts';
-import {SUB_A, SUB_B, TENANT} from '../clouds/aks-helpers.ts';
+import {SUB_A, SUB_B, TENANT, subscriptionHidingClient} from '../clouds/aks-helpers.ts';
 
 let arm: FakeArm;
 const world = new ArmWorld();
@@ -31,21 +30,6 @@ afterAll(async () => {
   await arm.close();
 });
 
-/** The `*` identity never sees SUB_B (another tenant / no role there); SUB_B is covered by a static matcher. */
-function hidingClient(): HttpClient {
-  const inner = createDefaultHttpClient();
-  return {
-    async sendRequest(request) {
-      const response = await inner.sendRequest(request);
-      if (!/\/subscriptions\?api-version=/.test(request.url) || typeof response.bodyAsText !== 'string') return response;
-      const body = JSON.parse(response.bodyAsText) as {value: {subscriptionId?: string}[]};
-      const text = JSON.stringify({...body, value: body.value.filter((s) => s.subscriptionId !== SUB_B)});
-      const headers = createHttpHeaders(response.headers.toJSON());
-      headers.set('content-length', String(Buffer.byteLength(text)));
-      return {...response, headers, bodyAsText: text};
-    },
-  };
-}
 
 describe('walk grace across matchers', () => {
   it('a cluster deleted in a subscription of another matcher is deregistered by consecutive `once`-style runs', async () => {
@@ -65,7 +49,7 @@ storage: {type: memory}
       'x.yaml',
     );
     const replica = (): Discovery =>
-      new Discovery({config, clock: systemClock, azure: {credential: fakeTokenCredential(), clientOptions: {tlsOptions: {ca: arm.caPem}, retryOptions: {maxRetries: 0}, httpClient: hidingClient()}}});
+      new Discovery({config, clock: systemClock, azure: {credential: fakeTokenCredential(), clientOptions: {tlsOptions: {ca: arm.caPem}, retryOptions: {maxRetries: 0}, httpClient: subscriptionHidingClient(SUB_B)}}});
     const backend = new MemoryBackend({clock: systemClock});
     const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g1', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
     await heartbeat.start();

@@ -6,7 +6,6 @@
  * missing from two successful lists in a row is deregistered, whichever process read them. The
  * ARM fake answers over the wire; the subscription list's answer is filtered on the way back.
  */
-import {createDefaultHttpClient, createHttpHeaders, type HttpClient} from '@azure/core-rest-pipeline';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
 import {systemClock} from '../../src/core/clock.ts';
@@ -18,7 +17,7 @@ import {MemoryBackend} from '../../src/registry/memory.ts';
 import {startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
 import {ArmWorld} from '../fakes/arm-world.ts';
 import {fakeTokenCredential} from '../fakes/arm-token-credential.ts';
-import {SUB_A, SUB_B, TENANT} from '../clouds/aks-helpers.ts';
+import {SUB_A, SUB_B, TENANT, subscriptionHidingClient} from '../clouds/aks-helpers.ts';
 
 let arm: FakeArm;
 /** While set, the subscription list's answers leave SUB_B out. */
@@ -37,22 +36,6 @@ afterAll(async () => {
   await arm.close();
 });
 
-/** The SDK's own HTTP client, dropping SUB_B from the subscription list's pages while `hidden`. */
-function hidingClient(): HttpClient {
-  const inner = createDefaultHttpClient();
-  return {
-    async sendRequest(request) {
-      const response = await inner.sendRequest(request);
-      if (!hidden || !/\/subscriptions\?api-version=/.test(request.url) || typeof response.bodyAsText !== 'string') return response;
-      const body = JSON.parse(response.bodyAsText) as {value: {subscriptionId?: string}[]};
-      const text = JSON.stringify({...body, value: body.value.filter((s) => s.subscriptionId !== SUB_B)});
-      const headers = createHttpHeaders(response.headers.toJSON());
-      headers.set('content-length', String(Buffer.byteLength(text)));
-      return {...response, headers, bodyAsText: text};
-    },
-  };
-}
-
 describe('a subscription missing from one subscription list', () => {
   it('is kept (stale) by that list, also after a restart, and deregistered only by the second list in a row without it', async () => {
     const config = parseConfig(
@@ -70,7 +53,7 @@ storage: {type: memory}
     const caPem = arm.caPem;
     // One Discovery per process: a restart, another replica taking the lead, a DiscoveryConfig change or a `once` run.
     const replica = (): Discovery =>
-      new Discovery({config, clock: systemClock, azure: {credential: fakeTokenCredential(), clientOptions: {tlsOptions: {ca: caPem}, retryOptions: {maxRetries: 0}, httpClient: hidingClient()}}});
+      new Discovery({config, clock: systemClock, azure: {credential: fakeTokenCredential(), clientOptions: {tlsOptions: {ca: caPem}, retryOptions: {maxRetries: 0}, httpClient: subscriptionHidingClient(SUB_B, () => hidden)}}});
     const backend = new MemoryBackend({clock: systemClock});
     const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g1', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
     await heartbeat.start();

@@ -1,4 +1,5 @@
 /** Shared set-up of the AKS tests: AzureSources pointed at a fake ARM with a fake credential. */
+import {createDefaultHttpClient, createHttpHeaders, type HttpClient} from '@azure/core-rest-pipeline';
 import type {AzureSourceMatcher, AzureSourcesOptions} from '../../src/clouds/azure/sources.ts';
 import type {PlannedSources} from '../../src/clouds/fetcher.ts';
 import {AzureSources} from '../../src/clouds/azure/sources.ts';
@@ -71,4 +72,20 @@ export async function startProxiedArm(world: ArmWorld): Promise<ProxiedArm> {
 /** Plans and runs a subscription-wide matcher through the proxy with `sources` (default: fresh ones from fakeSources). */
 export async function runThroughProxy({arm, proxy}: ProxiedArm, sources: AzureSources = fakeSources(arm).sources): Promise<SourceResult[]> {
   return runPlan(await sources.plan([matcher(arm, {resource_manager_endpoint: proxy.url})]));
+}
+
+/** The SDK's own HTTP client, dropping `subscriptionId` from the subscription list's pages while `hiding()` holds. */
+export function subscriptionHidingClient(subscriptionId: string, hiding: () => boolean = () => true): HttpClient {
+  const inner = createDefaultHttpClient();
+  return {
+    async sendRequest(request) {
+      const response = await inner.sendRequest(request);
+      if (!hiding() || !/\/subscriptions\?api-version=/.test(request.url) || typeof response.bodyAsText !== 'string') return response;
+      const body = JSON.parse(response.bodyAsText) as {value: {subscriptionId?: string}[]};
+      const text = JSON.stringify({...body, value: body.value.filter((s) => s.subscriptionId !== subscriptionId)});
+      const headers = createHttpHeaders(response.headers.toJSON());
+      headers.set('content-length', String(Buffer.byteLength(text)));
+      return {...response, headers, bodyAsText: text};
+    },
+  };
 }
