@@ -20,7 +20,9 @@
 import {Readable} from 'node:stream';
 import {getSmithyContext} from '@smithy/core';
 import {constructStack} from '@smithy/core/client';
-import {operation} from '@smithy/core/schema';
+import {determineTimestampFormat} from '@smithy/core/protocols';
+import {NormalizedSchema, operation} from '@smithy/core/schema';
+import {parseEpochTimestamp} from '@smithy/core/serde';
 import {HttpRequest, type HttpResponse} from '@smithy/protocol-http';
 import {SMITHY_CONTEXT_KEY} from '@smithy/types';
 
@@ -35,8 +37,11 @@ export interface LeanReadableClient {
 export interface LeanOperation {
   /** The SDK's command class (`ListClustersCommand`). */
   readonly command: abstract new (...args: never[]) => {readonly input: object};
-  /** The request's query and body for an input, or undefined to send this input the SDK's way. */
-  request(input: Readonly<Record<string, unknown>>): {query?: Record<string, string>; body?: string} | undefined;
+  /**
+   * The request's path (when it carries the input), query and body for an input, or undefined to
+   * send this input the SDK's way; `captured` is the request the SDK built for its first call.
+   */
+  request(input: Readonly<Record<string, unknown>>, captured: {readonly path: string}): {path?: string; query?: Record<string, string>; body?: string} | undefined;
   /** The output from a parsed 2xx body of the documented shape, or undefined to let the SDK read it. */
   read(body: unknown): object | undefined;
 }
@@ -156,12 +161,12 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
   const send = (command: {readonly input: object; readonly schema?: unknown}, options?: {abortSignal?: AbortSignal}): Promise<unknown> => {
     const entry = byClass.get(command.constructor);
     const seen = entry ? captured.get(entry.commandName) : undefined;
-    const parts = entry && seen ? entry.op.request(command.input as Record<string, unknown>) : undefined;
+    const parts = entry && seen ? entry.op.request(command.input as Record<string, unknown>, seen.request) : undefined;
     const finalizing = entry && seen && parts ? finalizeStack() : null;
     if (!entry || !seen || !parts || !finalizing) return sdkSend(command, options);
     entry.schema ??= command.schema;
     const abortSignal = options?.abortSignal;
-    const request = new HttpRequest({...seen.request, headers: {...seen.request.headers}, query: parts.query ?? {}, ...(parts.body === undefined ? {} : {body: parts.body})});
+    const request = new HttpRequest({...seen.request, ...(parts.path === undefined ? {} : {path: parts.path}), headers: {...seen.request.headers}, query: parts.query ?? {}, ...(parts.body === undefined ? {} : {body: parts.body})});
     if (parts.body !== undefined) request.headers['content-length'] = String(Buffer.byteLength(parts.body));
     const context: Record<string, unknown> = {...seen.context};
     // Per call, as the SDK builds them: the signer records the call's send time in its properties
@@ -299,6 +304,152 @@ export function getResourcesOperation(command: LeanOperation['command']): LeanOp
       }
       if (token !== undefined && typeof token !== 'string') return undefined;
       return token === undefined ? {ResourceTagMappingList: list} : {ResourceTagMappingList: list, PaginationToken: token};
+    },
+  };
+}
+
+/**
+ * How the SDK's JSON deserialiser (codec v2 of @smithy/core, REST-JSON settings) turns one
+ * schema node's parsed value into output, compiled once from the SDK's own schema so that a call
+ * walks a plain tree instead of building normalised schemas. Only the kinds below are read here;
+ * a node of any other kind (blob, big number, document, union, media-typed string, a timestamp
+ * not in epoch seconds) is `bail`: an answer carrying one goes to the SDK.
+ */
+type Plan =
+  | {readonly kind: 'plain'}
+  | {readonly kind: 'number'}
+  | {readonly kind: 'epoch'}
+  | {readonly kind: 'bail'}
+  | {readonly kind: 'list' | 'map'; readonly value: Plan}
+  | {readonly kind: 'struct'; readonly members: readonly (readonly [name: string, key: string, plan: Plan])[]};
+
+const PLAIN: Plan = {kind: 'plain'};
+const BAIL: Plan = {kind: 'bail'};
+/** Thrown inside a read when the answer is not one this reader can give exactly as the SDK would. */
+const NOT_PLAIN = Symbol('not plain');
+const REST_JSON_SETTINGS = {timestampFormat: {useTrait: true, default: 7}, httpBindings: true} as const;
+
+function compilePlan(ns: NormalizedSchema, depth: number): Plan {
+  // Recursive shapes (none in the outputs read here) are the SDK's to read.
+  if (depth > 12) return BAIL;
+  if (ns.isStructSchema()) {
+    if (ns.isUnionSchema()) return BAIL;
+    const members: [string, string, Plan][] = [];
+    for (const [name, member] of ns.structIterator()) {
+      const jsonName = (member.getMergedTraits() as {jsonName?: unknown}).jsonName;
+      members.push([name, typeof jsonName === 'string' ? jsonName : name, compilePlan(member, depth + 1)]);
+    }
+    return {kind: 'struct', members};
+  }
+  if (ns.isListSchema()) return {kind: 'list', value: compilePlan(ns.getValueSchema(), depth + 1)};
+  if (ns.isMapSchema()) return {kind: 'map', value: compilePlan(ns.getValueSchema(), depth + 1)};
+  if (ns.isBlobSchema() || ns.isBigIntegerSchema() || ns.isBigDecimalSchema() || ns.isDocumentSchema()) return BAIL;
+  if (ns.isStringSchema()) return (ns.getMergedTraits() as {mediaType?: unknown}).mediaType ? BAIL : PLAIN;
+  if (ns.isTimestampSchema()) return determineTimestampFormat(ns, REST_JSON_SETTINGS as never) === 7 ? {kind: 'epoch'} : BAIL;
+  if (ns.isNumericSchema()) return {kind: 'number'};
+  return PLAIN;
+}
+
+/** Whether a plan holds a node that makes the SDK parse the whole body differently (its JSON reviver). */
+function needsOwnParse(plan: Plan): boolean {
+  if (plan.kind === 'bail') return true;
+  if (plan.kind === 'list' || plan.kind === 'map') return needsOwnParse(plan.value);
+  if (plan.kind === 'struct') return plan.members.some(([, , p]) => needsOwnParse(p));
+  return false;
+}
+
+/** One value as the SDK's `_read` gives it, new containers instead of the SDK's in-place edits; NOT_PLAIN thrown otherwise. */
+function readPlan(plan: Plan, value: unknown): unknown {
+  switch (plan.kind) {
+    case 'plain':
+      return value;
+    case 'number':
+      // The SDK's spelling of non-finite numbers in JSON.
+      if (value === 'Infinity') return Infinity;
+      if (value === '-Infinity') return -Infinity;
+      if (value === 'NaN') return NaN;
+      return value;
+    case 'epoch':
+      if (value === null || value === undefined) return value;
+      if (typeof value !== 'number') throw NOT_PLAIN;
+      return parseEpochTimestamp(value);
+    case 'list': {
+      if (!Array.isArray(value)) throw NOT_PLAIN;
+      return plan.value.kind === 'plain' ? value : value.map((v: unknown) => readPlan(plan.value, v));
+    }
+    case 'map': {
+      if (!isObject(value)) throw NOT_PLAIN;
+      // The SDK rewrites a `__proto__` key its own way: not plain.
+      if (Object.hasOwn(value, '__proto__')) throw NOT_PLAIN;
+      if (plan.value.kind === 'plain') return value;
+      const out: Record<string, unknown> = {};
+      for (const k of Object.keys(value)) out[k] = readPlan(plan.value, value[k]);
+      return out;
+    }
+    case 'struct': {
+      // A record with `__type` has its unknown members copied by the SDK: not plain.
+      if (!isObject(value) || typeof value['__type'] === 'string') throw NOT_PLAIN;
+      const out: Record<string, unknown> = {};
+      for (const [name, key, member] of plan.members) {
+        const v = value[key];
+        if (v !== null && v !== undefined) out[name] = readPlan(member, v);
+      }
+      return out;
+    }
+    case 'bail':
+      throw NOT_PLAIN;
+  }
+}
+
+/**
+ * EKS `DescribeCluster` (REST-JSON, `GET /clusters/{name}`), one call per cluster a full cycle.
+ * The SDK reads its large answer through its schema-driven deserialiser (~0.3 ms of CPU a call);
+ * the short path reads the parsed body with a plan compiled once from the same schema, giving
+ * the output the SDK gives (timestamps as Date, members the model does not know dropped, nulls
+ * left out). A name that needs escaping in the path, a body that is not an object, or any value
+ * of a kind the plan does not read exactly goes to the SDK.
+ */
+export function describeClusterOperation(command: LeanOperation['command']): LeanOperation {
+  let plan: Plan | null | undefined;
+  const bodyPlan = (): Plan | null => {
+    if (plan === undefined) {
+      try {
+        const schema = (Reflect.construct(command, [{}]) as {schema?: unknown}).schema as [number, string, string, object, unknown, unknown];
+        const output = NormalizedSchema.of(operation(schema[1], schema[2], schema[3] as never, schema[4] as never, schema[5] as never).output);
+        // Only body members: a member bound to a header or the status is the SDK's to read.
+        const bound = [...output.structIterator()].some(([, m]) => {
+          const t = m.getMergedTraits() as Record<string, unknown>;
+          return Boolean(t['httpHeader'] ?? t['httpPrefixHeaders'] ?? t['httpResponseCode'] ?? t['httpPayload']);
+        });
+        const compiled = compilePlan(output, 0);
+        plan = bound || needsOwnParse(compiled) ? null : compiled;
+      } catch {
+        plan = null;
+      }
+    }
+    return plan;
+  };
+  return {
+    command,
+    request(input, captured) {
+      if (!onlyKeys(input, ['name'])) return undefined;
+      const {name} = input;
+      // Names EKS allows need no escaping: the path is the same string the SDK would build.
+      if (typeof name !== 'string' || !/^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$/.test(name)) return undefined;
+      const at = captured.path.lastIndexOf('/clusters/');
+      if (at < 0 || bodyPlan() === null) return undefined;
+      return {path: `${captured.path.slice(0, at)}/clusters/${name}`};
+    },
+    read(body) {
+      const compiled = bodyPlan();
+      if (!compiled || !isObject(body)) return undefined;
+      try {
+        return readPlan(compiled, body) as object;
+      } catch (error) {
+        if (error === NOT_PLAIN) return undefined;
+        // An epoch the SDK's own parser refuses: the SDK reads the answer and throws its error.
+        return undefined;
+      }
     },
   };
 }

@@ -11,7 +11,7 @@ import {AsyncLocalStorage} from 'node:async_hooks';
 import type {Agent as HttpAgent} from 'node:http';
 import type {Agent as HttpsAgent} from 'node:https';
 import {AccountClient} from '@aws-sdk/client-account';
-import {EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
+import {DescribeClusterCommand, EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
 import {OrganizationsClient} from '@aws-sdk/client-organizations';
 import {GetResourcesCommand, ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import PQueue from 'p-queue';
@@ -31,7 +31,7 @@ import {awsRequestHandler} from './sources.ts';
 import {connectDeadlineAgents, DEFAULT_CONNECT_TIMEOUT_MS} from './connect-deadline.ts';
 import {OrganizationWalkError, walkOrganization, type OrganizationsApi, type OrganizationWalk} from './organization.ts';
 import {leanSdkClient} from './lean-sdk.ts';
-import {getResourcesOperation, leanReads, listClustersOperation} from './lean-read.ts';
+import {describeClusterOperation, getResourcesOperation, leanReads, listClustersOperation} from './lean-read.ts';
 import {expandRegions, type AwsPartition} from './regions.ts';
 import {NodeSha256} from './sha256.ts';
 import {TagMemory, TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
@@ -385,8 +385,8 @@ export class OrganizationPlanner {
           }),
         );
         this.#options.onClient?.(eks);
-        // One ListClusters per (account, region) each cycle: the short path (lean-read.ts).
-        client = leanReads(eks, [listClustersOperation(ListClustersCommand)]);
+        // One ListClusters per (account, region) each cycle, a DescribeCluster per cluster to describe: the short path (lean-read.ts).
+        client = leanReads(eks, [listClustersOperation(ListClustersCommand), describeClusterOperation(DescribeClusterCommand)]);
       }
       this.#eksClients.set(region, client);
     }

@@ -1,8 +1,8 @@
 /** Turns the `aws:` matchers of the config into one EKS fetcher per (matcher, region, account). */
 import type {Agent as HttpAgent} from 'node:http';
 import type {Agent as HttpsAgent} from 'node:https';
-import {EKSClient} from '@aws-sdk/client-eks';
-import {ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
+import {DescribeClusterCommand, EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
+import {GetResourcesCommand, ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import {GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
 import PQueue from 'p-queue';
 import type {ClusterFetcher, PlanContext, PlannedSources} from '../fetcher.ts';
@@ -15,6 +15,7 @@ import {OrganizationPlanner, type OrganizationPlannerOptions, type OrganizationS
 import {TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
 import {shapeClient, type RateShaper, type ShapeableClient} from './rate-shaper.ts';
 import {leanSdkClient} from './lean-sdk.ts';
+import {describeClusterOperation, getResourcesOperation, leanReads, listClustersOperation} from './lean-read.ts';
 import {NodeSha256} from './sha256.ts';
 import {systemClock, type Clock} from '../../core/clock.ts';
 import {expandRegions, partitionOfArn, partitionOfRegion, type AwsPartition} from './regions.ts';
@@ -232,7 +233,10 @@ export class AwsSources {
         );
         this.#shape(eks, region, role);
         this.#options.onClient?.(eks);
-        client = eks;
+        // ListClusters and the DescribeCluster of every cluster a full cycle: the short path
+        // (lean-read.ts), which keeps only absolute finalizeRequest middlewares, so not under a
+        // rate shaper (anchored to the retry middleware).
+        client = this.#options.rateShaper ? eks : leanReads(eks, [listClustersOperation(ListClustersCommand), describeClusterOperation(DescribeClusterCommand)]);
       }
       this.#clients.set(key, client);
     }
@@ -278,7 +282,7 @@ export class AwsSources {
         );
         this.#shape(tagging, region, role);
         this.#options.onClient?.(tagging);
-        client = tagging;
+        client = this.#options.rateShaper ? tagging : leanReads(tagging, [getResourcesOperation(GetResourcesCommand)]);
       }
       this.#taggingClients.set(key, client);
     }
