@@ -76,6 +76,7 @@ interface Captured {
 const PER_REQUEST_HEADERS = new Set(['authorization', 'x-amz-date', 'x-amz-security-token', 'x-amz-content-sha256', 'amz-sdk-invocation-id', 'amz-sdk-request', 'content-length']);
 const CAPTURE = 'kubeDiscoveryLeanReadCapture';
 const REQUEST_ID = /^x-[\w-]+-request-?id$/;
+const DESERIALIZATION_HINT = 'Deserialization error: to see the raw response, inspect the hidden field {error}.$response on this object.';
 
 /**
  * Wraps a client: the given operations take the short path once the SDK has made one call of
@@ -85,6 +86,8 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
   const config = client.config as ResolvedConfig;
   const stack = client.middlewareStack as StackLike;
   const captured = new Map<string, Captured>();
+  // Per operation, while its first SDK call is on its way to the capture: releases the calls waiting for it.
+  const firstCalls = new Map<string, {readonly started: Promise<void>; readonly release: () => void}>();
   // Sees each SDK call after serialisation, endpoint, host and user-agent middlewares, before signing.
   stack.add(
     (next: Handler, context: Record<string, unknown>) => (args: {input: object; request: unknown}) => {
@@ -106,6 +109,7 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
           },
         });
       }
+      if (typeof name === 'string') firstCalls.get(name)?.release();
       return next(args);
     },
     {step: 'build', priority: 'low', name: CAPTURE, override: true},
@@ -185,7 +189,33 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
     for (const middleware of finalizing) handler = middleware(handler, context);
     return handler({input: command.input, request}).then((r) => r.output);
   };
-  return {send: send as unknown as C['send']};
+  /**
+   * A full cycle starts a region's DescribeCluster calls all at once, before the SDK's first one
+   * has shown its request: without this, nearly all of them would take the SDK's way. Calls that
+   * come while an operation's first SDK call is on its way wait until it has passed the capture
+   * (before signing and sending, so not for its answer), or until it settled without one (the
+   * waiting calls then go on at once, the SDK's way).
+   */
+  const sendAfterFirst = (command: {readonly input: object; readonly schema?: unknown}, options?: {abortSignal?: AbortSignal}): Promise<unknown> => {
+    const entry = byClass.get(command.constructor);
+    if (!entry || captured.has(entry.commandName)) return send(command, options);
+    const name = entry.commandName;
+    const first = firstCalls.get(name);
+    if (first) return first.started.then(() => send(command, options));
+    let release = (): void => {};
+    const started = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    firstCalls.set(name, {started, release});
+    const call = send(command, options);
+    const done = (): void => {
+      release();
+      firstCalls.delete(name);
+    };
+    call.then(done, done);
+    return call;
+  };
+  return {send: sendAfterFirst as unknown as C['send']};
 }
 
 /** The fast read of a plain 2xx answer, else the SDK's deserialiser; errors carry `$response` and `$metadata` as the SDK's do. */
@@ -210,7 +240,15 @@ async function deserialize(config: ResolvedConfig, op: LeanOperation, schema: un
     // As the SDK's deserializer middleware does: the retry and signing middlewares read these.
     if (error !== null && typeof error === 'object') {
       Object.defineProperty(error, '$response', {value: response, enumerable: false, writable: false, configurable: false});
-      if (!('$metadata' in error)) (error as {$metadata: object}).$metadata = metadataOf(response);
+      if (!('$metadata' in error)) {
+        // The SDK's own words for an answer it could not read, so a logged error reads the same either way.
+        try {
+          (error as {message: string}).message += `\n  ${DESERIALIZATION_HINT}`;
+        } catch {
+          // a frozen error keeps its message
+        }
+        (error as {$metadata: object}).$metadata = metadataOf(response);
+      }
     }
     throw error;
   }
