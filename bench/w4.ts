@@ -134,8 +134,8 @@ export async function runOrgWorkload(
       cpu: {
         cycle_cpu_ms: {cold: Math.round(cpuOf(cycles[0])), steady_median: Math.round(median(cycles.slice(1).map(cpuOf)))},
         // Per request the fake answered: the service's CPU, and the bench process's (the fake, which a 2-core machine shares with it).
-        cpu_ms_per_call: {steady_median: round3(median(cycles.slice(1).map((c) => cpuOf(c) / callsOf(c))))},
-        fake_cpu_ms_per_call: {steady_median: round3(median(cycles.slice(1).map((c) => fakeCpuOf(c) / callsOf(c))))},
+        cpu_ms_per_call: {steady_median: round3(median(cycles.slice(1).map((c) => cpuOf(c) / callsOf(c)))), all: cycles.map((c) => round3(cpuOf(c) / callsOf(c)))},
+        fake_cpu_ms_per_call: {steady_median: round3(median(cycles.slice(1).map((c) => fakeCpuOf(c) / callsOf(c)))), all: cycles.map((c) => round3(fakeCpuOf(c) / callsOf(c)))},
       },
       falseDeregistrations,
     });
