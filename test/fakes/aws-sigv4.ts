@@ -292,9 +292,9 @@ function signingKey(secret: string, scope: SigV4Scope): KeyObject {
   const name = `${secret}\n${scope.date}\n${scope.region}\n${scope.service}`;
   let key = signingKeys.get(name);
   if (key === undefined) {
-    let k: Buffer = createHmac('sha256', `AWS4${secret}`).update(scope.date).digest();
-    for (const part of [scope.region, scope.service, 'aws4_request']) k = createHmac('sha256', k).update(part).digest();
-    key = createSecretKey(k);
+    // Each step's key as a KeyObject: Node checks a Buffer key's type at ~20 µs an HMAC.
+    key = createSecretKey(createHmac('sha256', `AWS4${secret}`).update(scope.date).digest());
+    for (const part of [scope.region, scope.service, 'aws4_request']) key = createSecretKey(createHmac('sha256', key).update(part).digest());
     if (signingKeys.size >= SIGNING_KEYS) signingKeys.clear();
     signingKeys.set(name, key);
   }
