@@ -26,9 +26,20 @@ import {scriptArgs} from './sim.ts';
 
 const HERE = import.meta.dirname;
 
-/** Calls per `service:operation`, as the cycle driver reads them from GET /stats. */
-function stats(fake: FakeAws): Record<string, unknown> {
-  return callStats('aws', fake.stats.calls, (call) => `${call.service}:${call.operation}`, (call) => call.code !== undefined && /throttl/i.test(call.code));
+const round3 = (x: number): number => Math.round(x * 1000) / 1000;
+const callsOf = (c: {readonly stats: object}): number => Math.max(1, Number((c.stats as Record<string, unknown>)['aws_calls'] ?? 0));
+const fakeCpuOf = (c: {readonly stats: object}): number => Number((c.stats as Record<string, unknown>)['fake_cpu_ms'] ?? 0);
+
+/**
+ * Calls per `service:operation`, as the cycle driver reads them from GET /stats, with the CPU
+ * this (the bench's) process spent since the last reset: the fake serving and verifying them.
+ */
+function stats(fake: FakeAws, since: NodeJS.CpuUsage): Record<string, unknown> {
+  const cpu = process.cpuUsage(since);
+  return {
+    ...callStats('aws', fake.stats.calls, (call) => `${call.service}:${call.operation}`, (call) => call.code !== undefined && /throttl/i.test(call.code)),
+    fake_cpu_ms: Math.round((cpu.user + cpu.system) / 1000),
+  };
 }
 
 /**
@@ -73,11 +84,12 @@ export async function runOrgWorkload(
   const log = options.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const world = new OrgWorld(scenario);
   const fake = await startFakeAws({world: world.aws, latencyMs: scenario.latency_ms, pageSize: scenario.page_size});
+  let fakeCpuSince = process.cpuUsage();
   try {
     const {result, control} = await runServiceWorkload({
       name: scenario.name,
       tmpPrefix: 'kd-bench-w4-',
-      control: {stats: () => stats(fake), resetStats: () => fake.stats.reset(), churn: () => ({step: world.joinAndLeave(), created: 1, deleted: 1}), expectedKeys: () => world.expectedKeys()},
+      control: {stats: () => stats(fake, fakeCpuSince), resetStats: () => { fake.stats.reset(); fakeCpuSince = process.cpuUsage(); }, churn: () => ({step: world.joinAndLeave(), created: 1, deleted: 1}), expectedKeys: () => world.expectedKeys()},
       concurrency: scenario.concurrency,
       matchers: {
         aws: [{
@@ -119,7 +131,12 @@ export async function runOrgWorkload(
       bounds: orgBounds(scenario, world),
       api: 'aws',
       // The service's own CPU per cycle (one thread): a wall below it is impossible whatever the latency.
-      cpu: {cycle_cpu_ms: {cold: Math.round(cpuOf(cycles[0])), steady_median: Math.round(median(cycles.slice(1).map(cpuOf)))}},
+      cpu: {
+        cycle_cpu_ms: {cold: Math.round(cpuOf(cycles[0])), steady_median: Math.round(median(cycles.slice(1).map(cpuOf)))},
+        // Per request the fake answered: the service's CPU, and the bench process's (the fake, which a 2-core machine shares with it).
+        cpu_ms_per_call: {steady_median: round3(median(cycles.slice(1).map((c) => cpuOf(c) / callsOf(c)))), all: cycles.map((c) => round3(cpuOf(c) / callsOf(c)))},
+        fake_cpu_ms_per_call: {steady_median: round3(median(cycles.slice(1).map((c) => fakeCpuOf(c) / callsOf(c)))), all: cycles.map((c) => round3(fakeCpuOf(c) / callsOf(c)))},
+      },
       falseDeregistrations,
     });
   } finally {

@@ -53,6 +53,21 @@ function serviceOf(clientName: string | undefined): string {
   return (clientName ?? 'unknown').replace(/Client$/, '').toLowerCase() || 'unknown';
 }
 
+/** Labels per (client, command) name pair, worked out once: the middleware runs on every attempt. */
+const labels = new Map<string, {readonly service: string; readonly operation: string}>();
+
+function labelsOf(context: HandlerContext): {readonly service: string; readonly operation: string} {
+  const key = `${context.clientName ?? ''}\u0000${context.commandName ?? ''}`;
+  let found = labels.get(key);
+  if (found === undefined) {
+    found = {service: serviceOf(context.clientName), operation: (context.commandName ?? 'unknown').replace(/Command$/, '')};
+    // Client and command names are the SDK's own classes: a few dozen; the bound is only a guard.
+    if (labels.size >= 1_024) labels.clear();
+    labels.set(key, found);
+  }
+  return found;
+}
+
 /**
  * Adds the metrics middleware to an SDK client. It sits at the end of `finalizeRequest`,
  * below the retry and signing middlewares and above deserialization, so it runs once per
@@ -61,8 +76,7 @@ function serviceOf(clientName: string | undefined): string {
 export function instrumentAwsClient(client: InstrumentableAwsClient, metrics: Pick<Metrics, 'cloudApiCall'>): void {
   (client.middlewareStack as unknown as MiddlewareStackLike).add(
     (next, context) => async (args) => {
-      const service = serviceOf(context.clientName);
-      const operation = (context.commandName ?? 'unknown').replace(/Command$/, '');
+      const {service, operation} = labelsOf(context);
       const started = performance.now();
       const seconds = (): number => (performance.now() - started) / 1000;
       try {

@@ -20,6 +20,10 @@ describe('NodeSha256 (the AWS clients’ sha256)', () => {
     ['HMAC with a binary key', new Uint8Array(Array.from({length: 32}, (_, i) => (i * 37) % 256)), ['us-east-1', 'eks']],
     ['HMAC with a key that is a view into a larger buffer', new Uint8Array(Buffer.from('xxkey-bytesyy')).subarray(2, 11), ['aws4_request']],
     ['empty secret is a plain hash, as in the SDK', '', ['x']],
+    ['HMAC with a binary key of exactly one block (64 bytes)', new Uint8Array(64).fill(0xa5), ['data', new Uint8Array([0, 255])]],
+    ['HMAC with a binary key longer than a block (hashed first)', new Uint8Array(Array.from({length: 131}, (_, i) => i)), ['x'.repeat(200)]],
+    ['HMAC with an empty binary key', new Uint8Array(0), ['abc']],
+    ['HMAC with a binary key over long data in pieces', new Uint8Array(32).fill(7), ['a'.repeat(150), new Uint8Array(70).fill(1), 'z']],
   ];
   for (const [name, secret, parts] of cases) {
     it(`gives the SDK default's bytes: ${name}`, async () => {
@@ -52,6 +56,24 @@ describe('NodeSha256 (the AWS clients’ sha256)', () => {
       const b = await sdk.sign(request.clone(), {signingDate});
       expect(a.headers['authorization']).toBe(b.headers['authorization']);
     }
+  });
+});
+
+describe('NodeSha256 remembered payload hashes', () => {
+  it('hashes the same small body the same way every time, each caller getting bytes of its own', async () => {
+    const body = '{"ResourceTypeFilters":["eks:cluster"],"ResourcesPerPage":100}';
+    const expected = await digestOf((s) => new Hash('sha256', s), undefined, [body]);
+    const first = new NodeSha256();
+    first.update(body);
+    const a = await first.digest();
+    expect(hex(a)).toBe(expected);
+    a.fill(0);
+    const second = new NodeSha256();
+    second.update(Buffer.from(body));
+    expect(hex(await second.digest())).toBe(expected);
+    // Another small body, and a long one, are not confused with it.
+    expect(await digestOf((s) => new NodeSha256(s), undefined, ['{}'])).toBe(await digestOf((s) => new Hash('sha256', s), undefined, ['{}']));
+    expect(await digestOf((s) => new NodeSha256(s), undefined, [body.repeat(5)])).toBe(await digestOf((s) => new Hash('sha256', s), undefined, [body.repeat(5)]));
   });
 });
 

@@ -3,8 +3,13 @@
  * Same algorithm, same bytes as the SDK's default (@smithy/hash-node); two costs removed:
  *
  * - On Node 24 `createHmac` with a Buffer key first runs two failing brand checks (KeyObject,
- *   CryptoKey) that cost ~20 µs, five times the HMAC. Binary keys become KeyObjects here
- *   (`createSecretKey` skips those checks), converted once per key object.
+ *   CryptoKey) that cost ~20 µs, five times the HMAC, and making it a KeyObject first
+ *   (`createSecretKey`) costs as much again; a request's signing key is a fresh buffer on every
+ *   call, used once. HMACs under binary keys are computed here as RFC 2104 defines them, with two
+ *   one-shot SHA-256 hashes (`H((K ^ opad) || H((K ^ ipad) || data))`), which needs neither;
+ *   plain hashes are one-shot too (`crypto.hash`, no stream object per hash).
+ * - The payload hash of a request whose body is small and the same every time (the first page of
+ *   `GetResources`) is remembered, in a small LRU of its own.
  * - SigV4 derives a signing key per (credentials, day, region, service) with four HMACs, plus one
  *   for the key of its cache, which holds 50 keys: with more than 50 (account, region, service)
  *   in flight — an organization of hundreds of accounts — it misses on nearly every request,
@@ -15,31 +20,44 @@
  * The LRU holds secrets-derived values in memory only, as the SDK's own cache does; nothing
  * here is logged or exposed.
  */
-import {createHash, createHmac, createSecretKey, type Hash, type Hmac, type KeyObject} from 'node:crypto';
+import {createHmac, hash} from 'node:crypto';
 
 type SourceData = string | ArrayBuffer | ArrayBufferView;
 
-/** Derivation steps remembered (~400 bytes each with the key object); the working set is a few per (account, region) in flight. */
+/** Derivation steps remembered (~200 bytes each); the working set is a few per (account, region) in flight. */
 const MEMO_SIZE = 4_096;
 /** Longest data whose HMAC is remembered: dates, regions, services, access key ids; a SigV4 string to sign is at least 133 bytes. */
 const MEMO_MAX_DATA = 128;
 
-// Keys the SDK reuses (its cached signing keys, our remembered derivations) are the same object each time.
-const keyObjects = new WeakMap<object, KeyObject>();
+/** Plain SHA-256 digests of small data remembered (request bodies repeated call after call). */
+const PLAIN_MEMO_SIZE = 64;
+const plainMemo = new Map<string, Uint8Array>();
 // Identity of each remembered derivation result, so HMACs keyed by it can be remembered too.
 const derivedIds = new WeakMap<Uint8Array, number>();
 let nextDerivedId = 0;
 const memo = new Map<string, Uint8Array>();
 
-function keyOf(secret: SourceData): string | KeyObject {
-  // A string key takes Node's fast path as it is (UTF-8, as the SDK's default encodes it).
-  if (typeof secret === 'string') return secret;
-  let key = keyObjects.get(secret);
-  if (!key) {
-    key = createSecretKey(bytesOf(secret));
-    keyObjects.set(secret, key);
+/** SHA-256 block size: HMAC pads its key to it. */
+const BLOCK = 64;
+
+/** HMAC-SHA-256 under a binary key (RFC 2104: `H((K ^ opad) || H((K ^ ipad) || data))`), two one-shot hashes. */
+function binaryKeyHmac(key: Uint8Array, data: Uint8Array): Buffer {
+  // A key longer than a block is hashed first; a shorter one is padded with zeros.
+  const k = key.byteLength > BLOCK ? hash('sha256', key, 'buffer') : key;
+  const inner = Buffer.allocUnsafe(BLOCK + data.byteLength).fill(0x36, 0, BLOCK);
+  const outer = Buffer.allocUnsafe(BLOCK + 32).fill(0x5c, 0, BLOCK);
+  for (let i = 0; i < k.byteLength; i++) {
+    inner[i] = 0x36 ^ (k[i] as number);
+    outer[i] = 0x5c ^ (k[i] as number);
   }
-  return key;
+  inner.set(data, BLOCK);
+  outer.set(hash('sha256', inner, 'buffer'), BLOCK);
+  return hash('sha256', outer, 'buffer');
+}
+
+/** HMAC-SHA-256 of `data` under `secret`: Node's for a string key (its fast path, UTF-8 as the SDK encodes it), RFC 2104 for bytes. */
+function hmacOf(secret: SourceData, data: Uint8Array): Buffer {
+  return typeof secret === 'string' ? createHmac('sha256', secret).update(data).digest() : binaryKeyHmac(bytesOf(secret), data);
 }
 
 function bytesOf(data: ArrayBuffer | ArrayBufferView): Uint8Array {
@@ -56,14 +74,15 @@ function memoKeyOf(secret: SourceData | undefined): string | undefined {
   return undefined;
 }
 
-/** SHA-256, or HMAC-SHA-256 when constructed with a secret; the SDK's `Checksum` interface. */
+/**
+ * SHA-256, or HMAC-SHA-256 when constructed with a secret; the SDK's `Checksum` interface. The
+ * data is held until `digest` and hashed in one call (no stream object per hash): what the
+ * clients hash is small (a request's canonical form, a JSON body, derivation steps).
+ */
 export class NodeSha256 {
   readonly #secret: SourceData | undefined;
   readonly #memoKey: string | undefined;
-  #hash: Hash | Hmac | undefined;
-  /** The only data so far, held back while it may still be answered from the memo. */
-  #held: Uint8Array | undefined;
-  #updates = 0;
+  #chunks: Uint8Array[] = [];
 
   constructor(secret?: SourceData) {
     this.#secret = secret;
@@ -72,51 +91,57 @@ export class NodeSha256 {
 
   /** Adds data; strings are UTF-8 (the SDK's default encoding). */
   update(data: SourceData, encoding?: 'utf8' | 'ascii' | 'latin1' | 'binary'): void {
-    const bytes = typeof data === 'string' ? Buffer.from(data, encoding ?? 'utf8') : bytesOf(data);
-    this.#updates++;
-    if (this.#updates === 1 && this.#memoKey !== undefined && bytes.byteLength <= MEMO_MAX_DATA) {
-      this.#held = bytes;
-      return;
-    }
-    this.#flush().update(bytes);
+    this.#chunks.push(typeof data === 'string' ? Buffer.from(data, encoding ?? 'utf8') : bytesOf(data));
   }
 
   /** The digest of everything added since construction or the last reset. */
   digest(): Promise<Uint8Array> {
-    if (this.#held !== undefined && this.#updates === 1 && this.#memoKey !== undefined) {
-      const name = `${this.#memoKey}\u0000${Buffer.from(this.#held).toString('latin1')}`;
-      let out = memo.get(name);
-      if (out) {
-        // Most recently used last: Map order is the LRU order.
-        memo.delete(name);
-      } else {
-        // A copy of its own: a remembered key must not pin a larger shared buffer.
-        out = new Uint8Array(createHmac('sha256', keyOf(this.#secret ?? '')).update(this.#held).digest());
-        derivedIds.set(out, nextDerivedId++);
-        if (memo.size >= MEMO_SIZE) memo.delete(memo.keys().next().value as string);
-      }
-      memo.set(name, out);
-      return Promise.resolve(out);
+    const chunks = this.#chunks;
+    const plain = this.#secret === undefined || this.#secret === '';
+    const only = chunks.length === 1 ? chunks[0] : undefined;
+    if (only !== undefined && only.byteLength <= MEMO_MAX_DATA) {
+      if (this.#memoKey !== undefined) return Promise.resolve(this.#remembered(this.#memoKey, only));
+      // A copy per call: the caller owns what it is given.
+      if (plain) return Promise.resolve(new Uint8Array(rememberedPlain(only)));
     }
-    return Promise.resolve(toBytes(this.#flush().digest()));
+    const data = only ?? Buffer.concat(chunks);
+    return Promise.resolve(toBytes(plain ? hash('sha256', data, 'buffer') : hmacOf(this.#secret ?? '', data)));
   }
 
   /** Starts over with the same secret. */
   reset(): void {
-    this.#hash = undefined;
-    this.#held = undefined;
-    this.#updates = 0;
+    this.#chunks = [];
   }
 
-  /** The running hash, with any held-back data added. */
-  #flush(): Hash | Hmac {
-    this.#hash ??= this.#secret === undefined || this.#secret === '' ? createHash('sha256') : createHmac('sha256', keyOf(this.#secret));
-    if (this.#held !== undefined) {
-      this.#hash.update(this.#held);
-      this.#held = undefined;
+  /** A derivation step: HMAC of short data under a string key or a remembered result, from the memo. */
+  #remembered(memoKey: string, data: Uint8Array): Uint8Array {
+    const name = `${memoKey}\u0000${Buffer.from(data).toString('latin1')}`;
+    let out = memo.get(name);
+    if (out) {
+      // Most recently used last: Map order is the LRU order.
+      memo.delete(name);
+    } else {
+      // A copy of its own: a remembered key must not pin a larger shared buffer.
+      out = new Uint8Array(hmacOf(this.#secret ?? '', data));
+      derivedIds.set(out, nextDerivedId++);
+      if (memo.size >= MEMO_SIZE) memo.delete(memo.keys().next().value as string);
     }
-    return this.#hash;
+    memo.set(name, out);
+    return out;
   }
+}
+
+/** The plain SHA-256 of small data, from a small LRU of its own (bodies repeated call after call). */
+function rememberedPlain(data: Uint8Array): Uint8Array {
+  const name = Buffer.from(data).toString('latin1');
+  let out = plainMemo.get(name);
+  if (out) plainMemo.delete(name);
+  else {
+    out = toBytes(hash('sha256', data, 'buffer'));
+    if (plainMemo.size >= PLAIN_MEMO_SIZE) plainMemo.delete(plainMemo.keys().next().value as string);
+  }
+  plainMemo.set(name, out);
+  return out;
 }
 
 function toBytes(out: Buffer): Uint8Array {
