@@ -3,11 +3,10 @@
  * Same algorithm, same bytes as the SDK's default (@smithy/hash-node); two costs removed:
  *
  * - On Node 24 `createHmac` with a Buffer key first runs two failing brand checks (KeyObject,
- *   CryptoKey) that cost ~20 µs, five times the HMAC, and making it a KeyObject first
- *   (`createSecretKey`) costs as much again; a request's signing key is a fresh buffer on every
- *   call, used once. HMACs under binary keys are computed here as RFC 2104 defines them, with two
- *   one-shot SHA-256 hashes (`H((K ^ opad) || H((K ^ ipad) || data))`), which needs neither;
- *   plain hashes are one-shot too (`crypto.hash`, no stream object per hash).
+ *   CryptoKey) that cost ~20 µs, five times the HMAC. A request's signing key is a fresh buffer
+ *   on every call, so that check is paid once per request; it is left to Node (a hand-written
+ *   HMAC would save ~10 µs, ~1 % of a call, not worth owning crypto code). Plain hashes are
+ *   one-shot (`crypto.hash`, no stream object per hash).
  * - The payload hash of a request whose body is small and the same every time (the first page of
  *   `GetResources`) is remembered, in a small LRU of its own.
  * - SigV4 derives a signing key per (credentials, day, region, service) with four HMACs, plus one
@@ -37,27 +36,9 @@ const derivedIds = new WeakMap<Uint8Array, number>();
 let nextDerivedId = 0;
 const memo = new Map<string, Uint8Array>();
 
-/** SHA-256 block size: HMAC pads its key to it. */
-const BLOCK = 64;
-
-/** HMAC-SHA-256 under a binary key (RFC 2104: `H((K ^ opad) || H((K ^ ipad) || data))`), two one-shot hashes. */
-function binaryKeyHmac(key: Uint8Array, data: Uint8Array): Buffer {
-  // A key longer than a block is hashed first; a shorter one is padded with zeros.
-  const k = key.byteLength > BLOCK ? hash('sha256', key, 'buffer') : key;
-  const inner = Buffer.allocUnsafe(BLOCK + data.byteLength).fill(0x36, 0, BLOCK);
-  const outer = Buffer.allocUnsafe(BLOCK + 32).fill(0x5c, 0, BLOCK);
-  for (let i = 0; i < k.byteLength; i++) {
-    inner[i] = 0x36 ^ (k[i] as number);
-    outer[i] = 0x5c ^ (k[i] as number);
-  }
-  inner.set(data, BLOCK);
-  outer.set(hash('sha256', inner, 'buffer'), BLOCK);
-  return hash('sha256', outer, 'buffer');
-}
-
-/** HMAC-SHA-256 of `data` under `secret`: Node's for a string key (its fast path, UTF-8 as the SDK encodes it), RFC 2104 for bytes. */
+/** HMAC-SHA-256 of `data` under `secret` (a string key is UTF-8, as the SDK encodes it). */
 function hmacOf(secret: SourceData, data: Uint8Array): Buffer {
-  return typeof secret === 'string' ? createHmac('sha256', secret).update(data).digest() : binaryKeyHmac(bytesOf(secret), data);
+  return createHmac('sha256', typeof secret === 'string' ? secret : bytesOf(secret)).update(data).digest();
 }
 
 function bytesOf(data: ArrayBuffer | ArrayBufferView): Uint8Array {
