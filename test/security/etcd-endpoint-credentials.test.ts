@@ -45,7 +45,7 @@ describe('an etcd endpoint URL carrying a password', () => {
       const printed = stdout() + stderr();
       expect(printed).not.toContain(PASSWORD);
       expect(code).toBe(2);
-      expect(stderr()).toMatch(/c\.yaml:9:\d+: storage\.endpoints\.0: .*storage\.username.*storage\.password_file/);
+      expect(stderr()).toMatch(/c\.yaml:9:\d+: storage\.endpoints\[0\]: .*storage\.username.*storage\.password_file/);
     });
   }
 
