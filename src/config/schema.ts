@@ -451,9 +451,20 @@ const etcdTlsSchema = z
     }
   });
 
-const etcdEndpoint = checked('an etcd endpoint URL such as https://etcd-0.etcd:2379', (text) => {
+const ETCD_ENDPOINT = 'an etcd endpoint URL such as https://etcd-0.etcd:2379';
+const etcdEndpoint = checked(ETCD_ENDPOINT, (text) => {
   const url = parseUrl(text);
   return url !== undefined && (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+}).superRefine((text, ctx) => {
+  const url = parseUrl(text);
+  // The client never uses credentials in the URL, but every etcd error would quote them: refused, and never echoed.
+  if (url !== undefined && (url.username !== '' || url.password !== '')) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `${ETCD_ENDPOINT} without credentials in it (set storage.username, and storage.password_file or $KUBE_DISCOVERY_ETCD_PASSWORD)`,
+      params: {found: 'a URL with a user name or password in it (not shown)'},
+    });
+  }
 });
 
 const storageTypes = ['memory', 'sqlite', 'etcd', 'kubernetes'] as const;

@@ -86,13 +86,14 @@ export function decidePending(pending: PendingItem): PlanItem {
 }
 
 /** `reconcile` without deciding the listed clusters yet (see `PendingItem`); the same plan once they are decided. */
-export function stagePlan(current: readonly KubeServer[], evaluation: Evaluation, results: readonly SourceResult[], discoveryGroup: string, clouds: Clouds = builtInClouds): StagedPlan {
+export function stagePlan(current: readonly KubeServer[], evaluated: Evaluation, results: readonly SourceResult[], discoveryGroup: string, clouds: Clouds = builtInClouds): StagedPlan {
   const decided: PlanItem[] = [];
   const byName = new Map<string, KubeServer>();
   for (const entry of current) {
     if (entry.spec.cluster.metadata.labels[LABEL.discoveryGroup] !== discoveryGroup) continue;
     byName.set(entry.metadata.name, entry);
   }
+  const evaluation = keepOwnedNames(byName, evaluated, results, clouds);
 
   const renames = findRenames(byName, evaluation, clouds);
   const renamedFrom = new Map([...renames].map(([from, to]) => [to, from]));
@@ -127,6 +128,51 @@ export function stagePlan(current: readonly KubeServer[], evaluation: Evaluation
     decided.push(decideVanished(name, entry, results, evaluation, skipsByName.get(name), clouds));
   }
   return {decided, pending};
+}
+
+/**
+ * A listed cluster whose name is registered to another cluster takes it over only when that
+ * cluster's entry would go anyway (a successful listing lacks it, or it no longer matches). While
+ * the owner is merely not seen (its source failed, its record was unusable this cycle) the entry
+ * stays, stale, and the newcomer is skipped as a collision: replacing the entry would drop the owner
+ * without any listing lacking it, and the newcomer, registered from then on, would keep the name.
+ */
+function keepOwnedNames(byName: ReadonlyMap<string, KubeServer>, evaluation: Evaluation, results: readonly SourceResult[], clouds: Clouds): Evaluation {
+  let candidates: Map<string, Candidate> | undefined;
+  const skips: Skip[] = [];
+  for (const candidate of evaluation.candidates.values()) {
+    const entry = byName.get(candidate.name);
+    if (!entry || !registeredToAnother(entry, candidate, clouds)) continue;
+    const verdict = decideVanished(candidate.name, entry, results, evaluation, undefined, clouds);
+    if (verdict.action !== 'stale') continue;
+    candidates ??= new Map(evaluation.candidates);
+    candidates.delete(candidate.name);
+    skips.push({
+      name: candidate.name,
+      cloudName: candidate.cluster.name,
+      source: candidate.source,
+      kind: 'collision',
+      reason: `name ${candidate.name} is registered to ${registeredIdentity(entry, clouds)}, which is kept (${verdict.reason}); set the ${LABEL.nameOverride} tag to rename`,
+      labels: candidate.labels,
+    });
+  }
+  return candidates ? {...evaluation, candidates, skips: [...evaluation.skips, ...skips]} : evaluation;
+}
+
+/** Whether the entry describes a cluster other than the candidate's (an entry no cloud module reads is not judged). */
+function registeredToAnother(entry: KubeServer, candidate: Candidate, clouds: Clouds): boolean {
+  const found = clouds.registeredCluster(entry);
+  if (!found) return false;
+  const {module, cluster: registered} = found;
+  const {cluster} = candidate;
+  // Field by field, as `clusterIdentity` compares them, without building an identity string per entry every cycle.
+  return !(
+    module.cloud === cluster.cloud &&
+    registered.name === cluster.name &&
+    registered.account === cluster.account &&
+    (registered.region ?? '') === cluster.region &&
+    registered.resourceGroup.toLowerCase() === (cluster.resourceGroup ?? '').toLowerCase()
+  );
 }
 
 /**

@@ -60,6 +60,11 @@ export class Inventory {
   #lastError: string | undefined;
   #synced = false;
   #stopped = false;
+  /**
+   * Per listing on its way, the names the watch changed meanwhile: there the watch is newer than the
+   * listing (read before those writes), so the listing must not undo them.
+   */
+  readonly #changedWhileListing = new Set<Set<string>>();
   readonly #changes: ChangeLog;
   /** Distinguishes this process's change numbering from another's (a restart starts again at 1). */
   readonly #epoch = randomBytes(4).toString('hex');
@@ -113,8 +118,11 @@ export class Inventory {
 
   /** Re-lists the registry now, replacing the cached view and emitting the differences. */
   async resync(): Promise<void> {
+    const changed = new Set<string>();
+    this.#changedWhileListing.add(changed);
     try {
       const items = await this.#listing();
+      this.#changedWhileListing.delete(changed);
       const next = new Map<string, KubeServer>();
       const leases = new Map<string, string>();
       let unreadable = 0;
@@ -137,6 +145,15 @@ export class Inventory {
           this.#options.onError?.(error);
         }
       }
+      // A write the watch delivered while the listing was on its way: the entry stays as the watch left it.
+      for (const name of changed) {
+        const held = this.#servers.get(name);
+        const lease = this.#leaseOf.get(name);
+        if (held) next.set(name, held);
+        else next.delete(name);
+        if (held && lease !== undefined) leases.set(name, lease);
+        else leases.delete(name);
+      }
       const before = this.#servers;
       this.#servers = next;
       this.#leaseOf = leases;
@@ -155,6 +172,8 @@ export class Inventory {
       if (unreadable === 0) this.#options.onReadOk?.();
     } catch (error) {
       this.#fail(error);
+    } finally {
+      this.#changedWhileListing.delete(changed);
     }
   }
 
@@ -249,6 +268,7 @@ export class Inventory {
         const previous = this.#servers.get(name);
         this.#servers.set(server.metadata.name, server);
         this.#noteLease(server.metadata.name, event.item, this.#leaseOf);
+        for (const changed of this.#changedWhileListing) changed.add(name);
         this.#emit({type: 'put', id: this.#changes.append(name, previous), server, previous});
       } catch (error) {
         this.#options.onError?.(error);
@@ -256,6 +276,7 @@ export class Inventory {
       return;
     }
     const name = event.key.slice(this.#prefix.length);
+    for (const changed of this.#changedWhileListing) changed.add(name);
     this.#leaseOf.delete(name);
     const previous = this.#servers.get(name);
     if (previous && this.#servers.delete(name)) this.#emit({type: 'delete', id: this.#changes.append(name, previous), name, previous});

@@ -32,6 +32,8 @@ const SECRET_VALUE: readonly [RegExp, string][] = [
     `$1${REDACTED}`,
   ],
   [/(<(SecretAccessKey|SessionToken)>)[^<]*(<\/\2>)/g, `$1${REDACTED}$3`],
+  // Credentials in a URL's user info (`https://user:password@host`): the host stays readable.
+  [/(\b[a-z][a-z0-9+.-]*:\/\/)[^\s/?#@"',]+@/gi, `$1${REDACTED}@`],
   // STS session tokens: long base64 starting with the serialized-token prefixes AWS uses.
   [/\b(?:IQoJb3JpZ2lu|FwoGZXIvYXdz|FQoGZXIvYXdz|AQoDYXdz|AQoEXAMPLE)[A-Za-z0-9/+=%]{20,}/g, REDACTED],
   [/-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|$)/g, REDACTED],

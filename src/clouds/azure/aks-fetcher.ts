@@ -159,6 +159,8 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
       const converted = convert(record, options);
       if ('reason' in converted) {
         malformed.push(converted);
+        // A record whose name and id disagree (reported by the id's name) could be either cluster: keep the one it names too.
+        if (typeof record.name === 'string' && isAksName(record.name) && record.name.toLowerCase() !== converted.name.toLowerCase()) malformed.push({...converted, name: record.name});
         continue;
       }
       if (regions && !regions.has(converted.region)) continue;
@@ -232,6 +234,11 @@ function toDiscovered(record: AksRecord, options: AksFetcherOptions): Discovered
   if (!ref) return bad(`resource id ${JSON.stringify(record.id ?? null).slice(0, 200)} is not a managed cluster id`);
   if (ref.subscriptionId !== source.account && source.account !== '') {
     return bad(`resource id names subscription ${ref.subscriptionId}, the source lists ${source.account}`);
+  }
+  // A record naming one cluster with another's id cannot be trusted about either (Azure names are case-insensitive):
+  // reported by the id's name here, and by its own name too where it is pushed (see `fetch`).
+  if (ref.name.toLowerCase() !== listedName.toLowerCase()) {
+    return {name: ref.name, sourceId: source.id, reason: `record named ${JSON.stringify(listedName)} has the resource id of cluster ${JSON.stringify(ref.name.slice(0, 80))}`};
   }
   if (typeof record.location !== 'string' || normalizeLocation(record.location) === '') return bad('location is missing');
 

@@ -87,8 +87,15 @@ export function readAksRecord(item: JsonObject, sourceId: string, valid: (name: 
     const identity = optionalObject(item, 'identity', 'identity');
     const rawTags = optionalObject(item, 'tags', 'tags');
     const tags: Record<string, string> = {};
-    // A tag value that is not a string is dropped (as before): tags are labels, not identity.
-    if (rawTags) for (const key in rawTags) if (typeof rawTags[key] === 'string') tags[key] = rawTags[key];
+    // ARM tags map to strings: a value of another type is a malformed record, never a missing tag
+    // (dropping it could un-match the cluster, or lose its name tag and rename it).
+    if (rawTags) {
+      for (const key in rawTags) {
+        const value = rawTags[key];
+        if (typeof value !== 'string') throw new WrongType(`tags.${key.slice(0, 60)} is ${jsonType(value)}, not a string`);
+        tags[key] = value;
+      }
+    }
     const record: Mutable<AksRecord> = {
       id: item['id'],
       name: item['name'],

@@ -61,13 +61,15 @@ export function classifyAzureError(error: unknown): FailureReason {
 /**
  * A printable failure: ARM code, reason, ARM's own message cut to one line (paged calls
  * replace it with "Pagination failed ...", so it is read back from the body), and the
- * `x-ms-request-id` support asks for. Never credentials: ARM error bodies carry none.
+ * `x-ms-request-id` support asks for. Never credentials: ARM error bodies carry none, and a
+ * body the SDK could not parse (which may be a credential answer) is never quoted.
  */
 export function azureFailure(error: unknown, operation: string): SourceFailure {
   const e = error as AzureErrorShape | undefined;
   const noCredentials = noAzureCredentialsMessage(error);
   const raw = noCredentials ?? armBody(e)?.message ?? e?.message ?? String(error);
-  const message = raw.replace(/\s*\n\s*/g, ' ').trim().slice(0, 300);
+  // The SDK's parse error quotes the whole body it could not read: a credential answer's is the user's kubeconfig.
+  const message = raw.replace(/ occurred while parsing the response body - [\s\S]*$/, ' occurred while parsing the response body (not shown)').replace(/\s*\n\s*/g, ' ').trim().slice(0, 300);
   const requestId = e?.response?.headers?.get('x-ms-request-id');
   return {
     reason: classifyAzureError(error),
