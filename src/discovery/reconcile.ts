@@ -149,7 +149,25 @@ function findRenames(byName: ReadonlyMap<string, KubeServer>, evaluation: Evalua
   return renames;
 }
 
+/**
+ * The decision last made for a candidate's document (a judgement keeps the same document object
+ * while its cluster is unchanged: evaluate.ts): with the same registered entry object, source and
+ * match, it is that decision again, and its document the same object, which the heartbeat then
+ * knows to be unchanged without comparing it.
+ */
+const decisions = new WeakMap<KubeServerDraft, {readonly existing: KubeServer; readonly item: PlanItem}>();
+
 function decideCandidate(candidate: Candidate, existing: KubeServer | undefined): PlanItem {
+  if (existing === undefined) return decideFresh(candidate, existing);
+  const wanted = candidate.server;
+  const last = decisions.get(wanted);
+  if (last !== undefined && last.existing === existing && last.item.source === candidate.source.id && last.item.labels === candidate.labels && last.item.match === candidate.reason && last.item.name === candidate.name) return last.item;
+  const item = decideFresh(candidate, existing);
+  decisions.set(wanted, {existing, item});
+  return item;
+}
+
+function decideFresh(candidate: Candidate, existing: KubeServer | undefined): PlanItem {
   const base = {name: candidate.name, source: candidate.source.id, labels: candidate.labels, match: candidate.reason};
   if (!existing) return {...base, action: 'create', reason: 'new cluster', server: candidate.server};
   // Keep what the probe learnt; discovery does not know health — except that an endpoint or CA
