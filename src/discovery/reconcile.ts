@@ -135,16 +135,25 @@ export function stagePlan(current: readonly KubeServer[], evaluation: Evaluation
  */
 function findRenames(byName: ReadonlyMap<string, KubeServer>, evaluation: Evaluation, clouds: Clouds): Map<string, string> {
   const renames = new Map<string, string>();
-  // Nothing registered went unlisted under its name (a steady cycle): no identity of every candidate to build.
-  let unlisted = false;
-  for (const name of byName.keys()) if (!evaluation.candidates.has(name)) unlisted = true;
-  if (!unlisted) return renames;
-  const nameOf = new Map<string, string>();
-  for (const candidate of evaluation.candidates.values()) nameOf.set(clusterIdentity(candidate.cluster), candidate.name);
+  // The identities of the entries not listed under their name: usually none (a steady cycle) or
+  // a few (a subscription that left), so the candidates are looked up in them rather than every
+  // candidate's identity put in a map each cycle.
+  const unlisted = new Map<string, string[]>();
   for (const [name, entry] of byName) {
     if (evaluation.candidates.has(name)) continue;
-    const to = nameOf.get(registeredIdentity(entry, clouds));
-    if (to !== undefined && to !== name) renames.set(name, to);
+    const identity = registeredIdentity(entry, clouds);
+    const names = unlisted.get(identity);
+    if (names) names.push(name);
+    else unlisted.set(identity, [name]);
+  }
+  if (unlisted.size === 0) return renames;
+  const nameOf = new Map<string, string>();
+  for (const candidate of evaluation.candidates.values()) {
+    const identity = clusterIdentity(candidate.cluster);
+    if (unlisted.has(identity)) nameOf.set(identity, candidate.name);
+  }
+  for (const [identity, to] of nameOf) {
+    for (const name of unlisted.get(identity) ?? []) if (to !== name) renames.set(name, to);
   }
   return renames;
 }

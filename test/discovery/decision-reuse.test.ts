@@ -43,7 +43,7 @@ describe('a decision is reused only for the same cluster object and the same reg
 
   it('a health the probe wrote since is carried into the document, not the one of the last decision', () => {
     const first = decide(cluster, entry);
-    const probed = {...entry, status: {...entry.status, target_health: {status: 'healthy', reason: 'ok', message: 'reachable'}}};
+    const probed: KubeServer = {...entry, status: {...entry.status, target_health: {status: 'healthy', reason: 'ok', message: 'reachable'}}};
     const item = decide(cluster, probed);
     expect(item.action).toBe('unchanged');
     expect(item.server?.status?.target_health).toEqual({status: 'healthy', reason: 'ok', message: 'reachable'});
