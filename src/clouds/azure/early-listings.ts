@@ -22,7 +22,12 @@ export class EarlyListings {
   readonly #queue: PQueue;
   readonly #signal: AbortSignal;
   readonly #started = new Map<string, Started>();
-  readonly #onAbort = (): void => this.dropRest();
+  /** Every listing started, handed on or not: the cycle's abort (deadline, shutdown) stops them all. */
+  readonly #controllers: AbortController[] = [];
+  readonly #onAbort = (): void => {
+    for (const controller of this.#controllers) controller.abort(this.#signal.reason);
+    this.#started.clear();
+  };
 
   /** `concurrency` is the cycle's bound on sources in flight; `signal` the cycle's (deadline, shutdown). */
   constructor(concurrency: number, signal: AbortSignal) {
@@ -36,6 +41,7 @@ export class EarlyListings {
   start(key: string, fetcher: ClusterFetcher): void {
     if (this.#signal.aborted || this.#started.has(key)) return;
     const controller = new AbortController();
+    this.#controllers.push(controller);
     const result = this.#queue
       .add(() => fetcher.fetch(controller.signal), {signal: controller.signal})
       // Settles to a result: a dropped listing leaves no rejection behind.
@@ -70,7 +76,6 @@ export class EarlyListings {
   dropRest(): void {
     for (const {controller} of this.#started.values()) controller.abort(new Error('the plan no longer lists this source'));
     this.#started.clear();
-    this.#signal.removeEventListener('abort', this.#onAbort);
   }
 
   #bounded(fetcher: ClusterFetcher): ClusterFetcher {
