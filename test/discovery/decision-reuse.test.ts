@@ -57,6 +57,14 @@ describe('a decision is reused only for the same cluster object and the same reg
     expect(decide(cluster, rewritten)).toMatchObject({action: 'update', reason: 'changed: labels'});
   });
 
+  it('a config change (static labels, as a DiscoveryConfig or config reload brings) is decided afresh for the same cluster object', () => {
+    decide(cluster, entry);
+    const results = [okResult('us-east-1', A, [cluster])];
+    const item = reconcile([entry], evaluate(results, {...ctx, staticLabels: {team: 'platform'}}), results, 'g1').items.find((i) => i.name === NAME);
+    expect(item).toMatchObject({action: 'update', reason: 'changed: labels'});
+    expect(item?.server?.spec.cluster.metadata.labels).toMatchObject({team: 'platform'});
+  });
+
   it('a changed cluster (a new object) is decided afresh against the same entry', () => {
     decide(cluster, entry);
     const item = decide(eksCluster('c', 'us-east-1', A, {tags: {env: 'staging'}}), entry);
