@@ -81,6 +81,8 @@ interface Entry {
   readonly revision: string;
   /** Written by this heartbeat (as opposed to adopted from the registry and not announced yet). */
   readonly mine: boolean;
+  /** The draft last announced and found the same as `server` on `lease` (an entry replaced by a write or a read has none). */
+  readonly equalDraft?: KubeServerDraft;
 }
 
 /** Re-puts in flight at once when a lost lease is replaced. */
@@ -198,21 +200,24 @@ export class Heartbeat {
    */
   async announce(draft: KubeServerDraft): Promise<KubeServer> {
     this.#requireRunning('announce');
-    // The identity leads the spec (first spread: key order) and wins over a draft's own (last spread).
-    const server = withoutRegistryFields({...draft, spec: {...this.#identity, ...draft.spec, ...this.#identity}} as KubeServer);
-    const name = server.metadata.name;
+    const name = draft.metadata.name;
     if (name === '' || name.includes('/')) throw new RangeError(`Expected a kube_server name without "/", got ${JSON.stringify(name)}`);
     const lease = await this.#currentLease();
     const known = this.#entries.get(name);
+    // The same draft object as the one last found equal to this entry (an unchanged cluster of a
+    // steady cycle: drafts are not changed once made) needs no comparing again.
+    const same = known !== undefined && known.lease === lease.id && known.equalDraft === draft;
+    // The identity leads the spec (first spread: key order) and wins over a draft's own (last spread).
+    const server = same ? undefined : withoutRegistryFields({...draft, spec: {...this.#identity, ...draft.spec, ...this.#identity}} as KubeServer);
     // Compared as documents first (the stored copy without its registry fields): the digest
     // (canonical JSON, then SHA-256) is only needed for a write.
-    if (known && known.lease === lease.id && sameJson(withoutRegistryFields(known.server), server)) {
+    if (known && known.lease === lease.id && (server === undefined || sameJson(withoutRegistryFields(known.server), server))) {
       // A registry whose watch lags its writes (etcd) has the stored copy by now: drop the draft for it.
       const held = this.#stored(name, known.revision) ?? known.server;
-      this.#entries.set(name, {...known, server: held, mine: true});
+      if (held !== known.server || !known.mine || known.equalDraft !== draft) this.#entries.set(name, {...known, server: held, mine: true, equalDraft: draft});
       return withRegistryFields(held, this.#leaseExpires, known.revision);
     }
-    return this.#write(name, this.#nextDoc(), server);
+    return this.#write(name, this.#nextDoc(), server ?? withoutRegistryFields({...draft, spec: {...this.#identity, ...draft.spec, ...this.#identity}} as KubeServer));
   }
 
   /** Deletes the entry of `name`; true when it existed. */
@@ -410,5 +415,12 @@ function withRegistryFields(server: KubeServerDraft, expiresMs: number, revision
 
 
 function iso(ms: number): string {
-  return new Date(ms).toISOString();
+  // Every unchanged entry of a cycle is stamped with the same lease expiry: formatted once.
+  if (ms !== lastIso.ms) {
+    lastIso.ms = ms;
+    lastIso.text = new Date(ms).toISOString();
+  }
+  return lastIso.text;
 }
+
+const lastIso = {ms: Number.NaN, text: ''};

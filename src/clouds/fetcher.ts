@@ -22,4 +22,8 @@ export interface PlannedSources {
 export interface PlanContext {
   /** This discovery group's registered entries; read from the registry at most once a cycle, and only when asked. */
   registered(): Promise<readonly KubeServer[]>;
+  /** The cycle's signal (deadline, shutdown): listings a planner starts before its plan is final stop with it. */
+  readonly signal?: AbortSignal;
+  /** The cycle's bound on sources in flight, which listings a planner starts early stay within. */
+  readonly sourceConcurrency?: number;
 }

@@ -100,7 +100,7 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
   // The registry is read for planning only if a planner asks (the first walk of a new process, a
   // region list that dropped a region), once, and let go before the sources run.
   let registered: Promise<readonly KubeServer[]> | undefined;
-  const context: PlanContext = {registered: () => (registered ??= options.registrar.current())};
+  const context: PlanContext = {registered: () => (registered ??= options.registrar.current()), signal: fetchSignal, sourceConcurrency: Math.max(1, options.sourceConcurrency)};
   const planned = await Promise.all(options.planners.map((p) => planSafely(p, fetchSignal, context)));
   registered = undefined;
   const fetchers = planned.flatMap((p) => p.fetchers);

@@ -181,21 +181,48 @@ function registeredToAnother(entry: KubeServer, candidate: Candidate, clouds: Cl
  */
 function findRenames(byName: ReadonlyMap<string, KubeServer>, evaluation: Evaluation, clouds: Clouds): Map<string, string> {
   const renames = new Map<string, string>();
-  // Nothing registered went unlisted under its name (a steady cycle): no identity of every candidate to build.
-  let unlisted = false;
-  for (const name of byName.keys()) if (!evaluation.candidates.has(name)) unlisted = true;
-  if (!unlisted) return renames;
-  const nameOf = new Map<string, string>();
-  for (const candidate of evaluation.candidates.values()) nameOf.set(clusterIdentity(candidate.cluster), candidate.name);
+  // The identities of the entries not listed under their name: usually none (a steady cycle) or
+  // a few (a subscription that left), so the candidates are looked up in them rather than every
+  // candidate's identity put in a map each cycle.
+  const unlisted = new Map<string, string[]>();
   for (const [name, entry] of byName) {
     if (evaluation.candidates.has(name)) continue;
-    const to = nameOf.get(registeredIdentity(entry, clouds));
-    if (to !== undefined && to !== name) renames.set(name, to);
+    const identity = registeredIdentity(entry, clouds);
+    const names = unlisted.get(identity);
+    if (names) names.push(name);
+    else unlisted.set(identity, [name]);
+  }
+  if (unlisted.size === 0) return renames;
+  const nameOf = new Map<string, string>();
+  for (const candidate of evaluation.candidates.values()) {
+    const identity = clusterIdentity(candidate.cluster);
+    if (unlisted.has(identity)) nameOf.set(identity, candidate.name);
+  }
+  for (const [identity, to] of nameOf) {
+    for (const name of unlisted.get(identity) ?? []) if (to !== name) renames.set(name, to);
   }
   return renames;
 }
 
+/**
+ * The decision last made for a candidate's document (a judgement keeps the same document object
+ * while its cluster is unchanged: evaluate.ts): with the same registered entry object, source and
+ * match, it is that decision again, and its document the same object, which the heartbeat then
+ * knows to be unchanged without comparing it.
+ */
+const decisions = new WeakMap<KubeServerDraft, {readonly existing: KubeServer; readonly item: PlanItem}>();
+
 function decideCandidate(candidate: Candidate, existing: KubeServer | undefined): PlanItem {
+  if (existing === undefined) return decideFresh(candidate, existing);
+  const wanted = candidate.server;
+  const last = decisions.get(wanted);
+  if (last !== undefined && last.existing === existing && last.item.source === candidate.source.id && last.item.labels === candidate.labels && last.item.match === candidate.reason && last.item.name === candidate.name) return last.item;
+  const item = decideFresh(candidate, existing);
+  decisions.set(wanted, {existing, item});
+  return item;
+}
+
+function decideFresh(candidate: Candidate, existing: KubeServer | undefined): PlanItem {
   const base = {name: candidate.name, source: candidate.source.id, labels: candidate.labels, match: candidate.reason};
   if (!existing) return {...base, action: 'create', reason: 'new cluster', server: candidate.server};
   // Keep what the probe learnt; discovery does not know health — except that an endpoint or CA

@@ -57,6 +57,20 @@ describe('a listing after a good one, its pages answered as before', () => {
     second.clusters.forEach((c, i) => expect(c).toBe(first.clusters[i]));
   });
 
+  it('keeps handing on the same objects over many listings, and still sees a change, and the change undone', async () => {
+    const first = await run();
+    for (let i = 0; i < 3; i++) (await run()).clusters.forEach((c, j) => expect(c).toBe(first.clusters[j]));
+    world.updateCluster({subscriptionId: SUB_A, resourceGroup: 'rg-a', name: 'a2'}, {tags: {team: 'b'}});
+    try {
+      const changed = await run();
+      expect(changed.clusters.find((c) => c.name === 'a2')?.tags).toEqual({team: 'b'});
+      expect(changed.clusters.find((c) => c.name === 'a1')).toBe(first.clusters[0]);
+    } finally {
+      world.updateCluster({subscriptionId: SUB_A, resourceGroup: 'rg-a', name: 'a2'}, {tags: {}});
+    }
+    expect((await run()).clusters.find((c) => c.name === 'a2')?.tags).toEqual({});
+  });
+
   it('sees a changed cluster on an otherwise identical page', async () => {
     await run();
     world.updateCluster({subscriptionId: SUB_A, resourceGroup: 'rg-a', name: 'a3'}, {tags: {team: 'c'}});

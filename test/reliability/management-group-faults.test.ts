@@ -195,3 +195,59 @@ describe('management group walk faults delete nothing', () => {
     }
   }, 90_000);
 });
+
+// From the second cycle of a process on, the subscriptions of the last walk are listed while the
+// walk runs (src/clouds/azure/early-listings.ts): the same faults, hitting a running service
+// after a clean cycle, must still delete nothing, and a listing must count only after a good walk.
+const STEADY_ROWS = ROWS.filter((row) => ['descendants: 500', 'descendants later page: 200 {}', 'descendants: hang', 'descendants later page: an item of an unknown type', 'one subscription of the group: managedClusters 200 cut off mid-JSON', 'one subscription of the group: managedClusters 403'].includes(row.fault));
+
+describe('management group walk faults after a clean cycle (early listings) delete nothing', () => {
+  for (const row of STEADY_ROWS) {
+    it(row.fault, async () => {
+      const name = `steady-${rows++}`;
+      const {file, text} = await config(name);
+      await copyFile(golden, h.registryPath(name));
+      const service = await start(file, text);
+      try {
+        expect((await service.servers()).map((s) => s.metadata.name).sort()).toEqual(NAMES);
+        h.armProxy.fault = row.rule;
+        await service.cycle();
+        const servers = await service.servers();
+        expect(servers.map((s) => s.metadata.name).sort()).toEqual(NAMES);
+        const status = await service.status();
+        expect(status.sources.find((s) => s.id === row.source), JSON.stringify(status)).toMatchObject({ok: false, last_error: {reason: row.reason}});
+        // A failed walk: what the early listings found is not published; every entry is kept, stale.
+        if (row.source === ALL) expect(servers.filter((s) => s.status?.stale).map((s) => s.metadata.name).sort()).toEqual(NAMES);
+        else expect(servers.filter((s) => s.status?.stale).map((s) => s.metadata.name)).toEqual([`b1-aks-eastus-rg-b-${SECOND}`]);
+
+        h.armProxy.fault = undefined;
+        await service.cycle();
+        const recovered = await service.servers();
+        expect(recovered.map((s) => s.metadata.name).sort()).toEqual(NAMES);
+        expect(recovered.filter((s) => s.status?.stale).map((s) => s.metadata.name)).toEqual([]);
+        expect((await service.status()).sources.filter((s) => !s.ok)).toEqual([]);
+      } finally {
+        h.armProxy.fault = undefined;
+        await service.stop();
+      }
+    }, 90_000);
+  }
+
+  it('a subscription that moved out while the service runs is listed early but kept (stale) by the first walk without it, deregistered by the second', async () => {
+    const name = `steady-${rows++}`;
+    const {file, text} = await config(name);
+    await copyFile(golden, h.registryPath(name));
+    const service = await start(file, text);
+    h.arm.world.managementGroups.placeSubscription(SECOND, 'mg-elsewhere');
+    try {
+      await service.cycle();
+      const b1 = `b1-aks-eastus-rg-b-${SECOND}`;
+      expect((await service.servers()).find((s) => s.metadata.name === b1)?.status?.stale).toBe(true);
+      await service.cycle();
+      expect((await service.servers()).map((s) => s.metadata.name).sort()).toEqual(NAMES.filter((n) => n !== b1));
+    } finally {
+      h.arm.world.managementGroups.placeSubscription(SECOND, 'mg-platform');
+      await service.stop();
+    }
+  }, 90_000);
+});

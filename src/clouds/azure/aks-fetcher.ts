@@ -150,7 +150,17 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
     const keep = (cluster: DiscoveredCluster): void => {
       const key = cluster.id ?? cluster.name;
       const before = previous?.get(key);
-      const kept = before !== undefined && sameJson(before, cluster) ? before : cluster;
+      let kept = cluster;
+      if (before !== undefined && before !== cluster) {
+        // Found equal once, the same object is not compared again: the conversion hands out its own
+        // object every cycle while the listing keeps the first one, so without this every unchanged
+        // cluster was compared field by field every cycle.
+        if (equalTo.get(cluster) === before) kept = before;
+        else if (sameJson(before, cluster)) {
+          equalTo.set(cluster, before);
+          kept = before;
+        }
+      }
       listed.set(key, kept);
       clusters.push(kept);
     };
@@ -194,6 +204,9 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
     return {source, ok: true, clusters, malformed};
   }
 }
+
+// A cluster object → the equal object the listing kept instead (objects are not changed once made).
+const equalTo = new WeakMap<DiscoveredCluster, DiscoveredCluster>();
 
 /** The records of a page read for the first time (each item a JSON object: the page check made sure). */
 function readPage(items: readonly Record<string, unknown>[], sourceId: string): AksPage {

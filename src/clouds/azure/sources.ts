@@ -22,6 +22,7 @@ import {LeanArmGet} from './lean-get.ts';
 import {azureCloud, type AzureCloudName} from './clouds.ts';
 import {azureFailure} from './errors.ts';
 import {MANAGEMENT_GROUPS_API_VERSION, ManagementGroupWalkError, scopeToManagementGroups, walkManagementGroups, type DescendantPages, type ManagementGroupWalk} from './management-groups.ts';
+import {EarlyListings} from './early-listings.ts';
 import {armClientOptions, type AzureClientOptions, type DiscoveryPolicyOptions} from './pipeline.ts';
 import {LABEL} from '../../core/label-names.ts';
 import {WalkGrace} from '../walk-grace.ts';
@@ -123,6 +124,8 @@ export class AzureSources {
    * it does not show is kept once.
    */
   readonly #listGrace = new WalkGrace({cloud: 'Azure', type: 'aks', memberLabel: LABEL.subscriptionId, marker: LIST_MISSED});
+  /** Targets of each `subscriptions: ["*"]` matcher's last good plan: listed early by the next (early-listings.ts). */
+  readonly #lastTargets = new Map<number, readonly Target[]>();
   /** Client of each subscription seen by the last plan, for loading local-account credentials on demand. */
   #bySubscription = new Map<string, ContainerServiceClient>();
   /** Local-account tokens, shared with the probe's token source. */
@@ -154,9 +157,18 @@ export class AzureSources {
     const fetchers: ClusterFetcher[] = [];
     const failed: SourceResult[] = [];
     const bySubscription = new Map<string, ContainerServiceClient>();
-    const planned = await Promise.all(
-      matchers.map(async (matcher, matcherIndex) => ({matcher, matcherIndex, scope: matcher.types.includes('aks') ? await this.#targets(matcher, matcherIndex, context) : {targets: []}})),
-    );
+    // While the walk and the subscriptions list run, the subscriptions of the last good plan are listed already (early-listings.ts).
+    const early = context?.signal && context.sourceConcurrency ? new EarlyListings(context.sourceConcurrency, context.signal) : undefined;
+    if (early) this.#startEarly(early, matchers);
+    let planned;
+    try {
+      planned = await Promise.all(
+        matchers.map(async (matcher, matcherIndex) => ({matcher, matcherIndex, scope: matcher.types.includes('aks') ? await this.#targets(matcher, matcherIndex, context) : {targets: []}})),
+      );
+    } catch (error) {
+      early?.dropRest();
+      throw error;
+    }
     for (const {matcher, matcherIndex, scope} of planned) {
       if ('error' in scope) {
         const source = aksSource(matcherIndex, '');
@@ -177,29 +189,16 @@ export class AzureSources {
       for (const subscription of scope.disabled ?? []) {
         skip(subscription, `subscription ${HELD_STATE}: not listed; its clusters are kept until it is enabled again, deleted or out of scope`);
       }
-      const groups = matcher.resource_groups.includes('*') ? [undefined] : uniqueCaseless(matcher.resource_groups);
+      if (matcher.subscriptions.includes('*')) this.#lastTargets.set(matcherIndex, scope.targets);
       for (const target of scope.targets) {
-        const {client, api} = this.#clusterClient(matcher, target.subscriptionId);
-        bySubscription.set(target.subscriptionId, client);
-        for (const resourceGroup of groups) {
-          fetchers.push(
-            createAksFetcher({
-              source: aksSource(matcherIndex, target.subscriptionId, resourceGroup),
-              client: api,
-              credentialQueue: this.#queue(target.subscriptionId),
-              regions: matcher.regions,
-              ...(target.tenantId ? {tenantId: target.tenantId} : {}),
-              clock: this.#clock,
-              localAccounts: this.localAccounts,
-              credentialCache: this.#kubeconfigs,
-              listings: this.#listings,
-              ...(this.#options.credentialMaxAgeMs !== undefined ? {credentialMaxAgeMs: this.#options.credentialMaxAgeMs} : {}),
-              logger: this.#logger,
-            }),
-          );
+        bySubscription.set(target.subscriptionId, this.#clusterClient(matcher, target.subscriptionId).client);
+        for (const resourceGroup of resourceGroupsOf(matcher)) {
+          const fetcher = this.#fetcher(matcher, matcherIndex, target, resourceGroup);
+          fetchers.push(early ? early.take(earlyKey(fetcher.source.id, target), fetcher) : fetcher);
         }
       }
     }
+    early?.dropRest();
     this.#bySubscription = bySubscription;
     this.#prune();
     // A failed plan keeps every listing (its sources come back); otherwise sources no longer planned are forgotten.
@@ -208,6 +207,37 @@ export class AzureSources {
       for (const id of this.#listings.keys()) if (!planned.has(id)) this.#listings.delete(id);
     }
     return {fetchers, failed};
+  }
+
+  /** Starts listing the subscriptions each `subscriptions: ["*"]` matcher had in its last good plan. */
+  #startEarly(early: EarlyListings, matchers: readonly AzureSourceMatcher[]): void {
+    for (const [matcherIndex, targets] of this.#lastTargets) {
+      const matcher = matchers[matcherIndex];
+      if (!matcher) continue;
+      for (const target of targets) {
+        for (const resourceGroup of resourceGroupsOf(matcher)) {
+          const fetcher = this.#fetcher(matcher, matcherIndex, target, resourceGroup);
+          early.start(earlyKey(fetcher.source.id, target), fetcher);
+        }
+      }
+    }
+  }
+
+  /** The fetcher of one (matcher, subscription[, resource group]) source. */
+  #fetcher(matcher: AzureSourceMatcher, matcherIndex: number, target: Target, resourceGroup: string | undefined): ClusterFetcher {
+    return createAksFetcher({
+      source: aksSource(matcherIndex, target.subscriptionId, resourceGroup),
+      client: this.#clusterClient(matcher, target.subscriptionId).api,
+      credentialQueue: this.#queue(target.subscriptionId),
+      regions: matcher.regions,
+      ...(target.tenantId ? {tenantId: target.tenantId} : {}),
+      clock: this.#clock,
+      localAccounts: this.localAccounts,
+      credentialCache: this.#kubeconfigs,
+      listings: this.#listings,
+      ...(this.#options.credentialMaxAgeMs !== undefined ? {credentialMaxAgeMs: this.#options.credentialMaxAgeMs} : {}),
+      logger: this.#logger,
+    });
   }
 
   /** Drops kubeconfigs and local-account tokens of clusters no cycle has seen for a while (they vanished). */
@@ -429,6 +459,16 @@ function readSubscription(item: Readonly<Record<string, unknown>>): {subscriptio
 
 function identityOf(matcher: AzureSourceMatcher): {cloud?: AzureCloudName; clientId?: string} {
   return {...(matcher.cloud ? {cloud: matcher.cloud} : {}), ...(matcher.client_id ? {clientId: matcher.client_id} : {})};
+}
+
+/** `[undefined]` (the whole subscription) or the matcher's resource groups. */
+function resourceGroupsOf(matcher: AzureSourceMatcher): (string | undefined)[] {
+  return matcher.resource_groups.includes('*') ? [undefined] : uniqueCaseless(matcher.resource_groups);
+}
+
+/** An early listing is handed on only to a source built from the same inputs: its id (matcher, subscription, resource group) and tenant. */
+function earlyKey(sourceId: string, target: Target): string {
+  return `${sourceId}|${target.tenantId ?? ''}`;
 }
 
 function uniqueCaseless(values: readonly string[]): string[] {

@@ -1,0 +1,89 @@
+/**
+ * Listings started before a plan is final. A `subscriptions: ["*"]` matcher learns its
+ * subscriptions from the subscriptions list and, with `management_groups`, a walk of the groups'
+ * descendants: page after page, one round trip each, before a single cluster was listed. While
+ * they run, the subscriptions of the matcher's last good plan are listed already; the plan then
+ * hands on the listing of every subscription it still has (same source, same tenant) and aborts
+ * the others, whose answers reach no cycle. A listing only ever counts once the walk and the
+ * list have finished well: what may be deleted is still decided by them (walk-grace.ts).
+ */
+import PQueue from 'p-queue';
+import type {SourceResult} from '../../core/types.ts';
+import type {ClusterFetcher} from '../fetcher.ts';
+import {azureFailure} from './errors.ts';
+
+interface Started {
+  readonly controller: AbortController;
+  readonly result: Promise<SourceResult>;
+}
+
+/** The listings one plan started early, and the bound they share with the sources it plans late. */
+export class EarlyListings {
+  readonly #queue: PQueue;
+  readonly #signal: AbortSignal;
+  readonly #started = new Map<string, Started>();
+  /** Every listing started, handed on or not: the cycle's abort (deadline, shutdown) stops them all. */
+  readonly #controllers: AbortController[] = [];
+  readonly #onAbort = (): void => {
+    for (const controller of this.#controllers) controller.abort(this.#signal.reason);
+    this.#started.clear();
+  };
+
+  /** `concurrency` is the cycle's bound on sources in flight; `signal` the cycle's (deadline, shutdown). */
+  constructor(concurrency: number, signal: AbortSignal) {
+    if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError(`Expected \`concurrency\` to be an integer >= 1, got ${concurrency}`);
+    this.#queue = new PQueue({concurrency});
+    this.#signal = signal;
+    signal.addEventListener('abort', this.#onAbort, {once: true});
+  }
+
+  /** Starts listing `fetcher`'s source, under `key` (its source and every input it was built with). */
+  start(key: string, fetcher: ClusterFetcher): void {
+    if (this.#signal.aborted || this.#started.has(key)) return;
+    const controller = new AbortController();
+    this.#controllers.push(controller);
+    const result = this.#queue
+      .add(() => fetcher.fetch(controller.signal), {signal: controller.signal})
+      // Settles to a result: a dropped listing leaves no rejection behind.
+      .catch((error: unknown): SourceResult => ({source: fetcher.source, ok: false, clusters: [], malformed: [], error: azureFailure(error, 'ManagedClusters.List')}));
+    this.#started.set(key, {controller, result});
+  }
+
+  /**
+   * The fetcher the plan hands on for `fetcher`'s source: the listing started under `key` when
+   * there is one, else `fetcher` itself, run within the same bound as the early listings.
+   */
+  take(key: string, fetcher: ClusterFetcher): ClusterFetcher {
+    const started = this.#started.get(key);
+    if (started === undefined) return this.#bounded(fetcher);
+    this.#started.delete(key);
+    return {
+      source: fetcher.source,
+      async fetch(signal) {
+        const abort = (): void => started.controller.abort(signal.reason);
+        if (signal.aborted) abort();
+        else signal.addEventListener('abort', abort, {once: true});
+        try {
+          return await started.result;
+        } finally {
+          signal.removeEventListener('abort', abort);
+        }
+      },
+    };
+  }
+
+  /** Aborts every listing not taken (the plan no longer has its subscription, or failed): its answer is never used. */
+  dropRest(): void {
+    for (const {controller} of this.#started.values()) controller.abort(new Error('the plan no longer lists this source'));
+    this.#started.clear();
+  }
+
+  #bounded(fetcher: ClusterFetcher): ClusterFetcher {
+    const queue = this.#queue;
+    return {
+      source: fetcher.source,
+      fetch: (signal) =>
+        queue.add(() => fetcher.fetch(signal), {signal}).catch((error: unknown): SourceResult => ({source: fetcher.source, ok: false, clusters: [], malformed: [], error: azureFailure(error, 'ManagedClusters.List')})),
+    };
+  }
+}
