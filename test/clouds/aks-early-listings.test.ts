@@ -1,6 +1,7 @@
 // Early listings (src/clouds/azure/early-listings.ts): from the second plan of a `management_groups`
 // matcher on, the subscriptions of the last good walk are listed while the walk runs; a listing
 // counts only once the walk has finished well and still has its subscription (same tenant).
+import {getEventListeners} from 'node:events';
 import {createDefaultHttpClient, type HttpClient} from '@azure/core-rest-pipeline';
 import {afterAll, beforeEach, describe, expect, it} from 'vitest';
 import type {PlanContext, PlannedSources} from '../../src/clouds/fetcher.ts';
@@ -109,6 +110,19 @@ describe('early listings of a management groups matcher', () => {
     expect(resultOf(results, `aks:${S1}`).clusters[0]?.tags).toEqual({team: 'new'});
     // Listed once each: the cycle got the early listings, not new ones.
     expect([lists(S1), lists(S2), lists(S3)]).toEqual([1, 1, 0]);
+  });
+
+  it('leaves no listener on a signal that outlives the cycles (each plan would stay in memory)', async () => {
+    // The cycle's signal combines the scheduler's, which lives for a whole leadership term: a
+    // listener left on it kept every cycle's early listings, their queue and controllers.
+    const {plan} = await plannedOnce();
+    const term = new AbortController();
+    for (let cycle = 0; cycle < 5; cycle++) {
+      const results = await runPlan(await plan(cycleContext(term.signal)));
+      expect(results.every((r) => r.ok)).toBe(true);
+    }
+    expect([lists(S1), lists(S2)]).toEqual([5, 5]);
+    await until(() => getEventListeners(term.signal, 'abort').length === 0);
   });
 
   it('a subscription that joined the group is listed after the walk, one that left is not reported as listed', async () => {
