@@ -22,9 +22,17 @@ export class EarlyListings {
   readonly #queue: PQueue;
   readonly #signal: AbortSignal;
   readonly #started = new Map<string, Started>();
-  /** Every listing started, handed on or not: the cycle's abort (deadline, shutdown) stops them all. */
-  readonly #controllers: AbortController[] = [];
+  /** Every listing started and not yet settled, handed on or not: the cycle's abort (deadline, shutdown) stops them all. */
+  readonly #controllers = new Set<AbortController>();
+  /**
+   * Whether `#onAbort` listens on the cycle's signal. Only while a listing is unsettled: that
+   * signal combines the scheduler's, which lives for a whole leadership term, and Node keeps a
+   * combined signal with a listener (and all it reaches: this object, its queue) for as long as
+   * a source signal can still abort — a listener left behind kept every cycle's plan in memory.
+   */
+  #listening = false;
   readonly #onAbort = (): void => {
+    this.#listening = false;
     for (const controller of this.#controllers) controller.abort(this.#signal.reason);
     this.#started.clear();
   };
@@ -34,19 +42,32 @@ export class EarlyListings {
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError(`Expected \`concurrency\` to be an integer >= 1, got ${concurrency}`);
     this.#queue = new PQueue({concurrency});
     this.#signal = signal;
-    signal.addEventListener('abort', this.#onAbort, {once: true});
   }
 
   /** Starts listing `fetcher`'s source, under `key` (its source and every input it was built with). */
   start(key: string, fetcher: ClusterFetcher): void {
     if (this.#signal.aborted || this.#started.has(key)) return;
     const controller = new AbortController();
-    this.#controllers.push(controller);
+    this.#controllers.add(controller);
+    if (!this.#listening) {
+      this.#signal.addEventListener('abort', this.#onAbort, {once: true});
+      this.#listening = true;
+    }
     const result = this.#queue
       .add(() => fetcher.fetch(controller.signal), {signal: controller.signal})
       // Settles to a result: a dropped listing leaves no rejection behind.
       .catch((error: unknown): SourceResult => ({source: fetcher.source, ok: false, clusters: [], malformed: [], error: azureFailure(error, 'ManagedClusters.List')}));
+    void result.then(() => this.#settled(controller));
     this.#started.set(key, {controller, result});
+  }
+
+  /** A listing settled: the last one takes the listener off the cycle's signal. */
+  #settled(controller: AbortController): void {
+    this.#controllers.delete(controller);
+    if (this.#controllers.size === 0 && this.#listening) {
+      this.#signal.removeEventListener('abort', this.#onAbort);
+      this.#listening = false;
+    }
   }
 
   /**
