@@ -49,6 +49,24 @@ describe('an etcd endpoint URL carrying a password', () => {
     });
   }
 
+  // Other checks on the same value quoted it too (found by review): a scheme that is not http(s),
+  // a URL without a host, the same URL twice.
+  for (const [what, endpoints] of [
+    ['a scheme other than http(s)', `["grpc://root:${PASSWORD}@etcd-0:2379"]`],
+    ['no host', `["https://root:${PASSWORD}@:2379"]`],
+    ['the same URL twice', `["https://root:${PASSWORD}@etcd-0:2379", "https://root:${PASSWORD}@etcd-0:2379"]`],
+  ] as const) {
+    it(`\`config check\` never prints the password of an endpoint with ${what}`, async () => {
+      const other = path.join(dir, `other-${what.replaceAll(' ', '-')}.yaml`);
+      await writeFile(other, `version: v1\ndiscovery_service:\n  discovery_group: g\n  aws:\n    - types: [eks]\n      regions: [us-east-1]\nstorage:\n  type: etcd\n  endpoints: ${endpoints}\n`);
+      const {io, stdout, stderr} = captureIo({PATH: process.env['PATH'], AWS_EC2_METADATA_DISABLED: 'true'});
+      const code = await main(['config', 'check', '-c', other], io);
+      expect(code).toBe(2);
+      expect(stderr()).toMatch(/:9:\d+: storage\.endpoints\[\d\]/);
+      expect(stdout() + stderr()).not.toContain(PASSWORD);
+    });
+  }
+
   it('is redacted wherever a message quotes one', () => {
     const text = `etcd get at http://root:${PASSWORD}@etcd-0.etcd:2379,https://u:${PASSWORD}%21@10.0.0.1:2379 failed`;
     const out = redactText(text);
