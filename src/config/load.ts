@@ -12,6 +12,7 @@ import {configSchema} from './schema.ts';
 import type {Config} from './schema.ts';
 import {adaptTeleportConfig, teleportKeysAt} from './teleport.ts';
 import {rememberWarnings} from './warnings.ts';
+import {hideUrlUserInfo} from '../observability/redact.ts';
 
 /** One problem in a config file. `message` is "expected ..., found ..."; line and column are 1-based (0 when unknown). */
 export interface ConfigProblem {
@@ -198,7 +199,8 @@ function describeNode(doc: Document, node: YamlNode | null | undefined): string 
   if (isScalar(target)) {
     const value = target.value;
     if (value === null || value === undefined) return 'an empty value';
-    if (typeof value === 'string') return value === '' ? 'an empty string' : `a string ${truncate(JSON.stringify(value))}`;
+    // A URL's user name and password never reach the message (an etcd endpoint written with them).
+    if (typeof value === 'string') return value === '' ? 'an empty string' : `a string ${truncate(JSON.stringify(hideUrlUserInfo(value)))}`;
     if (typeof value === 'number' || typeof value === 'bigint') return `a number ${String(target.source ?? value)}`;
     if (typeof value === 'boolean') return `a boolean ${String(value)}`;
     return `a ${typeof value}`;

@@ -10,6 +10,7 @@ import * as z from 'zod';
 import {MatcherError, compileTagMatcher} from '../../matchers/index.ts';
 import {durationExpectation, formatDuration, tryParseDuration} from './duration.ts';
 import {isValidLabelKey, labelKeyExpectation} from './label-key.ts';
+import {hideUrlUserInfo} from '../observability/redact.ts';
 
 /** setTimeout cannot wait longer than 2^31-1 ms; every duration stays below it. */
 const maxTimerMs = 2 ** 31 - 1;
@@ -79,7 +80,7 @@ function rejectDuplicates(items: readonly unknown[], ctx: z.core.$RefinementCtx)
         code: 'custom',
         message: 'a list without duplicates',
         path: [index],
-        params: {found: `${JSON.stringify(item)} again (first at item ${first})`},
+        params: {found: `${JSON.stringify(typeof item === 'string' ? hideUrlUserInfo(item) : item)} again (first at item ${first})`},
       });
       return;
     }

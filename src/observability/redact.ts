@@ -43,6 +43,15 @@ const SECRET_VALUE: readonly [RegExp, string][] = [
 // (after `=` too: `secret=<key>` must not survive).
 const AWS_SECRET_KEY = /(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])/g;
 
+/**
+ * `text` with the user info of the URL it starts with hidden: everything between `://` and the
+ * authority's last `@`, whatever characters a password holds (the message patterns above stop at
+ * quotes and commas, which are fine in prose but not in a value quoted whole).
+ */
+export function hideUrlUserInfo(text: string): string {
+  return text.replace(/^(\s*[a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, `$1${REDACTED}@`);
+}
+
 /** Values shorter than this are not registered: they would cut ordinary words out of messages. */
 const MIN_SECRET_LENGTH = 8;
 /**
