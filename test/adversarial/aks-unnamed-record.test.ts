@@ -6,19 +6,15 @@
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {evaluate} from '../../src/discovery/evaluate.ts';
 import {reconcile} from '../../src/discovery/reconcile.ts';
-import {ArmWorld} from '../fakes/arm-world.ts';
 import {mutateJson, when, type FaultProxy} from '../fakes/faults.ts';
-import {runThroughProxy, startProxiedArm, SUB_A, TENANT, type ProxiedArm} from '../clouds/aks-helpers.ts';
+import {runThroughProxy, startTwoClusterArm, type ProxiedArm} from '../clouds/aks-helpers.ts';
 import {context, stored} from '../discovery/builders.ts';
 
 let armp: ProxiedArm;
 let proxy: FaultProxy;
 
 beforeAll(async () => {
-  const world = new ArmWorld();
-  world.addSubscription({subscriptionId: SUB_A, tenantId: TENANT});
-  for (const name of ['a1', 'a2']) world.addCluster({subscriptionId: SUB_A, resourceGroup: 'rg-a', name});
-  armp = await startProxiedArm(world);
+  armp = await startTwoClusterArm();
   ({proxy} = armp);
 });
 afterAll(() => armp.close());

@@ -7,7 +7,7 @@ import {FakeClock} from '../helpers/fake-clock.ts';
 import type {SourceResult} from '../../src/core/types.ts';
 import {startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
 import {fakeTokenCredential, type FakeTokenCredential} from '../fakes/arm-token-credential.ts';
-import type {ArmWorld} from '../fakes/arm-world.ts';
+import {ArmWorld} from '../fakes/arm-world.ts';
 import {armClassifier, startFaultProxy, type FaultProxy} from '../fakes/faults.ts';
 import {sharedServerTls} from '../fakes/tls-ca.ts';
 
@@ -67,6 +67,14 @@ export async function startProxiedArm(world: ArmWorld): Promise<ProxiedArm> {
       await arm.close();
     },
   };
+}
+
+/** One subscription (SUB_A) with clusters a1 and a2 in rg-a, served behind the fault proxy. */
+export function startTwoClusterArm(): Promise<ProxiedArm> {
+  const world = new ArmWorld();
+  world.addSubscription({subscriptionId: SUB_A, tenantId: TENANT});
+  for (const name of ['a1', 'a2']) world.addCluster({subscriptionId: SUB_A, resourceGroup: 'rg-a', name});
+  return startProxiedArm(world);
 }
 
 /** Plans and runs a subscription-wide matcher through the proxy with `sources` (default: fresh ones from fakeSources). */
