@@ -167,6 +167,10 @@ function toDiscovered(cluster: Cluster | undefined, listedName: string, options:
   if (arnAccount !== undefined && source.account !== '' && arnAccount !== source.account) {
     return bad(`DescribeCluster for ${listedName} answered with an ARN of account ${arnAccount}; the source lists account ${source.account}`);
   }
+  // EKS tags map to strings: another type is a malformed record, never a missing tag (dropping it
+  // could un-match the cluster, or lose its name tag and rename it).
+  const tags = readTags(cluster.tags as unknown);
+  if (typeof tags === 'string') return bad(tags);
   // The source's own copy of the account id: one string per account, not per cluster.
   const account = source.account || (arnAccount ?? '');
   const base = {
@@ -175,7 +179,7 @@ function toDiscovered(cluster: Cluster | undefined, listedName: string, options:
     name,
     region: source.region,
     account,
-    tags: sanitizeTags(cluster.tags),
+    tags,
     status: intern(status),
     statusOk,
     sourceId: source.id,
@@ -221,9 +225,15 @@ export function accountFromArn(arn: string | undefined): string | undefined {
   return account && /^\d{12}$/.test(account) ? account : undefined;
 }
 
-function sanitizeTags(tags: Record<string, string> | undefined): Record<string, string> {
+/** A record's tags, or what is wrong with them. */
+function readTags(tags: unknown): Record<string, string> | string {
   const out: Record<string, string> = {};
-  // Values repeat across clusters (env, team): one shared copy each.
-  for (const [k, v] of Object.entries(tags ?? {})) if (typeof v === 'string') out[k] = intern(v);
+  if (tags === undefined || tags === null) return out;
+  if (typeof tags !== 'object' || Array.isArray(tags)) return `tags are ${describeValue(tags)}, not a map of strings`;
+  for (const [k, v] of Object.entries(tags)) {
+    if (typeof v !== 'string') return `tags.${k.slice(0, 60)} is ${describeValue(v)}, not a string`;
+    // Values repeat across clusters (env, team): one shared copy each.
+    out[k] = intern(v);
+  }
   return out;
 }
