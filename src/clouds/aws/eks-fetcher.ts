@@ -134,7 +134,10 @@ async function listAll(options: EksFetcherOptions, signal: AbortSignal): Promise
     // `{"clusters":null}`) must fail the source, never read as "no clusters here".
     const listed: unknown = (page as {clusters?: unknown}).clusters;
     if (!Array.isArray(listed)) throw invalidResponse(`ListClusters answer has no clusters list (found ${describeValue(listed)})`);
-    if (!listed.every((n) => typeof n === 'string' && n !== '')) throw invalidResponse('ListClusters answer lists something that is not a cluster name');
+    // A name EKS cannot give a cluster (bytes that were not UTF-8, a space, a path) means the page
+    // is not what EKS sent: it must not be read as a listing that lacks the clusters it garbled.
+    const wrong = listed.findIndex((n) => typeof n !== 'string' || !EKS_NAME.test(n));
+    if (wrong >= 0) throw invalidResponse(`ListClusters answer lists ${describeValue(listed[wrong])}, which is not a cluster name`);
     names.push(...(listed as string[]));
     const token: unknown = (page as {nextToken?: unknown}).nextToken;
     if (token !== undefined && token !== null && typeof token !== 'string') throw invalidResponse(`ListClusters nextToken is ${describeValue(token)}`);
