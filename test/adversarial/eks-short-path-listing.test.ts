@@ -167,3 +167,30 @@ describe('odd but complete listings read exactly what they list', () => {
     }
   });
 });
+
+describe("a 200 carrying x-amzn-ErrorType on the SDK's own path and for DescribeCluster", () => {
+  it("ListClusters on the SDK's path (a client's first call): the source fails, nothing deleted", async () => {
+    const eks = leanSdkClient(new EKSClient({region: REGION, endpoint: url, credentials: KEY, maxAttempts: 1, requestHandler: awsRequestHandler(5_000)}));
+    try {
+      const fetcher = createEksFetcher({source: eksSource(0, REGION, ACCOUNT), client: eks, describeQueue: new PQueue({concurrency: 4})});
+      spoil = laterPage({headers: {'x-amzn-errortype': 'InternalFailure'}, body: '{"clusters":[]}'});
+      const result = await fetcher.fetch(new AbortController().signal);
+      expect(result).toMatchObject({ok: false, error: {operation: 'ListClusters', reason: 'invalid_response'}});
+    } finally {
+      eks.destroy();
+    }
+  });
+
+  it('DescribeCluster on the short path: that cluster is malformed (kept), the others found', async () => {
+    const client = await primed();
+    try {
+      spoil = (path) => (path === '/clusters/b' ? {headers: {'x-amzn-errortype': 'ResourceNotFoundException'}, body: clusterJson('b').replace('ACTIVE', 'DELETING')} : undefined);
+      const result = await client.fetch();
+      expect(result.ok).toBe(true);
+      expect(result.clusters.map((c) => c.name)).toEqual(['a', 'c']);
+      expect(result.malformed).toEqual([expect.objectContaining({name: 'b'})]);
+    } finally {
+      client.destroy();
+    }
+  });
+});
