@@ -21,6 +21,7 @@
  */
 import {userAgentMiddleware} from '@aws-sdk/core/client';
 import {SignatureV4} from '@smithy/signature-v4';
+import {invalidResponse} from './errors.ts';
 
 /** The parts of an SDK v3 client used here; any generated client (EKSClient, ...) has them. */
 export interface LeanableClient {
@@ -44,7 +45,7 @@ interface SigV4Config {
 type Handler = (args: {request?: unknown; input: unknown}) => Promise<unknown>;
 type Middleware = (next: Handler, context: object) => Handler;
 interface StackLike {
-  add(middleware: Middleware, options: {step: 'build'; priority: 'low'; name: string; tags: string[]; override: boolean}): void;
+  add(middleware: Middleware, options: {step: 'build' | 'finalizeRequest'; priority: 'low'; name: string; tags: string[]; override: boolean}): void;
   remove(name: string): boolean;
 }
 
@@ -74,8 +75,25 @@ export function leanSdkClient<C extends LeanableClient>(client: C): C {
   stack.remove('loggerMiddleware');
   stack.remove('recursionDetectionMiddleware');
   stack.add(memoizedUserAgent(config), {step: 'build', priority: 'low', name: 'getUserAgentMiddleware', tags: ['SET_USER_AGENT', 'USER_AGENT'], override: true});
+  // In finalizeRequest, so the short path of lean-read.ts (which keeps only that step) has it too.
+  stack.add(refuseErrorTypeOn2xx, {step: 'finalizeRequest', priority: 'low', name: 'kubeDiscoveryErrorTypeOn2xx', tags: [], override: true});
   return client;
 }
+
+/**
+ * A 2xx answer that names an error type (`x-amzn-ErrorType`) contradicts itself: AWS sends the
+ * header only with errors, so the body is not the listing it looks like. The SDK reads it as a
+ * success (`{"clusters":[]}` would be an empty region); it is a malformed answer instead.
+ */
+const refuseErrorTypeOn2xx: Middleware = (next) => async (args) => {
+  const result = (await next(args)) as {response?: {statusCode?: unknown; headers?: Record<string, string | undefined>}};
+  const status = result.response?.statusCode;
+  const type = result.response?.headers?.['x-amzn-errortype'];
+  if (typeof status === 'number' && status >= 200 && status < 300 && type !== undefined) {
+    throw Object.assign(invalidResponse(`an answer with status ${status} names the error type ${JSON.stringify(type.slice(0, 60))}`), {$metadata: {httpStatusCode: status}});
+  }
+  return result;
+};
 
 interface Credentials {
   readonly accessKeyId: string;
