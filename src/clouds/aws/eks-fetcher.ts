@@ -4,7 +4,7 @@ import type PQueue from 'p-queue';
 import type {ClusterFetcher} from '../fetcher.ts';
 import type {DiscoveredCluster, MalformedCluster, SourceRef, SourceResult} from '../../core/types.ts';
 import {awsErrorCode, awsFailure, classifyAwsError, invalidResponse, REGION_NOT_ENABLED_CODES} from './errors.ts';
-import {OPT_IN_REGIONS} from './regions.ts';
+import {OPT_IN_REGIONS, partitionOfArn, partitionOfRegion} from './regions.ts';
 import {isBase64Pem, isHttpsUrl} from '../../core/validate.ts';
 import {intern} from '../../core/intern.ts';
 import type {TagReader} from './tag-reader.ts';
@@ -165,6 +165,9 @@ function toDiscovered(cluster: Cluster | undefined, listedName: string, options:
   if (status === undefined || status === null) return bad('status is missing');
   if (typeof status !== 'string' || !EKS_KNOWN_STATUSES.has(status)) return bad(`status ${describeValue(status)} is not an EKS cluster status`);
   const statusOk = EKS_KEPT_STATUSES.has(status);
+  // An ARN of another region, partition or cluster: the answer (status, tags) is that cluster's, not this one's.
+  const otherArn = otherClusterArn(cluster.arn as unknown, listedName, source.region);
+  if (otherArn !== undefined) return bad(`DescribeCluster for ${listedName} answered with ${otherArn}`);
   // ListClusters lists the caller's own account only: an ARN naming another must not move the cluster there (and deregister it here).
   const arnAccount = accountFromArn(cluster.arn);
   if (arnAccount !== undefined && source.account !== '' && arnAccount !== source.account) {
@@ -220,6 +223,20 @@ function describeValue(value: unknown): string {
   if (typeof value === 'object') return 'an object';
   const text = JSON.stringify(value);
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}
+
+/** Why an EKS cluster ARN names another cluster than `name` in `region`; undefined when it names this one or is absent. */
+function otherClusterArn(arn: unknown, name: string, region: string): string | undefined {
+  if (arn === undefined || arn === null || arn === '') return undefined;
+  if (typeof arn !== 'string') return `an ARN that is ${describeValue(arn)}`;
+  const parts = arn.split(':');
+  if (parts.length !== 6 || parts[0] !== 'arn' || parts[2] !== 'eks') return `the ARN ${describeValue(arn)}, which is not an EKS cluster's`;
+  // Partitions this service does not know (aws-iso …) are not judged: their regions are not told apart here.
+  const partition = partitionOfArn(arn);
+  if (partition !== undefined && partition !== partitionOfRegion(region)) return `an ARN of partition ${partition}; the source lists region ${region}`;
+  if (parts[3] !== region) return `an ARN of region ${describeValue(parts[3])}; the source lists region ${region}`;
+  if (parts[5] !== `cluster/${name}`) return `an ARN of ${describeValue(parts[5])}`;
+  return undefined;
 }
 
 /** Account id from an EKS ARN (`arn:aws:eks:us-east-1:123456789012:cluster/x`). */
