@@ -33,8 +33,10 @@ interface Raw {
   readonly after?: 'keep' | 'close' | 'hold';
 }
 
+/** b carries a name tag (registered as `bravo`). */
+const B_TAGS = '{"env":"prod","TeleportKubernetesName":"bravo"}';
 const clusterJson = (name: string): string =>
-  JSON.stringify({cluster: {name, arn: `arn:aws:eks:${REGION}:${ACCOUNT}:cluster/${name}`, status: 'ACTIVE', endpoint: `https://${name}.example`, certificateAuthority: {data: CA}, tags: {env: 'prod'}}});
+  JSON.stringify({cluster: {name, arn: `arn:aws:eks:${REGION}:${ACCOUNT}:cluster/${name}`, status: 'ACTIVE', endpoint: `https://${name}.example`, certificateAuthority: {data: CA}, tags: JSON.parse(name === 'b' ? B_TAGS : '{"env":"prod"}') as object}});
 
 /** The clean world: clusters a, b (page 1, token t1) and c (page 2). */
 function clean(path: string, query: URLSearchParams): Raw {
@@ -193,4 +195,32 @@ describe("a 200 carrying x-amzn-ErrorType on the SDK's own path and for Describe
       client.destroy();
     }
   });
+});
+
+describe('a DescribeCluster answer with bytes that are not UTF-8 in a tag', () => {
+  /** b's answer with its tags as these bytes. */
+  const withTags = (...parts: (string | number)[]): Buffer => {
+    const [head, tail] = clusterJson('b').split(B_TAGS);
+    return Buffer.concat([Buffer.from(head ?? ''), ...parts.map((p) => (typeof p === 'string' ? Buffer.from(p) : Buffer.from([p]))), Buffer.from(tail ?? '')]);
+  };
+  const cases: [string, Buffer][] = [
+    // "prod" with its last byte garbled: decoded as "pro\uFFFD", b would no longer match `env: prod`.
+    ['a tag value', withTags('{"env":"pro', 0xff, '","TeleportKubernetesName":"bravo"}')],
+    // "bravo" garbled: b would be renamed (its entry deleted).
+    ['the name tag', withTags('{"env":"prod","TeleportKubernetesName":"brav', 0xff, '"}')],
+    ['a tag key', withTags('{"env":"prod","TeleportKubernetesName":"bravo","te', 0xff, 'm":"x"}')],
+  ];
+  for (const [what, body] of cases) {
+    it(`${what}: b is malformed (kept), nothing deregistered or renamed`, async () => {
+      const client = await primed();
+      try {
+        spoil = (path) => (path === '/clusters/b' ? {body} : undefined);
+        const result = await client.fetch();
+        expect(await deletesAfter(client, result)).toEqual([]);
+        expect(result.malformed).toEqual([expect.objectContaining({name: 'b'})]);
+      } finally {
+        client.destroy();
+      }
+    });
+  }
 });
