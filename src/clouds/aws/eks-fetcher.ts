@@ -252,6 +252,8 @@ function readTags(tags: unknown): Record<string, string> | string {
   if (typeof tags !== 'object' || Array.isArray(tags)) return `tags are ${describeValue(tags)}, not a map of strings`;
   for (const [k, v] of Object.entries(tags)) {
     if (typeof v !== 'string') return `tags.${k.slice(0, 60)} is ${describeValue(v)}, not a string`;
+    // U+FFFD is what bytes that were not UTF-8 decode to: the tag is not the one EKS holds.
+    if (k.includes('\uFFFD') || v.includes('\uFFFD')) return `tags.${k.slice(0, 60)} holds bytes that are not UTF-8`;
     // Values repeat across clusters (env, team): one shared copy each.
     out[k] = intern(v);
   }
