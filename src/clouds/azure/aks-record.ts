@@ -93,6 +93,8 @@ export function readAksRecord(item: JsonObject, sourceId: string, valid: (name: 
       for (const key in rawTags) {
         const value = rawTags[key];
         if (typeof value !== 'string') throw new WrongType(`tags.${key.slice(0, 60)} is ${jsonType(value)}, not a string`);
+        // U+FFFD is what bytes that were not UTF-8 decode to: the tag is not the one ARM holds.
+        if (key.includes('\uFFFD') || value.includes('\uFFFD')) throw new WrongType(`tags.${key.slice(0, 60)} holds bytes that are not UTF-8`);
         tags[key] = value;
       }
     }
