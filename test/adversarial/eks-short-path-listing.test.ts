@@ -90,13 +90,13 @@ beforeEach(() => {
 });
 
 /** A fetcher over a client wrapped and primed as the service's (short path), with the service's request handler. */
-async function primed(requestTimeoutMs = 5_000): Promise<{fetch(): Promise<SourceResult>; destroy(): void}> {
+async function primed(requestTimeoutMs = 5_000): Promise<{fetch(): Promise<SourceResult>; fetchWith(signal: AbortSignal): Promise<SourceResult>; destroy(): void}> {
   const eks = leanSdkClient(new EKSClient({region: REGION, endpoint: url, credentials: KEY, maxAttempts: 1, requestHandler: awsRequestHandler(requestTimeoutMs)}));
   const client = leanReads(eks, [listClustersOperation(ListClustersCommand), describeClusterOperation(DescribeClusterCommand)]);
   await client.send(new ListClustersCommand({}));
   await client.send(new DescribeClusterCommand({name: 'a'}));
   const fetcher = createEksFetcher({source: eksSource(0, REGION, ACCOUNT), client, describeQueue: new PQueue({concurrency: 4})});
-  return {fetch: () => fetcher.fetch(new AbortController().signal), destroy: () => eks.destroy()};
+  return {fetch: () => fetcher.fetch(new AbortController().signal), fetchWith: (signal) => fetcher.fetch(signal), destroy: () => eks.destroy()};
 }
 
 const firstPage = (raw: Raw) => (path: string, query: URLSearchParams): Raw | undefined => (path === '/clusters' && !query.has('nextToken') ? raw : undefined);
@@ -223,4 +223,23 @@ describe('a DescribeCluster answer with bytes that are not UTF-8 in a tag', () =
       }
     });
   }
+});
+
+describe('a listing that never ends', () => {
+  it('fresh nextTokens for ever: the cycle\'s abort fails the source, nothing is read as listed', async () => {
+    const client = await primed();
+    try {
+      let n = 0;
+      spoil = (path) => (path === '/clusters' ? {body: JSON.stringify({clusters: ['a'], nextToken: `t-${n++}`})} : undefined);
+      const controller = new AbortController();
+      const fetcher = client.fetchWith(controller.signal);
+      // Let it page a while, then stop it as the cycle deadline would.
+      while (n < 50) await new Promise((resolve) => setImmediate(resolve));
+      controller.abort(new Error('cycle deadline'));
+      const result = await fetcher;
+      expect(result).toMatchObject({ok: false, clusters: [], error: {operation: 'ListClusters'}});
+    } finally {
+      client.destroy();
+    }
+  });
 });
