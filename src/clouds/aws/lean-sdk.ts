@@ -89,7 +89,7 @@ const refuseErrorTypeOn2xx: Middleware = (next) => async (args) => {
   const result = (await next(args)) as {response?: {statusCode?: unknown; headers?: Record<string, string | undefined>}};
   const status = result.response?.statusCode;
   const type = result.response?.headers?.['x-amzn-errortype'];
-  if (typeof status === 'number' && status >= 200 && status < 300 && type !== undefined) {
+  if (typeof status === 'number' && status >= 200 && status < 300 && typeof type === 'string') {
     throw Object.assign(invalidResponse(`an answer with status ${status} names the error type ${JSON.stringify(type.slice(0, 60))}`), {$metadata: {httpStatusCode: status}});
   }
   return result;
