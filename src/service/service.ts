@@ -32,6 +32,7 @@ import {openRuntime, type Runtime, type Writer} from './runtime.ts';
 import {CycleObserver} from './cycle-observer.ts';
 import {LeadershipTerms} from './terms.ts';
 import {ServiceEvents} from './service-events.ts';
+import {idleCollector} from './idle-gc.ts';
 
 /** Options of startService. */
 export interface ServiceOptions {
@@ -48,6 +49,8 @@ export interface ServiceOptions {
   readonly clusterCredential?: TokenSource;
   /** Overrides `http.listen_addr` (tests use port 0). */
   readonly listenAddr?: string;
+  /** The full collection run after each cycle (idle-gc.ts); default the runtime's under `--expose-gc`, else none. */
+  readonly gc?: () => void;
 }
 
 /** A running service. */
@@ -156,6 +159,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     current: async () => (localBackend && inventory.synced && inventory.lastError === undefined ? Array.from(inventory.storedEntries(), ([, server]) => server) : writer.registrar.current()),
   });
 
+  // The cycle's garbage is collected in the idle time after it, not by the next cycle (idle-gc.ts).
+  const collectAfterCycle = idleCollector(options.gc);
   const makeScheduler = (writer: Writer): Scheduler =>
     new Scheduler({
       clock,
@@ -169,6 +174,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
         // Through the term's fenced view: a deposed leader's markers and records are refused like its entries.
         await accessSetup.run(report, signal, writer.backend);
         cycles.completed(report, await probe(report, writer.registrar, signal));
+        collectAfterCycle();
       },
     });
 

@@ -7,11 +7,11 @@ import path from 'node:path';
 import {promisify} from 'node:util';
 import {ContainerServiceClient} from '@azure/arm-containerservice';
 import {SubscriptionClient} from '@azure/arm-resources-subscriptions';
-import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
+import {afterAll, beforeAll, beforeEach, describe, expect, it, onTestFinished} from 'vitest';
 import {parse} from 'yaml';
 import {createRoleAssignmentsApi} from '../../src/clouds/azure/role-assignments-client.ts';
 import {armClientOptions} from '../../src/clouds/azure/pipeline.ts';
-import {AKS_AAD_SERVER_ID} from './arm-json.ts';
+import {AKS_AAD_SERVER_ID, managedClusterJson} from './arm-json.ts';
 import type {FakeArm} from './arm-server.ts';
 import {ARM_API_VERSIONS, FAKE_ARM_TOKEN, startFakeArm} from './arm-server.ts';
 import {fakeTokenCredential} from './arm-token-credential.ts';
@@ -106,6 +106,33 @@ describe('managed clusters', () => {
     world.removeCluster({subscriptionId: OTHER_SUB, resourceGroup: 'rg-c', name: 'other-2'});
     clusters = await collect(containerService(OTHER_SUB).managedClusters.list());
     expect(clusters.map((c) => c.name)).toEqual(['other-1']);
+  });
+
+  it('answers each page with the bytes of its records serialised now, after every kind of change (the per-cluster text is cached)', async () => {
+    const own = new ArmWorld();
+    const sub = own.addSubscription({displayName: 'cache', tenantId: TENANT}).subscriptionId;
+    for (const name of ['c-1', 'c-2', 'c-3']) own.addCluster({subscriptionId: sub, resourceGroup: 'rg-x', name, tags: {env: 'prod'}});
+    const ownArm = await startFakeArm({world: own});
+    onTestFinished(() => ownArm.close());
+    const listUrl = `${ownArm.url}/subscriptions/${sub}/providers/Microsoft.ContainerService/managedClusters?api-version=2026-04-01`;
+    const firstPage = async (): Promise<string> => (await httpsRequest(listUrl, {ca: ownArm.caPem, headers: {authorization: `Bearer ${FAKE_ARM_TOKEN}`}})).body;
+    const expected = (tenantId: string): string => {
+      const clusters = own.listClusters(sub);
+      const skipToken = Buffer.from(JSON.stringify({o: 2}), 'utf8').toString('base64url');
+      return JSON.stringify({value: clusters.slice(0, 2).map((c) => managedClusterJson(c, tenantId)), nextLink: `${ownArm.url}/subscriptions/${sub}/providers/Microsoft.ContainerService/managedClusters?api-version=2026-04-01&$skipToken=${skipToken}`});
+    };
+
+    expect(await firstPage()).toBe(expected(TENANT));
+    expect(await firstPage()).toBe(expected(TENANT));
+    own.retagCluster({subscriptionId: sub, resourceGroup: 'rg-x', name: 'c-1'}, {env: 'dev'});
+    own.updateCluster({subscriptionId: sub, resourceGroup: 'rg-x', name: 'c-2'}, {powerState: 'Stopped'});
+    const changed = await firstPage();
+    expect(changed).toBe(expected(TENANT));
+    expect(JSON.parse(changed)).toMatchObject({value: [{name: 'c-1', tags: {env: 'dev'}}, {name: 'c-2', properties: {powerState: {code: 'Stopped'}}}]});
+    own.updateSubscription(sub, {tenantId: 'bbbbbbbb-0000-0000-0000-000000000002'});
+    expect(await firstPage()).toBe(expected('bbbbbbbb-0000-0000-0000-000000000002'));
+    own.removeCluster({subscriptionId: sub, resourceGroup: 'rg-x', name: 'c-1'});
+    expect(JSON.parse(await firstPage())).toEqual({value: [expect.objectContaining({name: 'c-2'}), expect.objectContaining({name: 'c-3'})]});
   });
 });
 
