@@ -6,13 +6,16 @@
  * cuts as `ECONNRESET`, never a short body read as an answer — abort through the SDK's signal,
  * keep its socket cap, run no deadline while a call waits for a socket, and name no secret.
  */
+import https from 'node:https';
 import net from 'node:net';
+import tls from 'node:tls';
 import {EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
 import {HttpRequest} from '@smithy/protocol-http';
 import {afterEach, describe, expect, it} from 'vitest';
 import {awsFailure} from '../../src/clouds/aws/errors.ts';
 import {awsRequestHandler} from '../../src/clouds/aws/sources.ts';
 import {AwsDispatcher, UndiciHttpHandler} from '../../src/clouds/aws/undici-handler.ts';
+import {createTestCa} from '../fakes/tls-ca.ts';
 
 const CREDENTIALS = {accessKeyId: 'AKIAUNDICIHANDLER001', secretAccessKey: 'undici-handler-secret-key', sessionToken: 'undici-handler-session-token'};
 const SECRETS = [CREDENTIALS.secretAccessKey, CREDENTIALS.sessionToken, 'Signature='];
@@ -255,6 +258,51 @@ describe('the undici request handler of the AWS clients', () => {
       expect((await third).clusters).toEqual(['a', 'b']);
     } finally {
       client.destroy();
+    }
+  });
+
+  it('HTTPS as AWS serves it: a trusted certificate answers; an untrusted one and a TLS handshake that never ends fail the call, the latter at the connect deadline', async () => {
+    const trusted = await createTestCa('undici handler trusted CA');
+    const untrusted = await createTestCa('undici handler untrusted CA');
+    const defaults = tls.getCACertificates('default');
+    tls.setDefaultCACertificates([...defaults, trusted.caPem]);
+    const started: {url: string; close(): Promise<void>}[] = [];
+    const serve = async (cert: {certPem: string; keyPem: string}): Promise<string> => {
+      const server = https.createServer({cert: cert.certPem, key: cert.keyPem}, (req, res) => {
+        req.resume();
+        res.writeHead(200, {'content-type': 'application/json'});
+        res.end(LIST);
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      const url = `https://localhost:${(server.address() as net.AddressInfo).port}`;
+      started.push({url, close: () => new Promise((resolve) => server.close(() => resolve()))});
+      return url;
+    };
+    const clients: EKSClient[] = [];
+    const client = (url: string): EKSClient => {
+      const c = eks(url);
+      clients.push(c);
+      return c;
+    };
+    try {
+      const good = await serve(await trusted.issueServerCert());
+      expect((await client(good).send(new ListClustersCommand({}))).clusters).toEqual(['a', 'b']);
+
+      const bad = await serve(await untrusted.issueServerCert());
+      const refused = await failure(client(bad).send(new ListClustersCommand({})));
+      expect(refused.name).not.toBe('TimeoutError');
+      expect(awsFailure(refused, 'ListClusters').reason).toBe('other');
+
+      // Accepts the TCP connect, never answers the TLS hello.
+      const silent = await rawServer(() => undefined);
+      const stuck = await failure(client(silent.url.replace('http://127.0.0.1', 'https://localhost')).send(new ListClustersCommand({})));
+      expect(stuck).toMatchObject({name: 'TimeoutError', code: 'ETIMEDOUT'});
+      expect(stuck.message).toContain('not established');
+      expectNoSecret(stuck);
+    } finally {
+      for (const c of clients) c.destroy();
+      await Promise.all(started.map((s) => s.close()));
+      tls.setDefaultCACertificates(defaults);
     }
   });
 });
