@@ -25,7 +25,8 @@ import {parseArgs} from 'node:util';
 import PQueue from 'p-queue';
 import {leanSdkClient} from '../src/clouds/aws/lean-sdk.ts';
 import {NodeSha256} from '../src/clouds/aws/sha256.ts';
-import {CLIENT_SOCKETS, connectDeadlineAgents, DEFAULT_CONNECT_TIMEOUT_MS} from '../src/clouds/aws/connect-deadline.ts';
+import {CLIENT_SOCKETS, DEFAULT_CONNECT_TIMEOUT_MS} from '../src/clouds/aws/connect-deadline.ts';
+import {AwsDispatcher} from '../src/clouds/aws/undici-handler.ts';
 import {awsRequestHandler} from '../src/clouds/aws/sources.ts';
 import {awsCredentialProvider} from '../src/credentials/aws-credentials.ts';
 import {runChild} from './child.ts';
@@ -78,7 +79,7 @@ async function child(request: ChildRequest): Promise<ChildCycle[]> {
     // The options of src/clouds/aws/sources.ts.
     maxAttempts: Number(env['AWS_MAX_ATTEMPTS']) || 8,
     retryMode: env['AWS_RETRY_MODE'] ?? 'adaptive',
-    requestHandler: awsRequestHandler(20_000, connectDeadlineAgents({connectTimeoutMs: DEFAULT_CONNECT_TIMEOUT_MS, answerTimeoutMs: 20_000}, request.sockets ?? CLIENT_SOCKETS)),
+    requestHandler: awsRequestHandler(20_000, new AwsDispatcher({connectTimeoutMs: DEFAULT_CONNECT_TIMEOUT_MS, answerTimeoutMs: 20_000, connections: request.sockets ?? CLIENT_SOCKETS})),
   }))]));
   const cycles: ChildCycle[] = [];
   for (let i = 0; i < request.cycles; i++) {

@@ -12,7 +12,7 @@
  * than the service in the organization bench. Presigned requests (tokens, rare) still go through
  * the whole SDK signer.
  */
-import {createHash, createHmac, createSecretKey, timingSafeEqual, type KeyObject} from 'node:crypto';
+import {createHmac, createSecretKey, hash, timingSafeEqual, type KeyObject} from 'node:crypto';
 import {Hash} from '@smithy/hash-node';
 import {getCanonicalHeaders, SignatureV4, SignatureV4Base} from '@smithy/signature-v4';
 import type {HttpRequest} from '@smithy/types';
@@ -167,7 +167,7 @@ export async function verifySigV4(world: FakeAwsWorld, req: WireRequest, now = w
   // (from the parsed date) and the caller's session token itself.
   delete headers['authorization'];
   delete headers['date'];
-  headers['x-amz-date'] = longDate(signedAt);
+  headers['x-amz-date'] = rememberedLongDate(amzDate, signedAt);
   if (caller.sessionToken) headers['x-amz-security-token'] = caller.sessionToken;
   const request: HttpRequest = {
     method: req.method,
@@ -182,7 +182,7 @@ export async function verifySigV4(world: FakeAwsWorld, req: WireRequest, now = w
   const payloadHash = headers['x-amz-content-sha256'] ?? sha256Hex(req.body);
   const canonicalRequest = CANONICAL.request(request, canonicalHeaders, payloadHash);
   const credentialScope = `${scope.date}/${scope.region}/${scope.service}/aws4_request`;
-  const stringToSign = `AWS4-HMAC-SHA256\n${headers['x-amz-date']}\n${credentialScope}\n${createHash('sha256').update(canonicalRequest).digest('hex')}`;
+  const stringToSign = `AWS4-HMAC-SHA256\n${headers['x-amz-date']}\n${credentialScope}\n${hash('sha256', canonicalRequest, 'hex')}`;
   const expected = createHmac('sha256', signingKey(caller.secretAccessKey, scope)).update(stringToSign).digest('hex');
   if (expectedHeaders !== m[2] || !sameHex(expected, m[3])) {
     return fail(
@@ -301,6 +301,15 @@ function signingKey(secret: string, scope: SigV4Scope): KeyObject {
   return key;
 }
 
+/** The last x-amz-date seen and its long date: calls signed in the same second share it (a bench makes thousands a second). */
+let lastDate: {readonly sent: string; readonly long: string} | undefined;
+
+/** {@link longDate} of a request's parsed x-amz-date, remembered for the next request with the same header. */
+function rememberedLongDate(sent: string, signedAt: number): string {
+  if (lastDate?.sent !== sent) lastDate = {sent, long: longDate(signedAt)};
+  return lastDate.long;
+}
+
 /** `20240101T000000Z` for an epoch ms, as the SDK's signer formats its signing date. */
 function longDate(ms: number): string {
   return new Date(ms).toISOString().replace(/\.\d{3}Z$/, 'Z').replace(/[-:]/g, '');
@@ -316,5 +325,5 @@ function queryRecord(pairs: ReadonlyArray<readonly [string, string]>): Record<st
 }
 
 function sha256Hex(body: Uint8Array): string {
-  return body.length === 0 ? EMPTY_SHA256 : createHash('sha256').update(body).digest('hex');
+  return body.length === 0 ? EMPTY_SHA256 : hash('sha256', body, 'hex');
 }

@@ -45,7 +45,9 @@ export type ProxyFault =
   /** Ask upstream, then send its body `bytes` at a time every `everyMs`. */
   | {readonly kind: 'drip'; readonly bytes: number; readonly everyMs: number}
   /** Ask upstream and rewrite its body (status and headers kept, length recomputed). */
-  | {readonly kind: 'mutate'; readonly rewrite: (body: string) => string};
+  | {readonly kind: 'mutate'; readonly rewrite: (body: string) => string}
+  /** Write these bytes on the connection instead of an HTTP answer, and close it. */
+  | {readonly kind: 'raw'; readonly bytes: string};
 
 /** Picks a fault per request; undefined forwards it untouched. */
 export type ProxyFaultRule = (req: FaultRequest) => ProxyFault | undefined;
@@ -171,6 +173,10 @@ export async function startFaultProxy(options: FaultProxyOptions): Promise<Fault
     if (fault?.kind === 'hang') return;
     if (fault?.kind === 'reset') {
       req.socket.destroy();
+      return;
+    }
+    if (fault?.kind === 'raw') {
+      req.socket.end(fault.bytes);
       return;
     }
     if (fault?.kind === 'answer') {

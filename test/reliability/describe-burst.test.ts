@@ -1,8 +1,8 @@
 /**
  * A region's DescribeCluster burst (issue 15, W0): every listed cluster of a region described
  * at once, more calls than the client has sockets. Calls waiting for a socket must not be
- * failed by the connection deadline (the agents arm it when a socket is created,
- * src/clouds/aws/connect-deadline.ts), while a connect that really hangs, a refused connect
+ * failed by the connection deadline (the request handler arms it when a socket is created,
+ * src/clouds/aws/undici-handler.ts), while a connect that really hangs, a refused connect
  * and connections reset in the middle of the burst still fail their source — only theirs —
  * and delete nothing. Real EKS clients with the service's request handler, the EKS fake,
  * the fault proxy and a blackhole listener; the service's own discovery cycle and registry.
@@ -31,7 +31,7 @@ const ACCOUNT = '111111111111';
 const KEY = {accessKeyId: 'AKIADESCRIBEBURST001', secretAccessKey: 'describe-burst-secret'};
 const HEALTHY = 'us-east-1';
 const FAULTY = 'eu-west-1';
-/** Many more clusters per region than a client has sockets: a burst queues in the agent for 15 answers' time. */
+/** Many more clusters per region than a client has sockets: a burst queues in the dispatcher for 15 answers' time. */
 const PER_REGION = CLIENT_SOCKETS * 15;
 /** Short, so a call waiting for a socket (one answer's latency, below) would outlive it if it ran from queueing. */
 const CONNECT_MS = 40;
@@ -123,7 +123,7 @@ storage: {type: memory}
 const ALL = [HEALTHY, FAULTY].flatMap((region) => NAMES.map((n) => `${n}-eks-${region}-${ACCOUNT}`)).sort();
 
 describe("a region's describe burst", () => {
-  it("smithy's own connection timeout fails calls that only wait for a socket (why the agents arm it instead)", async () => {
+  it("smithy's own connection timeout fails calls that only wait for a socket (why the request handler arms it instead)", async () => {
     const client = new EKSClient({region: HEALTHY, credentials: KEY, endpoint: fake.url, maxAttempts: 1, requestHandler: {connectionTimeout: CONNECT_MS, requestTimeout: REQUEST_MS}});
     try {
       const queue = new PQueue({concurrency: PER_REGION});

@@ -222,7 +222,8 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
 async function deserialize(config: ResolvedConfig, op: LeanOperation, schema: unknown, context: object, response: HttpResponse): Promise<{$metadata: object}> {
   try {
     if (response.statusCode >= 200 && response.statusCode < 300) {
-      const bytes = response.body instanceof Readable ? await collect(response.body) : await config.streamCollector(response.body);
+      // A handler that read the whole answer (undici-handler.ts) gives its bytes.
+      const bytes = response.body instanceof Uint8Array ? response.body : response.body instanceof Readable ? await collect(response.body) : await config.streamCollector(response.body);
       let parsed: unknown;
       try {
         parsed = JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));

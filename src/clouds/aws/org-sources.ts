@@ -8,8 +8,6 @@
  * account's ListRegions answer no longer has is still listed while it may hold clusters.
  */
 import {AsyncLocalStorage} from 'node:async_hooks';
-import type {Agent as HttpAgent} from 'node:http';
-import type {Agent as HttpsAgent} from 'node:https';
 import {AccountClient} from '@aws-sdk/client-account';
 import {DescribeClusterCommand, EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
 import {OrganizationsClient} from '@aws-sdk/client-organizations';
@@ -28,7 +26,8 @@ import {CallLimiter} from './call-limiter.ts';
 import {awsFailure} from './errors.ts';
 // A function declaration: safe across the import cycle with sources.ts (nothing runs at load).
 import {awsRequestHandler} from './sources.ts';
-import {connectDeadlineAgents, DEFAULT_CONNECT_TIMEOUT_MS} from './connect-deadline.ts';
+import {DEFAULT_CONNECT_TIMEOUT_MS} from './connect-deadline.ts';
+import {AwsDispatcher} from './undici-handler.ts';
 import {OrganizationWalkError, walkOrganization, type OrganizationsApi, type OrganizationWalk} from './organization.ts';
 import {leanSdkClient} from './lean-sdk.ts';
 import {describeClusterOperation, getResourcesOperation, leanReads, listClustersOperation} from './lean-read.ts';
@@ -136,7 +135,7 @@ export class OrganizationPlanner {
   /** Accounts of each matcher's last good walk, else the registry's: one a walk lacks is kept once; state of accounts no walk has any more is dropped. */
   readonly #walkGrace = new WalkGrace({cloud: 'AWS', type: 'eks', memberLabel: LABEL.accountId, marker: WALK_MISSED});
   /** One pool of keep-alive sockets for every member-account client (pooled per endpoint host). */
-  #sharedAgents: {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent} | undefined;
+  #sharedDispatcher: AwsDispatcher | undefined;
   readonly #accountQueues = new Map<string, CallLimiter>();
   #accountApi: AccountApi | undefined;
   readonly #enabledRegions = new Map<string, {regions: readonly string[]; at: number}>();
@@ -324,7 +323,7 @@ export class OrganizationPlanner {
             sha256: NodeSha256,
             maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
             retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
-            requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
+            requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#dispatcher()),
           }),
         );
         this.#options.onClient?.(client);
@@ -381,7 +380,7 @@ export class OrganizationPlanner {
             sha256: NodeSha256,
             maxAttempts: Number(this.#options.env['AWS_MAX_ATTEMPTS']) || 8,
             retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
-            requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
+            requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#dispatcher()),
           }),
         );
         this.#options.onClient?.(eks);
@@ -435,7 +434,7 @@ export class OrganizationPlanner {
             sha256: NodeSha256,
             // A failed tag read only costs describes: retry little, fall back soon.
             maxAttempts: 3,
-            requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#agents()),
+            requestHandler: awsRequestHandler(this.#options.requestTimeoutMs, this.#dispatcher()),
           }),
         );
         this.#options.onClient?.(tagging);
@@ -456,11 +455,11 @@ export class OrganizationPlanner {
     for (const [id, {account}] of this.#tagMemory) if (!kept(account)) this.#tagMemory.delete(id);
   }
 
-  #agents(): {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent} {
-    // Deadlines run from a socket's creation and a call's socket assignment: calls queued for a socket have none.
+  #dispatcher(): AwsDispatcher {
+    // Deadlines run while a socket connects and while a call is on its socket: calls queued for a socket have none.
     const answerTimeoutMs = this.#options.requestTimeoutMs ?? 20_000;
-    this.#sharedAgents ??= connectDeadlineAgents({connectTimeoutMs: Math.min(DEFAULT_CONNECT_TIMEOUT_MS, answerTimeoutMs), answerTimeoutMs}, SHARED_CLIENT_SOCKETS);
-    return this.#sharedAgents;
+    this.#sharedDispatcher ??= new AwsDispatcher({connectTimeoutMs: Math.min(DEFAULT_CONNECT_TIMEOUT_MS, answerTimeoutMs), answerTimeoutMs, connections: SHARED_CLIENT_SOCKETS});
+    return this.#sharedDispatcher;
   }
 
   #accountQueue(account: string): CallLimiter {

@@ -1,6 +1,4 @@
 /** Turns the `aws:` matchers of the config into one EKS fetcher per (matcher, region, account). */
-import type {Agent as HttpAgent} from 'node:http';
-import type {Agent as HttpsAgent} from 'node:https';
 import {DescribeClusterCommand, EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
 import {GetResourcesCommand, ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import {GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
@@ -8,7 +6,8 @@ import PQueue from 'p-queue';
 import type {ClusterFetcher, PlanContext, PlannedSources} from '../fetcher.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
 import {awsCredentialProvider, type AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
-import {armsConnectDeadline, connectDeadlineAgents, DEFAULT_CONNECT_TIMEOUT_MS} from './connect-deadline.ts';
+import {CLIENT_SOCKETS, DEFAULT_CONNECT_TIMEOUT_MS} from './connect-deadline.ts';
+import {AwsDispatcher, UndiciHttpHandler} from './undici-handler.ts';
 import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
 import {awsFailure} from './errors.ts';
 import {OrganizationPlanner, type OrganizationPlannerOptions, type OrganizationSourceMatcher} from './org-sources.ts';
@@ -307,27 +306,15 @@ export class AwsSources {
 }
 
 /**
- * Request handler options that make a deadline effective: `requestTimeout` alone only logs a
- * warning in smithy's NodeHttpHandler (4.x); `throwOnRequestTimeout` turns it into a
- * TimeoutError, and `socketTimeout` ends a connection that goes silent mid-answer. The connect
- * deadline is armed by the agents when a socket is created (connect-deadline.ts), not by the
- * handler when a call is queued: a region's describe burst waits for sockets without it.
+ * The request handler of the AWS discovery clients: undici (undici-handler.ts) with a connect
+ * deadline that runs only while a socket connects and an answer deadline that runs only while
+ * a call is on a connection, so a region's describe burst waits for sockets without either.
+ * Clients given a `dispatcher` share its sockets (org-sources.ts); otherwise the handler has
+ * its own, at most CLIENT_SOCKETS per endpoint.
  */
-export function awsRequestHandler(
-  requestTimeoutMs = 20_000,
-  agents?: {readonly httpAgent: HttpAgent; readonly httpsAgent: HttpsAgent},
-  connectTimeoutMs = Math.min(DEFAULT_CONNECT_TIMEOUT_MS, requestTimeoutMs),
-) {
-  const own = agents ?? connectDeadlineAgents({connectTimeoutMs, answerTimeoutMs: requestTimeoutMs});
-  return {
-    // Agents given by the caller that do not arm the deadlines keep the handler's.
-    ...(armsConnectDeadline(own.httpAgent) && armsConnectDeadline(own.httpsAgent) ? {} : {connectionTimeout: connectTimeoutMs, requestTimeout: requestTimeoutMs, throwOnRequestTimeout: true}),
-    socketTimeout: requestTimeoutMs,
-    // A burst queues in the agent by design: smithy's console warning only when a call waited as long as a deadline.
-    socketAcquisitionWarningTimeout: requestTimeoutMs,
-    // Keep-alive agents: the client's own, or shared by several clients (org-sources.ts).
-    ...own,
-  };
+export function awsRequestHandler(requestTimeoutMs = 20_000, dispatcher?: AwsDispatcher, connectTimeoutMs = Math.min(DEFAULT_CONNECT_TIMEOUT_MS, requestTimeoutMs)): UndiciHttpHandler {
+  if (dispatcher) return new UndiciHttpHandler(dispatcher);
+  return new UndiciHttpHandler(new AwsDispatcher({connectTimeoutMs, answerTimeoutMs: requestTimeoutMs, connections: CLIENT_SOCKETS}), {owned: true});
 }
 
 /** The SourceRef of an EKS source; the id reads `eks:<region>:<account>` (account `unknown` when it could not be resolved). */

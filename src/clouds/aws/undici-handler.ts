@@ -1,0 +1,250 @@
+/**
+ * The AWS clients' HTTP/1.1 transport on undici instead of smithy's NodeHttpHandler (issue 17,
+ * W4). A steady organization cycle is ~33,000 small calls; through `node:http` each costs a
+ * ClientRequest, an IncomingMessage stream, a socket timer, agent bookkeeping and four handler
+ * timers. undici's dispatcher writes a request with one write, parses the answer without a
+ * stream per response, and gives the body to the handler below, which keeps it in one buffer.
+ *
+ * What the handler guarantees, as the keep-alive agents it replaces did (connect-deadline.ts):
+ * - a connect deadline that runs only while a socket connects (TCP and TLS): undici's connector
+ *   timeout, armed when the socket is created, never while a call waits for a free socket;
+ * - an answer deadline that runs only while a call is on a connection: undici's headers timeout
+ *   (armed when the request is on its socket) and body timeout (between two pieces of the
+ *   answer, as `socketTimeout` was);
+ * - at most `connections` sockets per endpoint; pipelining off (one call per connection at a time);
+ * - abort through the SDK's `abortSignal`, rejected as the SDK's handler rejects it (`AbortError`);
+ * - errors the SDK's retry strategy and errors.ts classify as before: timeouts are `TimeoutError`
+ *   with code `ETIMEDOUT`, a connection cut or closed before the answer was complete is
+ *   `TimeoutError` with code `ECONNRESET` (smithy's names for the same events), a refused
+ *   connect keeps Node's `ECONNREFUSED`;
+ * - an answer is complete or it is an error: the body is read to its end before `handle`
+ *   resolves, so a body cut off mid-way rejects the call and is never a short valid body.
+ * The body is buffered: the clients using this handler (EKS, tagging, Account, STS) have no
+ * streaming operations. Error messages name the endpoint and the deadline, never a header.
+ */
+import {buildQueryString} from '@smithy/core/protocols';
+import {HttpResponse, type HttpHandler, type HttpRequest} from '@smithy/protocol-http';
+import type {HttpHandlerOptions} from '@smithy/types';
+import {Agent, type Dispatcher} from 'undici';
+
+/** Deadlines and socket cap of an {@link AwsDispatcher}. */
+export interface DispatcherOptions {
+  /** Time a socket may take to connect (TCP, and TLS on https), in ms. */
+  readonly connectTimeoutMs: number;
+  /** Time from a request being on its socket to its answer's headers, and between two pieces of a body, in ms. */
+  readonly answerTimeoutMs: number;
+  /** Sockets per endpoint (origin). */
+  readonly connections: number;
+}
+
+/**
+ * An undici Agent with the deadlines and the socket cap of the AWS clients; several handlers
+ * may share one (org-sources.ts: one pool of sockets for every member-account client).
+ */
+export class AwsDispatcher extends Agent {
+  readonly connectTimeoutMs: number;
+  readonly answerTimeoutMs: number;
+
+  constructor(options: DispatcherOptions) {
+    super({
+      connections: options.connections,
+      // One call at a time per connection: a pipelined call would wait behind a slow one.
+      pipelining: 1,
+      allowH2: false,
+      connect: {timeout: options.connectTimeoutMs},
+      headersTimeout: options.answerTimeoutMs,
+      bodyTimeout: options.answerTimeoutMs,
+    });
+    this.connectTimeoutMs = options.connectTimeoutMs;
+    this.answerTimeoutMs = options.answerTimeoutMs;
+  }
+}
+
+/** A smithy HttpHandler that sends each request through an undici dispatcher (see the file comment). */
+export class UndiciHttpHandler implements HttpHandler {
+  /** Read by the SDK (HTTP/1.1: it sets content-length itself). */
+  readonly metadata = {handlerProtocol: 'http/1.1'};
+  readonly #dispatcher: AwsDispatcher;
+  /** Whether destroy() closes the dispatcher (not when it is shared). */
+  readonly #owned: boolean;
+
+  constructor(dispatcher: AwsDispatcher, options: {readonly owned?: boolean} = {}) {
+    this.#dispatcher = dispatcher;
+    this.#owned = options.owned ?? false;
+  }
+
+  /** Sends `request`; resolves with its whole answer, rejects with a classified error. */
+  handle(request: HttpRequest, options: HttpHandlerOptions = {}): Promise<{response: HttpResponse}> {
+    const {abortSignal, requestTimeout} = options;
+    if (abortSignal?.aborted) return Promise.reject(abortError(abortSignal));
+    return new Promise((resolve, reject) => {
+      let dispatch: Dispatcher.DispatchOptions;
+      try {
+        dispatch = dispatchOptions(request, requestTimeout);
+      } catch (error) {
+        reject(error instanceof Error ? error : new Error(String(error)));
+        return;
+      }
+      const answerTimeoutMs = requestTimeout ?? this.#dispatcher.answerTimeoutMs;
+      const exchange = new Exchange(resolve, reject, abortSignal, {origin: dispatch.origin as string, connectTimeoutMs: this.#dispatcher.connectTimeoutMs, answerTimeoutMs});
+      try {
+        this.#dispatcher.dispatch(dispatch, exchange);
+      } catch (error) {
+        exchange.onResponseError(undefined, error instanceof Error ? error : new Error(String(error)));
+      }
+    });
+  }
+
+  /** Closes the dispatcher's sockets when this handler owns it. */
+  destroy(): void {
+    if (this.#owned) void this.#dispatcher.destroy().catch(() => undefined);
+  }
+
+  /** Nothing of this handler is configured through the SDK. */
+  updateHttpClientConfig(): void {
+    // The deadlines and the socket cap are the dispatcher's, fixed when it is built.
+  }
+
+  /** No SDK-visible configuration (see updateHttpClientConfig). */
+  httpHandlerConfigs(): Record<string, never> {
+    return {};
+  }
+}
+
+/** undici's dispatch options for a smithy request. */
+function dispatchOptions(request: HttpRequest, requestTimeout: number | undefined): Dispatcher.DispatchOptions {
+  const query = request.query ? buildQueryString(request.query) : '';
+  const hostname = request.hostname.startsWith('[') || !request.hostname.includes(':') ? request.hostname : `[${request.hostname}]`;
+  const port = request.port === undefined ? '' : `:${request.port}`;
+  const {body} = request;
+  return {
+    origin: `${request.protocol}//${hostname}${port}`,
+    method: request.method as Dispatcher.HttpMethod,
+    path: query ? `${request.path}?${query}` : request.path,
+    headers: request.headers,
+    body: body === undefined || body === null || typeof body === 'string' || body instanceof Uint8Array || isReadable(body) ? (body as Dispatcher.DispatchOptions['body']) : Buffer.from(body as ArrayBuffer),
+    ...(requestTimeout === undefined ? {} : {headersTimeout: requestTimeout, bodyTimeout: requestTimeout}),
+  };
+}
+
+function isReadable(body: unknown): boolean {
+  return typeof body === 'object' && body !== null && typeof (body as {pipe?: unknown}).pipe === 'function';
+}
+
+type Controller = Dispatcher.DispatchController;
+
+/** What an error message may say about a call: its endpoint and deadlines (never a header). */
+interface CallFacts {
+  readonly origin: string;
+  readonly connectTimeoutMs: number;
+  readonly answerTimeoutMs: number;
+}
+
+/** One call on the wire: collects the answer, settles the handler's promise once. */
+class Exchange implements Dispatcher.DispatchHandler {
+  readonly #resolve: (value: {response: HttpResponse}) => void;
+  readonly #reject: (error: Error) => void;
+  readonly #signal: HttpHandlerOptions['abortSignal'];
+  readonly #call: CallFacts;
+  #controller: Controller | undefined;
+  #settled = false;
+  #status = 0;
+  #reason: string | undefined;
+  #headers: Record<string, string> = {};
+  #chunks: Buffer[] = [];
+  readonly #onAbort = (): void => {
+    const error = abortError(this.#signal);
+    // Queued for a socket: undici aborts it when it gets one (onRequestStart); the caller is answered now.
+    this.#controller?.abort(error);
+    this.#settle(error);
+  };
+
+  constructor(resolve: (value: {response: HttpResponse}) => void, reject: (error: Error) => void, signal: HttpHandlerOptions['abortSignal'], call: CallFacts) {
+    this.#resolve = resolve;
+    this.#reject = reject;
+    this.#signal = signal;
+    this.#call = call;
+    if (signal) {
+      if (typeof (signal as AbortSignal).addEventListener === 'function') (signal as AbortSignal).addEventListener('abort', this.#onAbort, {once: true});
+      else signal.onabort = this.#onAbort;
+    }
+  }
+
+  onRequestStart(controller: Controller): void {
+    this.#controller = controller;
+    if (this.#settled) controller.abort(abortError(this.#signal));
+  }
+
+  onResponseStart(_controller: Controller, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
+    this.#status = statusCode;
+    this.#reason = statusMessage;
+    const out: Record<string, string> = {};
+    for (const name in headers) {
+      const value = headers[name];
+      // As smithy's handler: repeated headers joined with commas.
+      if (value !== undefined) out[name] = Array.isArray(value) ? value.join(',') : value;
+    }
+    this.#headers = out;
+  }
+
+  onResponseData(_controller: Controller, chunk: Buffer): void {
+    this.#chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    const chunks = this.#chunks;
+    const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+    this.#chunks = [];
+    this.#settle(undefined, new HttpResponse({statusCode: this.#status, ...(this.#reason ? {reason: this.#reason} : {}), headers: this.#headers, body}));
+  }
+
+  onResponseError(_controller: Controller | undefined, error: Error): void {
+    this.#chunks = [];
+    this.#settle(classify(error, this.#call));
+  }
+
+  #settle(error: Error | undefined, response?: HttpResponse): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    const signal = this.#signal;
+    if (signal) {
+      if (typeof (signal as AbortSignal).removeEventListener === 'function') (signal as AbortSignal).removeEventListener('abort', this.#onAbort);
+      else if (signal.onabort === this.#onAbort) signal.onabort = null;
+    }
+    if (error) this.#reject(error);
+    else this.#resolve({response: response as HttpResponse});
+  }
+}
+
+/** The peer closed or cut the connection before the answer was complete (Node: "socket hang up", "aborted"). */
+const CUT = new Set(['UND_ERR_SOCKET', 'UND_ERR_RES_CONTENT_LENGTH_MISMATCH', 'UND_ERR_CLOSED', 'UND_ERR_DESTROYED']);
+/** Node's codes that smithy's handler names `TimeoutError` (the SDK retries them). */
+const NODE_TIMEOUT_CODES = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT']);
+
+const timeout = (message: string): Error => Object.assign(new Error(message), {name: 'TimeoutError', code: 'ETIMEDOUT'});
+
+/** The error the SDK sees for a transport failure (see the file comment). */
+function classify(error: Error, call: CallFacts): Error {
+  if (error.name === 'AbortError') return error;
+  const code = (error as {code?: unknown}).code;
+  if (typeof code !== 'string') return error;
+  switch (code) {
+    case 'UND_ERR_CONNECT_TIMEOUT':
+      return timeout(`connection to ${call.origin} not established within ${call.connectTimeoutMs} ms`);
+    case 'UND_ERR_HEADERS_TIMEOUT':
+      return timeout(`no answer from ${call.origin} within ${call.answerTimeoutMs} ms of sending the request`);
+    case 'UND_ERR_BODY_TIMEOUT':
+      return timeout(`the answer from ${call.origin} stopped for ${call.answerTimeoutMs} ms before its end`);
+  }
+  if (CUT.has(code)) return Object.assign(new Error(`connection to ${call.origin} closed before the answer was complete (${error.message})`), {name: 'TimeoutError', code: 'ECONNRESET'});
+  if (NODE_TIMEOUT_CODES.has(code)) return Object.assign(error, {name: 'TimeoutError'});
+  return error;
+}
+
+/** The SDK's abort error: `AbortError`, the signal's reason as cause (smithy's buildAbortError). */
+function abortError(signal: HttpHandlerOptions['abortSignal']): Error {
+  const reason = signal && 'reason' in signal ? (signal as AbortSignal).reason : undefined;
+  const error = reason instanceof Error ? new Error('Request aborted', {cause: reason}) : new Error(reason ? String(reason) : 'Request aborted');
+  error.name = 'AbortError';
+  return error;
+}
