@@ -75,6 +75,7 @@ const SOURCE_ROWS: SourceRow[] = [
   {fault: 'EKS ListClusters: connection reset', proxy: 'aws', rule: when(list('later'), {kind: 'reset'}), source: EAST, reason: 'other'},
   {fault: 'EKS ListClusters: hang', proxy: 'aws', rule: when(list('first'), {kind: 'hang'}), source: EAST, reason: 'timeout'},
   {fault: 'EKS ListClusters: the answer stops mid-body for longer than request_timeout', proxy: 'aws', rule: when(list('first'), {kind: 'drip', bytes: 8, everyMs: 4_000}), source: EAST, reason: 'timeout'},
+  {fault: 'EKS ListClusters: a 200 larger than any EKS answer (9 MiB listing other names)', proxy: 'aws', rule: when(list('first'), answer(200, `{"clusters":[${'"x",'.repeat(2_400_000)}"x"]}`)), source: EAST, reason: 'invalid_response'},
   {fault: 'EKS ListClusters: bytes that are not HTTP', proxy: 'aws', rule: when(list('first'), {kind: 'raw', bytes: 'SSH-2.0-OpenSSH_9.6\r\n\r\n'}), source: EAST, reason: 'other'},
   {fault: 'EKS ListClusters: slow drip past the cycle deadline', proxy: 'aws', rule: when(list('later'), {kind: 'drip', bytes: 1, everyMs: 500}), source: EAST, reason: 'timeout', deadline: true},
   {fault: 'EKS DescribeCluster: 500 InternalFailure', proxy: 'aws', rule: when(describeB, eksError(500, 'InternalFailure')), source: EAST, reason: 'other'},
