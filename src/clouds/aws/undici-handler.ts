@@ -26,6 +26,14 @@ import {buildQueryString} from '@smithy/core/protocols';
 import {HttpResponse, type HttpHandler, type HttpRequest} from '@smithy/protocol-http';
 import type {HttpHandlerOptions} from '@smithy/types';
 import {Agent, type Dispatcher} from 'undici';
+import {invalidResponse} from './errors.ts';
+
+/**
+ * The largest answer read (8 MiB). The largest answer of the calls made through this handler
+ * is a GetResources page of 100 clusters with 50 tags each (~2.5 MB); a longer body is not an
+ * AWS answer to them, and reading it whole would let one endpoint grow the heap without bound.
+ */
+export const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
 
 /** Deadlines and socket cap of an {@link AwsDispatcher}. */
 export interface DispatcherOptions {
@@ -152,6 +160,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   #reason: string | undefined;
   #headers: Record<string, string> = {};
   #chunks: Buffer[] = [];
+  #bytes = 0;
   readonly #onAbort = (): void => {
     const error = abortError(this.#signal);
     // Queued for a socket: undici aborts it when it gets one (onRequestStart); the caller is answered now.
@@ -187,7 +196,17 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#headers = out;
   }
 
-  onResponseData(_controller: Controller, chunk: Buffer): void {
+  onResponseData(controller: Controller, chunk: Buffer): void {
+    if (this.#settled) return;
+    this.#bytes += chunk.length;
+    if (this.#bytes > MAX_ANSWER_BYTES) {
+      // Malformed, not a transport fault: the SDK does not retry it and the source fails as invalid_response.
+      const error = invalidResponse(`the answer from ${this.#call.origin} is longer than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB, which no AWS answer read here is`);
+      this.#chunks = [];
+      this.#settle(error);
+      controller.abort(error);
+      return;
+    }
     this.#chunks.push(chunk);
   }
 
