@@ -138,7 +138,8 @@ async function listAll(options: EksFetcherOptions, signal: AbortSignal): Promise
     // is not what EKS sent: it must not be read as a listing that lacks the clusters it garbled.
     const wrong = listed.findIndex((n) => typeof n !== 'string' || !EKS_NAME.test(n));
     if (wrong >= 0) throw invalidResponse(`ListClusters answer lists ${describeValue(listed[wrong])}, which is not a cluster name`);
-    names.push(...(listed as string[]));
+    // A loop, not a spread: a long page would overflow the call stack as arguments.
+    for (const name of listed as string[]) names.push(name);
     const token: unknown = (page as {nextToken?: unknown}).nextToken;
     if (token !== undefined && token !== null && typeof token !== 'string') throw invalidResponse(`ListClusters nextToken is ${describeValue(token)}`);
     nextToken = typeof token === 'string' && token !== '' ? token : undefined;

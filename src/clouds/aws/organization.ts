@@ -123,7 +123,7 @@ export async function walkOrganization(client: OrganizationsApi, scope: Organiza
       const list = out[key];
       // Malformed is not empty: a page without its list fails the walk.
       if (!Array.isArray(list)) throw malformed(operation, `a page without a ${key} list`);
-      items.push(...(list as T[]));
+      for (const item of list as T[]) items.push(item);
       const next = out['NextToken'];
       if (next !== undefined && next !== null && typeof next !== 'string') throw malformed(operation, 'a NextToken that is not a string');
       token = next || undefined;
