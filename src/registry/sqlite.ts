@@ -84,6 +84,7 @@ interface ItemRow {
 function prepareStatements(db: DatabaseSync) {
   return {
     nextRevision: db.prepare(`UPDATE meta SET value = value + 1 WHERE name = 'revision' RETURNING value`),
+    reserveRevisions: db.prepare(`UPDATE meta SET value = value + $count WHERE name = 'revision' RETURNING value`),
     insertLease: db.prepare('INSERT INTO leases (id, ttl_ms, expires) VALUES ($id, $ttl, $expires)'),
     keepAlive: db.prepare('UPDATE leases SET expires = $now + ttl_ms WHERE id = $id AND expires > $now'),
     // A lease this process kept alive through a failing disk may look expired on disk; it is not.
@@ -280,19 +281,24 @@ export class SqliteBackend implements RegistryBackend {
         const written: WatchEvent[] = this.#purgeIn(now);
         // A group's puts are nearly all on one lease: read each lease once.
         const leases = new Map<string, {expires: number} | undefined>();
-        const results = batch.map(({key, value, leaseId, document}) => {
-          let expires: number | undefined;
-          if (leaseId !== undefined) {
-            if (!leases.has(leaseId)) leases.set(leaseId, this.#sql.liveLease.get({id: leaseId, now}) as {expires: number} | undefined);
-            const lease = leases.get(leaseId);
-            const held = this.#held.get(leaseId);
-            const alive = held && this.#heldAlive(held) ? held.expires : undefined;
-            if (!lease && alive === undefined) return new LeaseNotFoundError(`lease ${leaseId} is expired or unknown to the sqlite registry ${this.path}`);
-            expires = Math.max(lease?.expires ?? 0, alive ?? 0);
-          }
-          const revision = this.#nextRevision();
+        const checked = batch.map(({leaseId}): LeaseNotFoundError | {expires: number | undefined} => {
+          if (leaseId === undefined) return {expires: undefined};
+          if (!leases.has(leaseId)) leases.set(leaseId, this.#sql.liveLease.get({id: leaseId, now}) as {expires: number} | undefined);
+          const lease = leases.get(leaseId);
+          const held = this.#held.get(leaseId);
+          const alive = held && this.#heldAlive(held) ? held.expires : undefined;
+          if (!lease && alive === undefined) return new LeaseNotFoundError(`lease ${leaseId} is expired or unknown to the sqlite registry ${this.path}`);
+          return {expires: Math.max(lease?.expires ?? 0, alive ?? 0)};
+        });
+        // One revision per written put, in order, as if taken one by one: one statement for the group.
+        const writes = checked.reduce((n, c) => (c instanceof LeaseNotFoundError ? n : n + 1), 0);
+        let revision = writes === 0 ? 0 : this.#reserveRevisions(writes) - writes;
+        const results = batch.map(({key, value, leaseId, document}, i) => {
+          const check = checked[i] as LeaseNotFoundError | {expires: number | undefined};
+          if (check instanceof LeaseNotFoundError) return check;
+          revision++;
           this.#sql.upsert.run({key, value, lease: leaseId ?? null, revision});
-          const stored = toItem({key, value, lease: leaseId ?? null, revision, expires: expires ?? null});
+          const stored = toItem({key, value, lease: leaseId ?? null, revision, expires: check.expires ?? null});
           written.push({type: 'put', item: stored, ...(document === undefined ? {} : {document})});
           return stored;
         });
@@ -504,6 +510,13 @@ export class SqliteBackend implements RegistryBackend {
     if (keys.length === 0) return [];
     const revision = String(this.#nextRevision());
     return keys.map((key) => ({type: 'delete', key, revision}));
+  }
+
+  /** Takes `count` revisions at once; returns the last (the first is `last - count + 1`). */
+  #reserveRevisions(count: number): number {
+    const row = this.#sql.reserveRevisions.get({count}) as {value: number} | undefined;
+    if (!row) throw new Error(`registry database ${this.path} has no revision counter; expected a row 'revision' in table meta`);
+    return row.value;
   }
 
   #nextRevision(): number {
