@@ -270,8 +270,10 @@ export class AwsSources {
     let reader = this.#tagReaders.get(source.id);
     if (!reader) {
       const onTagFallback = this.#options.onTagFallback;
+      // Built on the first tag read (a second cycle): a first cycle describes everything and reads no tags.
+      const client: TaggingApi = {send: ((command: never, options: never) => this.#taggingClient(source.region, role).send(command, options)) as TaggingApi['send']};
       reader = new TagReader({
-        client: this.#taggingClient(source.region, role),
+        client,
         clock: this.#options.clock ?? systemClock,
         refreshMs,
         ...(this.#options.settleMs === undefined ? {} : {settleMs: this.#options.settleMs}),
