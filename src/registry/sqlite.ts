@@ -280,15 +280,20 @@ export class SqliteBackend implements RegistryBackend {
       [events, outcomes] = this.#transaction((): [WatchEvent[], (RegistryItem | LeaseNotFoundError)[]] => {
         const written: WatchEvent[] = this.#purgeIn(now);
         // A group's puts are nearly all on one lease: read each lease once.
-        const leases = new Map<string, {expires: number} | undefined>();
-        const checked = batch.map(({leaseId}): LeaseNotFoundError | {expires: number | undefined} => {
-          if (leaseId === undefined) return {expires: undefined};
-          if (!leases.has(leaseId)) leases.set(leaseId, this.#sql.liveLease.get({id: leaseId, now}) as {expires: number} | undefined);
-          const lease = leases.get(leaseId);
+        const leases = new Map<string, LeaseNotFoundError | {expires: number}>();
+        const checkLease = (leaseId: string): LeaseNotFoundError | {expires: number} => {
+          const lease = this.#sql.liveLease.get({id: leaseId, now}) as {expires: number} | undefined;
           const held = this.#held.get(leaseId);
           const alive = held && this.#heldAlive(held) ? held.expires : undefined;
           if (!lease && alive === undefined) return new LeaseNotFoundError(`lease ${leaseId} is expired or unknown to the sqlite registry ${this.path}`);
           return {expires: Math.max(lease?.expires ?? 0, alive ?? 0)};
+        };
+        const checked = batch.map(({leaseId}): LeaseNotFoundError | {expires: number | undefined} => {
+          if (leaseId === undefined) return {expires: undefined};
+          let check = leases.get(leaseId);
+          if (check === undefined) leases.set(leaseId, (check = checkLease(leaseId)));
+          // An error of its own for each put refused.
+          return check instanceof LeaseNotFoundError ? new LeaseNotFoundError(check.message) : check;
         });
         // One revision per written put, in order, as if taken one by one: one statement for the group.
         const writes = checked.reduce((n, c) => (c instanceof LeaseNotFoundError ? n : n + 1), 0);
