@@ -170,6 +170,8 @@ export function createAksAccessSetupStep(options: AksAccessSetupOptions): AksAcc
 /** The clusters of this cycle that an opted-in matcher wants set up: registered AKS clusters on Azure RBAC. */
 function wantedClusters(report: CycleReport, config: Config): Wanted[] {
   const out: Wanted[] = [];
+  // No matcher opted in (the usual case): no walk over every registered cluster of the cycle.
+  if (!config.discovery_service.azure.some((m) => m.setup_access_for_principal_id)) return out;
   for (const {item, matcherIndex: index} of registeredByMatcher(report, 'Azure')) {
     const principal = config.discovery_service.azure[index]?.setup_access_for_principal_id;
     const access = item.server?.status?.access;

@@ -328,6 +328,8 @@ export function createAccessSetupStep(options: AccessSetupOptions): AccessSetupS
 /** The clusters of this cycle that an opted-in matcher wants set up. */
 function wantedClusters(report: CycleReport, config: Config): Wanted[] {
   const out: Wanted[] = [];
+  // No matcher opted in (the usual case): no walk over every registered cluster of the cycle.
+  if (!config.discovery_service.aws.some((m) => m.setup_access_for_arn)) return out;
   for (const {item, matcherIndex} of registeredByMatcher(report, 'AWS')) {
     const matcher = config.discovery_service.aws[matcherIndex];
     const access = item.server?.status?.access;

@@ -57,6 +57,20 @@ describe('NodeSha256 (the AWS clients’ sha256)', () => {
       expect(a.headers['authorization']).toBe(b.headers['authorization']);
     }
   });
+
+  it('signs request after request with the same cached signing key exactly as the SDK default does', async () => {
+    const credentials = {accessKeyId: 'AKIAREUSEDSIGNINGKEY', secretAccessKey: 'secret-reused'};
+    const ours = new SignatureV4({service: 'eks', region: 'us-east-2', credentials, sha256: NodeSha256});
+    const sdk = new SignatureV4({service: 'eks', region: 'us-east-2', credentials, sha256: Hash.bind(null, 'sha256')});
+    const signingDate = new Date('2026-11-23T07:00:00Z');
+    // The first signature derives the key; the later ones sign under the remembered key's KeyObject.
+    for (const name of ['alpha', 'beta', 'gamma', 'alpha']) {
+      const request = new HttpRequest({method: 'GET', protocol: 'https:', hostname: 'eks.us-east-2.amazonaws.com', path: `/clusters/${name}`, headers: {host: 'eks.us-east-2.amazonaws.com'}});
+      const a = await ours.sign(request.clone(), {signingDate});
+      const b = await sdk.sign(request.clone(), {signingDate});
+      expect(a.headers['authorization']).toBe(b.headers['authorization']);
+    }
+  });
 });
 
 describe('NodeSha256 remembered payload hashes', () => {

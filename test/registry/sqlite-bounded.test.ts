@@ -61,6 +61,22 @@ describe('sqlite registry, bounded', () => {
     expect(await store.list('k/')).toHaveLength(MAX_PUT_BATCH + 44);
   });
 
+  it('gives the puts of a group consecutive revisions in order, none to a put on a lost lease, and goes on from there', async () => {
+    const lease = await store.grantLease(TTL);
+    const first = await store.put('r/first', '{}');
+    const lost = {id: 'no-such-lease', ttlMs: TTL};
+    const group = [store.put('r/a', '{}', {lease}), store.put('r/b', '{}', {lease: lost}), store.put('r/c', '{}'), store.put('r/d', '{}', {lease})];
+    const outcomes = await Promise.allSettled(group);
+    expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    const revisions = outcomes.flatMap((o) => (o.status === 'fulfilled' ? [Number(o.value.revision)] : []));
+    const base = Number(first.revision);
+    expect(revisions).toEqual([base + 1, base + 2, base + 3]);
+    // Stored as answered, and the counter goes on after the group.
+    expect((await store.get('r/d'))?.revision).toBe(String(base + 3));
+    expect(await store.delete('r/a')).toBe(true);
+    expect(Number((await store.put('r/e', '{}')).revision)).toBe(base + 5);
+  });
+
   it("an inventory's re-list reads no document when it holds every revision, and reads them all when one changed", async () => {
     // The inventory reads through this view; its watch can be cut, so a write reaches it only by a re-list.
     let listed = 0;

@@ -35,16 +35,25 @@ export interface EksFetcherOptions {
   readonly pageSize?: number;
   /** Incremental discovery: describe only new / changed / due clusters (tag-reader.ts); absent describes all. */
   readonly tagReader?: TagReader;
+  /**
+   * This source's ListClusters, already started (`listClusterNames`) by the planner while it was
+   * still resolving the account: used by the fetcher's one fetch instead of listing again.
+   */
+  readonly listing?: Promise<string[]>;
 }
 
 const EKS_NAME = /^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$/;
 
 /** Builds the fetcher of one EKS source. */
 export function createEksFetcher(options: EksFetcherOptions): ClusterFetcher {
-  const {source} = options;
+  const {source, listing, ...rest} = options;
+  // The early listing answers one fetch: a fetcher asked again lists again.
+  let early = listing;
   return {
     source,
     async fetch(cycleSignal) {
+      const once = early;
+      early = undefined;
       // The SDK adds two abort listeners per call to the signal it is given, and adding one scans
       // the signal's list: with hundreds of sources sharing the cycle's signal that grew to seconds
       // a cycle. One listener per source there; the calls listen on the source's own signal.
@@ -53,7 +62,7 @@ export function createEksFetcher(options: EksFetcherOptions): ClusterFetcher {
       if (cycleSignal.aborted) onAbort();
       else cycleSignal.addEventListener('abort', onAbort, {once: true});
       try {
-        return await fetchSource(options, local.signal);
+        return await fetchSource(once ? {...rest, source, listing: once} : {...rest, source}, local.signal);
       } finally {
         cycleSignal.removeEventListener('abort', onAbort);
       }
@@ -65,7 +74,7 @@ async function fetchSource(options: EksFetcherOptions, signal: AbortSignal): Pro
   const {source} = options;
   let names: string[];
   try {
-    names = await listAll(options, signal);
+    names = await (options.listing ?? listClusterNames(options.client, signal, options.pageSize));
   } catch (error) {
     if (options.skipNotEnabledRegion && OPT_IN_REGIONS.has(source.region) && REGION_NOT_ENABLED_CODES.has(awsErrorCode(error))) {
       return {source, ok: true, clusters: [], malformed: [], skippedReason: 'region not enabled for this account', notAListing: true};
@@ -121,13 +130,14 @@ async function fetchSource(options: EksFetcherOptions, signal: AbortSignal): Pro
   return {source, ok: true, clusters, malformed};
 }
 
-async function listAll(options: EksFetcherOptions, signal: AbortSignal): Promise<string[]> {
+/** Every cluster name ListClusters gives, to the last page; a malformed page throws (invalid_response). */
+export async function listClusterNames(client: EksApi, signal: AbortSignal, pageSize = 100): Promise<string[]> {
   const names: string[] = [];
   const seenTokens = new Set<string>();
   let nextToken: string | undefined;
   do {
-    const page = await options.client.send(
-      new ListClustersCommand({maxResults: options.pageSize ?? 100, nextToken}),
+    const page = await client.send(
+      new ListClustersCommand({maxResults: pageSize, nextToken}),
       {abortSignal: signal},
     );
     // Malformed is not empty: a page without a list of names (`{}`, `[]`, an empty body, a 204,

@@ -8,7 +8,7 @@ import type {SourceRef, SourceResult} from '../../core/types.ts';
 import {awsCredentialProvider, type AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
 import {CLIENT_SOCKETS, DEFAULT_CONNECT_TIMEOUT_MS} from './connect-deadline.ts';
 import {AwsDispatcher, UndiciHttpHandler} from './undici-handler.ts';
-import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
+import {createEksFetcher, listClusterNames, type EksApi} from './eks-fetcher.ts';
 import {awsFailure} from './errors.ts';
 import {OrganizationPlanner, type OrganizationPlannerOptions, type OrganizationSourceMatcher} from './org-sources.ts';
 import {TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
@@ -96,6 +96,8 @@ export class AwsSources {
   async plan(matchers: readonly AwsSourceMatcher[], context?: PlanContext): Promise<PlannedSources> {
     const fetchers: ClusterFetcher[] = [];
     const failed: SourceResult[] = [];
+    // Listings started while STS answers, within the cycle's bound on sources in flight.
+    let earlyBudget = context?.signal ? (context.sourceConcurrency ?? 0) : 0;
     for (const [matcherIndex, matcher] of matchers.entries()) {
       if (!matcher.types.includes('eks')) continue;
       if (matcher.organization) {
@@ -113,12 +115,24 @@ export class AwsSources {
         ...(matcher.external_id ? {externalId: matcher.external_id} : {}),
       };
       let account: string;
+      const listings = new Map<string, Promise<string[]>>();
       try {
+        const waiting = !this.#accountKnown(role);
         const lookup = this.#account(role, homeRegion);
         // Awaited below; this only keeps a client that fails to build from leaving it unhandled.
         lookup.catch(() => undefined);
         // The clients do not depend on the account: a first cycle builds them while STS answers.
         for (const region of regions) this.#client(region, role);
+        // Nor does ListClusters: the first sources' listings start now instead of one round trip
+        // later (a first cycle's only idle wait). Their fetchers take them; if STS fails, every
+        // source of the matcher fails as before and what was listed is dropped.
+        if (waiting && context?.signal) {
+          for (const region of regions) {
+            if (earlyBudget <= 0) break;
+            earlyBudget--;
+            listings.set(region, earlyListing(this.#client(region, role), context.signal));
+          }
+        }
         account = await lookup;
       } catch (error) {
         for (const region of regions) {
@@ -138,6 +152,7 @@ export class AwsSources {
             skipNotEnabledRegion: wildcard,
             ...role,
             ...(tagReader ? {tagReader} : {}),
+            ...(listings.has(region) ? {listing: listings.get(region) as Promise<string[]>} : {}),
           }),
         );
       }
@@ -182,6 +197,12 @@ export class AwsSources {
       this.#credentials.set(key, provider);
     }
     return provider;
+  }
+
+  /** Whether #account answers without calling STS (an ARN's account, or the caller's, already known). */
+  #accountKnown(role: {roleArn?: string}): boolean {
+    const fromArn = role.roleArn?.split(':')[4];
+    return (fromArn !== undefined && /^\d{12}$/.test(fromArn)) || this.#accounts.has('default');
   }
 
   async #account(role: {roleArn?: string; externalId?: string}, region: string): Promise<string> {
@@ -248,8 +269,10 @@ export class AwsSources {
     let reader = this.#tagReaders.get(source.id);
     if (!reader) {
       const onTagFallback = this.#options.onTagFallback;
+      // Built on the first tag read (a second cycle): a first cycle describes everything and reads no tags.
+      const client: TaggingApi = {send: ((command: never, options: never) => this.#taggingClient(source.region, role).send(command, options)) as TaggingApi['send']};
       reader = new TagReader({
-        client: this.#taggingClient(source.region, role),
+        client,
         clock: this.#options.clock ?? systemClock,
         refreshMs,
         ...(this.#options.settleMs === undefined ? {} : {settleMs: this.#options.settleMs}),
@@ -303,6 +326,22 @@ export class AwsSources {
     }
     return queue;
   }
+}
+
+/**
+ * A source's ListClusters started before its fetcher exists. Its calls listen on a signal of their
+ * own (the SDK adds listeners per call; one listener per listing on the cycle's signal). Never
+ * unhandled: the fetcher that takes it sees its failure; nobody does when STS failed.
+ */
+function earlyListing(client: EksApi, cycleSignal: AbortSignal): Promise<string[]> {
+  const local = new AbortController();
+  const onAbort = (): void => local.abort(cycleSignal.reason);
+  if (cycleSignal.aborted) onAbort();
+  else cycleSignal.addEventListener('abort', onAbort, {once: true});
+  const listing = listClusterNames(client, local.signal);
+  const done = (): void => cycleSignal.removeEventListener('abort', onAbort);
+  listing.then(done, done);
+  return listing;
 }
 
 /**
