@@ -70,3 +70,26 @@ describe("a managedClusters page holding another subscription's clusters", () =>
     }, 90_000);
   }
 });
+
+describe('a managedClusters nextLink into another list on the same host', () => {
+  // A 200 `{"value":[]}` of the ARM fake: read as the list's last page, the clusters of the real
+  // next page looked gone.
+  const elsewhere: [string, string][] = [["the subscription's role assignments", `/subscriptions/${SUBSCRIPTION}/providers/Microsoft.Authorization/roleAssignments`]];
+  for (const [what, path] of elsewhere) {
+    it(`(${what}) fails the source and deregisters nothing`, async () => {
+      const {file} = await filledRegistry();
+      h.armProxy.fault = when(firstPage, mutateJson((body) => {
+        const link = new URL(String(body['nextLink']));
+        return {...body, nextLink: `${link.origin}${path}?api-version=2022-04-01`};
+      }));
+      try {
+        const {code, json} = await once(file);
+        expect(json.clusters.filter((c) => c.action === 'delete')).toEqual([]);
+        expect(code).toBe(1);
+        expect(json.sources.find((s) => s.id === AKS)?.error?.reason).toBe('invalid_response');
+      } finally {
+        h.armProxy.fault = undefined;
+      }
+    }, 90_000);
+  }
+});
