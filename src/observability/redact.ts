@@ -31,6 +31,10 @@ const SECRET_VALUE: readonly [RegExp, string][] = [
     /((?:aws_)?(?:secret_?access_?key|session_?token|secret|password|client_?secret|access_?token|refresh_?token)["']?\s*[:=]\s*["']?)[^"'\s,&}]+/gi,
     `$1${REDACTED}`,
   ],
+  // A kubeconfig's credential fields, as an error that quotes one shows them (YAML `token: …`,
+  // `client-key-data: …`, an auth provider's `id-token`, `refresh-token`, `client-secret`); not
+  // `nextToken` or `$skipToken` (the name must not follow a letter, `_` or `-`).
+  [/((?<![A-Za-z0-9_-])(?:token|client-key-data|id-token|refresh-token|client-secret)["']?\s*[:=]\s*["']?)[^"'\s,&}]+/gi, `$1${REDACTED}`],
   [/(<(SecretAccessKey|SessionToken)>)[^<]*(<\/\2>)/g, `$1${REDACTED}$3`],
   // Credentials in a URL's user info (`https://user:password@host`): the host stays readable.
   [/(\b[a-z][a-z0-9+.-]*:\/\/)[^\s/?#@"',]+@/gi, `$1${REDACTED}@`],

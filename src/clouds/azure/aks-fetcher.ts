@@ -129,7 +129,7 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
     const malformed: MalformedCluster[] = [];
     const last = options.listings?.get(source.id);
     const pages = new Map<string, MadePage<AksPage>>();
-    const memory: PageMemory<AksPage> = {previous: last?.pages, next: pages, make: (items) => readPage(items, source.id)};
+    const memory: PageMemory<AksPage> = {previous: last?.pages, next: pages, make: (items) => readPage(items, source)};
     try {
       for await (const page of options.client.listPages(source.resourceGroup, signal, memory)) {
         records.push(...page.records);
@@ -209,7 +209,7 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
 const equalTo = new WeakMap<DiscoveredCluster, DiscoveredCluster>();
 
 /** The records of a page read for the first time (each item a JSON object: the page check made sure). */
-function readPage(items: readonly Record<string, unknown>[], sourceId: string): AksPage {
+function readPage(items: readonly Record<string, unknown>[], source: SourceRef): AksPage {
   const records: AksRecord[] = [];
   const malformed: MalformedCluster[] = [];
   for (const item of items) {
@@ -217,11 +217,23 @@ function readPage(items: readonly Record<string, unknown>[], sourceId: string): 
     if (!isAksName(typeof item['name'] === 'string' ? item['name'] : '') && !parseClusterId(item['id'])) {
       throw Object.assign(new Error('managedClusters.list returned a record with neither a cluster name nor a managed cluster id'), {name: 'InvalidResponse', code: 'InvalidResponse'});
     }
-    const record = readAksRecord(item, sourceId, isAksName);
+    // A cluster of another subscription (or resource group) means the page is not the list asked for:
+    // the clusters it lacks may all still exist, so the source fails rather than deregister them.
+    const outside = outsideSource(parseClusterId(item['id']), source);
+    if (outside !== undefined) throw Object.assign(new Error(`managedClusters.list of ${source.id} returned a cluster of ${outside}`), {name: 'InvalidResponse', code: 'InvalidResponse'});
+    const record = readAksRecord(item, source.id, isAksName);
     if ('reason' in record) malformed.push(record);
     else records.push(record);
   }
   return {records, malformed};
+}
+
+/** The subscription or resource group a listed cluster's id names when it is not the source's, else undefined. */
+function outsideSource(ref: AksClusterRef | undefined, source: SourceRef): string | undefined {
+  if (ref === undefined) return undefined;
+  if (source.account !== '' && ref.subscriptionId !== source.account.toLowerCase()) return `subscription ${ref.subscriptionId.slice(0, 60)}`;
+  if (source.resourceGroup && ref.resourceGroup.toLowerCase() !== source.resourceGroup.toLowerCase()) return `resource group ${ref.resourceGroup.slice(0, 90)}`;
+  return undefined;
 }
 
 // A record of an unchanged page is the same object as last cycle: what toDiscovered made of it is

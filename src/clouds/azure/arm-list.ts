@@ -117,6 +117,9 @@ async function* readList<T>(
     if (link !== undefined) {
       // The bearer token goes with every page: a nextLink off the list's own origin is never followed.
       if (!sameOrigin(link, url)) throw invalid(`${operation}: the list at ${pathOf(url)} returned a nextLink to another host`, status);
+      // ARM pages a list at its own path: a nextLink into another list (another subscription's, a
+      // resource group's, another resource type's) would be read as this list's remaining pages.
+      if (!samePath(link, url)) throw invalid(`${operation}: the list at ${pathOf(url)} returned a nextLink to another list, ${pathOf(new URL(link, url).href)}`, status);
       if (seen.has(link)) throw invalid(`${operation}: the list at ${pathOf(url)} returned a nextLink it had already returned`, status);
       if (seen.size >= MAX_LIST_PAGES) throw invalid(`${operation}: the list at ${pathOf(url)} returned more than ${MAX_LIST_PAGES} pages`, status);
       seen.add(link);
@@ -160,6 +163,16 @@ function invalid(message: string, statusCode: number): Error {
 export function sameOrigin(link: string, base: string): boolean {
   try {
     return new URL(link, base).origin === new URL(base).origin;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `link` (absolute, or relative to `base`) names the path of `base` (ARM paths are case-insensitive). */
+export function samePath(link: string, base: string): boolean {
+  try {
+    const path = (u: URL): string => u.pathname.replace(/\/+$/, '').toLowerCase();
+    return path(new URL(link, base)) === path(new URL(base));
   } catch {
     return false;
   }
