@@ -45,8 +45,8 @@ function deferred<T>(): {promise: Promise<T>; resolve: (v: T) => void; reject: (
 }
 
 /** Sources whose account lookup waits for the test; the EKS clients are the real ones. */
-function sources(account: Promise<string>): AwsSources {
-  return new AwsSources({callerAccount: () => account, credentialProvider: () => async () => KEY, refreshMs: 0, requestTimeoutMs: 2_000});
+function sources(account: Promise<string>, requestTimeoutMs = 2_000): AwsSources {
+  return new AwsSources({callerAccount: () => account, credentialProvider: () => async () => KEY, refreshMs: 0, requestTimeoutMs});
 }
 
 function context(signal: AbortSignal, sourceConcurrency: number): PlanContext {
@@ -112,6 +112,20 @@ describe('EKS listings that start while STS answers', () => {
     const {fetchers, failed} = await planned;
     expect(fetchers).toEqual([]);
     expect(failed.map((f) => [f.source.region, f.ok, f.error?.operation])).toEqual(REGIONS.map((region) => [region, false, 'GetCallerIdentity']));
+  });
+  it('are stopped when the account lookup fails: a listing under way does not go on spending calls for sources already failed', async () => {
+    // eu-west-1's listing hangs, and its request deadline is far beyond the test.
+    fake.fault = (ctx) => (ctx.operation === 'ListClusters' && ctx.region === 'eu-west-1' ? {hang: true} : undefined);
+    const account = deferred<string>();
+    const cycle = new AbortController();
+    const planned = sources(account.promise, 600_000).plan([{types: ['eks'], regions: REGIONS}], context(cycle.signal, 20));
+    await listed(4);
+    account.reject(Object.assign(new Error('throttled'), {name: 'ThrottlingException', $metadata: {httpStatusCode: 400}}));
+    expect((await planned).fetchers).toEqual([]);
+    // The cycle goes on (its signal is not aborted): only the failed lookup can stop the listing.
+    for (let i = 0; i < 500 && fake.stats.inFlight({operation: 'ListClusters'}) > 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(fake.stats.inFlight({operation: 'ListClusters'})).toBe(0);
+    expect(cycle.signal.aborted).toBe(false);
   });
 });
 
