@@ -116,6 +116,8 @@ export class AwsSources {
       };
       let account: string;
       const listings = new Map<string, Promise<string[]>>();
+      // Stops this matcher's early listings when the lookup fails: their sources fail anyway.
+      const stopListings = new AbortController();
       try {
         const waiting = !this.#accountKnown(role);
         const lookup = this.#account(role, homeRegion);
@@ -130,11 +132,12 @@ export class AwsSources {
           for (const region of regions) {
             if (earlyBudget <= 0) break;
             earlyBudget--;
-            listings.set(region, earlyListing(this.#client(region, role), context.signal));
+            listings.set(region, earlyListing(this.#client(region, role), context.signal, stopListings.signal));
           }
         }
         account = await lookup;
       } catch (error) {
+        stopListings.abort(error);
         for (const region of regions) {
           const source = eksSource(matcherIndex, region, '');
           failed.push({source, ok: false, clusters: [], malformed: [], error: awsFailure(error, 'GetCallerIdentity')});
@@ -329,17 +332,22 @@ export class AwsSources {
 }
 
 /**
- * A source's ListClusters started before its fetcher exists. Its calls listen on a signal of their
- * own (the SDK adds listeners per call; one listener per listing on the cycle's signal). Never
+ * A source's ListClusters started before its fetcher exists, stopped by the cycle's signal or by
+ * `stop` (the account lookup failed). Its calls listen on a signal of their own (the SDK adds
+ * listeners per call; one listener per listing on each of those signals). Never
  * unhandled: the fetcher that takes it sees its failure; nobody does when STS failed.
  */
-function earlyListing(client: EksApi, cycleSignal: AbortSignal): Promise<string[]> {
+function earlyListing(client: EksApi, cycleSignal: AbortSignal, stop: AbortSignal): Promise<string[]> {
   const local = new AbortController();
-  const onAbort = (): void => local.abort(cycleSignal.reason);
-  if (cycleSignal.aborted) onAbort();
-  else cycleSignal.addEventListener('abort', onAbort, {once: true});
+  const signals = [cycleSignal, stop];
+  const onAbort = (event: Event): void => local.abort((event.target as AbortSignal).reason);
+  const aborted = signals.find((s) => s.aborted);
+  if (aborted) local.abort(aborted.reason);
+  else for (const s of signals) s.addEventListener('abort', onAbort, {once: true});
   const listing = listClusterNames(client, local.signal);
-  const done = (): void => cycleSignal.removeEventListener('abort', onAbort);
+  const done = (): void => {
+    for (const s of signals) s.removeEventListener('abort', onAbort);
+  };
   listing.then(done, done);
   return listing;
 }
