@@ -7,79 +7,28 @@
  * keeps every entry (stale where its source failed or its record was unusable), renames nothing,
  * and the next clean cycle is as the first.
  */
-import {mkdtempSync, rmSync} from 'node:fs';
-import {tmpdir} from 'node:os';
-import path from 'node:path';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
-import {Heartbeat} from '../../heartbeats/heartbeat.ts';
-import {systemClock} from '../../src/core/clock.ts';
-import {parseConfig} from '../../src/config/load.ts';
-import {AwsCredentialProviders} from '../../src/credentials/aws-credentials.ts';
-import {Discovery} from '../../src/discovery/discovery.ts';
 import type {Registrar} from '../../src/discovery/cycle.ts';
-import {createRegistrar} from '../../src/discovery/registrar.ts';
-import {SqliteBackend} from '../../src/registry/sqlite.ts';
-import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
-import {answer, awsClassifier, mutateJson, startFaultProxy, type FaultProxy, type ProxyFaultRule} from '../fakes/faults.ts';
-import {setEnv} from '../helpers/env.ts';
+import type {Discovery} from '../../src/discovery/discovery.ts';
+import {answer, mutateJson, type FaultProxy, type ProxyFaultRule} from '../fakes/faults.ts';
+import {NAMES, startEksService, type EksService} from './eks-service-harness.ts';
 
-const ACCOUNT = '111111111111';
-const REGION = 'us-east-1';
 const KEY = {accessKeyId: 'AKIAMALFORMEDSVC0001', secretAccessKey: 'malformed-service-secret'};
-const NAMES = ['a1-eks-us-east-1-111111111111', 'b1-eks-us-east-1-111111111111', 'payments'];
 
-let fake: FakeAws;
+let service: EksService;
 let proxy: FaultProxy;
-let restoreEnv: () => void;
-let dir: string;
-let backend: SqliteBackend;
-let heartbeat: Heartbeat;
 let registrar: Registrar;
 let discovery: Discovery;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-  world.addCluster(ACCOUNT, REGION, {name: 'a1', tags: {env: 'prod'}});
-  world.addCluster(ACCOUNT, REGION, {name: 'a2', tags: {env: 'prod', TeleportKubernetesName: 'payments'}});
-  world.addCluster(ACCOUNT, REGION, {name: 'b1', tags: {env: 'prod'}});
-  fake = await startFakeAws({world});
-  proxy = await startFaultProxy({upstream: fake.url, classify: awsClassifier((id) => world.lookupAccessKey(id)?.account)});
-  const viaProxy = Object.fromEntries(Object.entries(fake.env).map(([k, v]) => [k, v === fake.url ? proxy.url : v]));
-  restoreEnv = setEnv({...viaProxy, AWS_MAX_ATTEMPTS: '1', AWS_RETRY_MODE: 'standard', AWS_ACCESS_KEY_ID: undefined, AWS_SECRET_ACCESS_KEY: undefined, AWS_REGION: REGION});
-  dir = mkdtempSync(path.join(tmpdir(), 'eks-malformed-'));
-  backend = await SqliteBackend.open({path: path.join(dir, 'registry.db'), clock: systemClock});
-  heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g1', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
-  await heartbeat.start();
-  const config = parseConfig(
-    `version: v1
-discovery_service:
-  discovery_group: g1
-  refresh_interval: 0s
-  aws:
-    - types: [eks]
-      regions: [${REGION}]
-      tags: {env: prod}
-storage: {type: sqlite, path: ${path.join(dir, 'registry.db')}}
-`,
-    'eks-malformed.yaml',
-  );
-  const providers = new AwsCredentialProviders({env: process.env, base: () => Promise.resolve(KEY)});
-  discovery = new Discovery({config, clock: systemClock, aws: {credentialProvider: (role) => providers.provider(role), requestTimeoutMs: 2_000}});
-  registrar = createRegistrar(backend, heartbeat, 'g1');
+  service = await startEksService({key: KEY, tmpPrefix: 'eks-malformed-', refreshInterval: '0s'});
+  ({proxy, registrar, discovery} = service);
 });
 afterAll(async () => {
-  await heartbeat.stop({deregister: false});
-  await backend.close();
-  restoreEnv();
-  await proxy.close();
-  await fake.close();
-  rmSync(dir, {recursive: true, force: true});
+  await service.close();
 });
 
-async function entries(): Promise<{name: string; stale: boolean}[]> {
-  return (await registrar.current()).map((s) => ({name: s.metadata.name, stale: s.status?.stale === true})).sort((a, b) => a.name.localeCompare(b.name));
-}
+const entries = (): ReturnType<EksService['entries']> => service.entries();
 
 const retag = (edit: (tags: Record<string, unknown>, name: string) => unknown): ProxyFaultRule => (req) =>
   req.operation === 'DescribeCluster'

@@ -7,79 +7,30 @@
  * (Discovery, registrar, heartbeat) on a real SQLite registry, against the wire-level fake behind
  * the fault proxy.
  */
-import {mkdtempSync, rmSync} from 'node:fs';
-import {tmpdir} from 'node:os';
-import path from 'node:path';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
-import {Heartbeat} from '../../heartbeats/heartbeat.ts';
-import {systemClock} from '../../src/core/clock.ts';
-import {parseConfig} from '../../src/config/load.ts';
-import {AwsCredentialProviders} from '../../src/credentials/aws-credentials.ts';
 import type {Registrar} from '../../src/discovery/cycle.ts';
-import {Discovery} from '../../src/discovery/discovery.ts';
-import {createRegistrar} from '../../src/discovery/registrar.ts';
-import {SqliteBackend} from '../../src/registry/sqlite.ts';
-import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
-import {answer, awsClassifier, startFaultProxy, type FaultProxy, type ProxyFault} from '../fakes/faults.ts';
-import {setEnv} from '../helpers/env.ts';
+import type {Discovery} from '../../src/discovery/discovery.ts';
+import type {FakeAws} from '../fakes/aws-fakes.ts';
+import {answer, type ProxyFault, type FaultProxy} from '../fakes/faults.ts';
+import {ACCOUNT, NAMES, REGION, startEksService, type EksService} from './eks-service-harness.ts';
 
-const ACCOUNT = '111111111111';
-const REGION = 'us-east-1';
 const KEY = {accessKeyId: 'AKIATAGREADATTACKS01', secretAccessKey: 'tag-read-attacks-secret'};
-const NAMES = ['a1-eks-us-east-1-111111111111', 'b1-eks-us-east-1-111111111111', 'payments'];
 
+let service: EksService;
 let fake: FakeAws;
 let proxy: FaultProxy;
-let restoreEnv: () => void;
-let dir: string;
-let backend: SqliteBackend;
-let heartbeat: Heartbeat;
 let registrar: Registrar;
 let discovery: Discovery;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-  world.addCluster(ACCOUNT, REGION, {name: 'a1', tags: {env: 'prod'}});
-  world.addCluster(ACCOUNT, REGION, {name: 'a2', tags: {env: 'prod', TeleportKubernetesName: 'payments'}});
-  world.addCluster(ACCOUNT, REGION, {name: 'b1', tags: {env: 'prod'}});
-  fake = await startFakeAws({world});
-  proxy = await startFaultProxy({upstream: fake.url, classify: awsClassifier((id) => world.lookupAccessKey(id)?.account)});
-  const viaProxy = Object.fromEntries(Object.entries(fake.env).map(([k, v]) => [k, v === fake.url ? proxy.url : v]));
-  restoreEnv = setEnv({...viaProxy, AWS_MAX_ATTEMPTS: '1', AWS_RETRY_MODE: 'standard', AWS_ACCESS_KEY_ID: undefined, AWS_SECRET_ACCESS_KEY: undefined, AWS_REGION: REGION});
-  dir = mkdtempSync(path.join(tmpdir(), 'eks-tag-read-'));
-  backend = await SqliteBackend.open({path: path.join(dir, 'registry.db'), clock: systemClock});
-  heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g1', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
-  await heartbeat.start();
-  // The default refresh interval (1 h): after the first cycle, the tag read decides what is described.
-  const config = parseConfig(
-    `version: v1
-discovery_service:
-  discovery_group: g1
-  aws:
-    - types: [eks]
-      regions: [${REGION}]
-      tags: {env: prod}
-storage: {type: sqlite, path: ${path.join(dir, 'registry.db')}}
-`,
-    'eks-tag-read.yaml',
-  );
-  const providers = new AwsCredentialProviders({env: process.env, base: () => Promise.resolve(KEY)});
-  discovery = new Discovery({config, clock: systemClock, aws: {credentialProvider: (role) => providers.provider(role), requestTimeoutMs: 2_000}});
-  registrar = createRegistrar(backend, heartbeat, 'g1');
+  service = await startEksService({key: KEY, tmpPrefix: 'eks-tag-read-'});
+  ({fake, proxy, registrar, discovery} = service);
 });
 afterAll(async () => {
-  await heartbeat.stop({deregister: false});
-  await backend.close();
-  restoreEnv();
-  await proxy.close();
-  await fake.close();
-  rmSync(dir, {recursive: true, force: true});
+  await service.close();
 });
 
-async function entries(): Promise<{name: string; stale: boolean}[]> {
-  return (await registrar.current()).map((s) => ({name: s.metadata.name, stale: s.status?.stale === true})).sort((a, b) => a.name.localeCompare(b.name));
-}
+const entries = (): ReturnType<EksService['entries']> => service.entries();
 
 const isTagRead = (operation: string): boolean => operation === 'POST /';
 const page = (body: object, headers: Record<string, string> = {}): ProxyFault => answer(200, JSON.stringify(body), {'content-type': 'application/x-amz-json-1.1', ...headers});
