@@ -3,32 +3,21 @@
  * with `properties: null`. Neither may deregister or rename a cluster that is still there. Runs `once` and `start` on SQLite with the real Azure SDK
  * pipeline talking to the ARM fake through the fault proxy.
  */
-import {copyFile, readFile} from 'node:fs/promises';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {mutateJson, when} from '../fakes/faults.ts';
-import {ALL_NAMES, once, start, startHarness, type Harness} from '../reliability/cloud-fault-harness.ts';
+import {ALL_NAMES, goldenRegistry, once, start, startHarness, type Harness} from '../reliability/cloud-fault-harness.ts';
 
 const firstPage = {operation: 'managedClusters.list', page: 'first' as const};
 
 let h: Harness;
-let golden: string;
-let rows = 0;
+/** A fresh registry holding every cluster of the clean world: the config file and its text. */
+let filledRegistry: () => Promise<{file: string; text: string}>;
 
 beforeAll(async () => {
   h = await startHarness();
-  const file = await h.config('golden', true);
-  const clean = await once(file);
-  expect(clean.code, JSON.stringify(clean.json.sources)).toBe(0);
-  golden = h.registryPath('golden');
+  filledRegistry = await goldenRegistry(h, 'dup');
 }, 60_000);
 afterAll(() => h.close());
-
-async function filledRegistry(): Promise<{file: string; text: string}> {
-  const name = `dup-${rows++}`;
-  const file = await h.config(name);
-  await copyFile(golden, h.registryPath(name));
-  return {file, text: await readFile(file, 'utf8')};
-}
 
 const a1 = (records: Record<string, unknown>[]): Record<string, unknown> => records.find((r) => r['name'] === 'a1') ?? {};
 

@@ -6,34 +6,23 @@
  * fails the source: nothing is deleted, every entry is kept (stale). Runs `once` and `start` on
  * SQLite with the real Azure SDK pipeline talking to the ARM fake through the fault proxy.
  */
-import {copyFile, readFile} from 'node:fs/promises';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {mutateJson, when} from '../fakes/faults.ts';
-import {ALL_NAMES, once, start, SUBSCRIPTION, startHarness, type Harness} from '../reliability/cloud-fault-harness.ts';
+import {ALL_NAMES, goldenRegistry, once, start, SUBSCRIPTION, startHarness, type Harness} from '../reliability/cloud-fault-harness.ts';
 
 const AKS = `aks:${SUBSCRIPTION}`;
 const OTHER = '00000000-0000-0000-0000-0000000000bb';
 const firstPage = {operation: 'managedClusters.list', page: 'first' as const};
 
 let h: Harness;
-let golden: string;
-let rows = 0;
+/** A fresh registry holding every cluster of the clean world: the config file and its text. */
+let filledRegistry: () => Promise<{file: string; text: string}>;
 
 beforeAll(async () => {
   h = await startHarness();
-  const file = await h.config('golden', true);
-  const clean = await once(file);
-  expect(clean.code, JSON.stringify(clean.json.sources)).toBe(0);
-  golden = h.registryPath('golden');
+  filledRegistry = await goldenRegistry(h, 'foreign');
 }, 60_000);
 afterAll(() => h.close());
-
-async function filledRegistry(): Promise<{file: string; text: string}> {
-  const name = `foreign-${rows++}`;
-  const file = await h.config(name);
-  await copyFile(golden, h.registryPath(name));
-  return {file, text: await readFile(file, 'utf8')};
-}
 
 /** The record `r` moved to subscription OTHER (and, with `name`, renamed there). */
 const foreign = (r: Record<string, unknown>, name?: string): Record<string, unknown> => {

@@ -4,14 +4,13 @@
  * `once` and `start` in-process on a registry holding every cluster of the clean world, with the
  * real Azure SDK pipeline talking to the ARM fake through the fault proxy.
  */
-import {copyFile, readFile} from 'node:fs/promises';
 import {createServer, type Server} from 'node:https';
 import type {AddressInfo} from 'node:net';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {FAKE_ARM_TOKEN} from '../fakes/arm-server.ts';
 import {mutateJson, when, type ProxyFaultRule} from '../fakes/faults.ts';
 import {sharedServerTls} from '../fakes/tls-ca.ts';
-import {ALL_NAMES, once, start, SUBSCRIPTION, startHarness, type Harness} from '../reliability/cloud-fault-harness.ts';
+import {ALL_NAMES, goldenRegistry, once, start, SUBSCRIPTION, startHarness, type Harness} from '../reliability/cloud-fault-harness.ts';
 
 const A1 = `a1-aks-eastus-rg-a-${SUBSCRIPTION}`;
 const AKS = `aks:${SUBSCRIPTION}`;
@@ -22,8 +21,8 @@ const editA1 = (edit: (record: Record<string, unknown>) => Record<string, unknow
   when(firstPage, mutateJson((body) => ({...body, value: (body['value'] as Record<string, unknown>[]).map((r) => (r['name'] === 'a1' ? edit(r) : r))})));
 
 let h: Harness;
-let golden: string;
-let rows = 0;
+/** A fresh registry holding every cluster of the clean world: the config file and its text. */
+let filledRegistry: () => Promise<{file: string; text: string}>;
 /** An HTTPS server on another origin that records every Authorization header it is sent. */
 let foreign: Server;
 let foreignUrl: string;
@@ -31,10 +30,7 @@ const foreignAuth: string[] = [];
 
 beforeAll(async () => {
   h = await startHarness();
-  const file = await h.config('golden', true);
-  const clean = await once(file);
-  expect(clean.code, JSON.stringify(clean.json.sources)).toBe(0);
-  golden = h.registryPath('golden');
+  filledRegistry = await goldenRegistry(h, 'attack');
   const tls = await sharedServerTls();
   foreign = createServer({cert: tls.certPem, key: tls.keyPem}, (req, res) => {
     foreignAuth.push(req.headers.authorization ?? '');
@@ -47,13 +43,6 @@ afterAll(async () => {
   await new Promise((resolve) => foreign.close(resolve));
   await h.close();
 });
-
-async function filledRegistry(): Promise<{file: string; text: string}> {
-  const name = `attack-${rows++}`;
-  const file = await h.config(name);
-  await copyFile(golden, h.registryPath(name));
-  return {file, text: await readFile(file, 'utf8')};
-}
 
 const kept = (json: Awaited<ReturnType<typeof once>>['json']): string[] =>
   json.clusters.filter((c) => c.action !== 'delete' && c.action !== 'skip').map((c) => c.name).sort();

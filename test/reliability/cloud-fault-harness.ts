@@ -3,7 +3,7 @@
  * fault proxy, a stub `az` for the Azure CLI credential, and helpers that run `once`
  * (in-process, through the CLI's main) and `start` (in-process, startService) against it.
  */
-import {chmod, mkdir, mkdtemp, rm, writeFile} from 'node:fs/promises';
+import {chmod, copyFile, mkdir, mkdtemp, readFile, rm, writeFile} from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import {Writable} from 'node:stream';
@@ -150,6 +150,27 @@ export async function once(file: string): Promise<{code: number; json: OnceJson;
   const out = cap.stdout();
   if (!out) throw new Error(`once printed nothing (exit ${code}): ${cap.stderr()}`);
   return {code, json: JSON.parse(out) as OnceJson, stderr: cap.stderr()};
+}
+
+/**
+ * Runs one clean `once` into a registry of its own and returns a function that gives each test a
+ * copy of it: a config (short deadlines) whose registry already holds every cluster of the clean
+ * world, and the config's text. A clean run per test would double a suite's time.
+ */
+export async function goldenRegistry(h: Harness, prefix: string): Promise<() => Promise<{file: string; text: string}>> {
+  const clean = await once(await h.config(`${prefix}-golden`, true));
+  const created = clean.json.clusters.filter((c) => c.action === 'create').map((c) => c.name).sort();
+  if (clean.code !== 0 || JSON.stringify(created) !== JSON.stringify(ALL_NAMES)) {
+    throw new Error(`the clean run registered ${JSON.stringify(created)} (exit ${clean.code}): ${JSON.stringify(clean.json.sources)}`);
+  }
+  const golden = h.registryPath(`${prefix}-golden`);
+  let copies = 0;
+  return async () => {
+    const name = `${prefix}-${copies++}`;
+    const file = await h.config(name);
+    await copyFile(golden, h.registryPath(name));
+    return {file, text: await readFile(file, 'utf8')};
+  };
 }
 
 /** A service started in-process on a config file, with its log lines collected. */

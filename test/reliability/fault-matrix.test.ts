@@ -5,11 +5,10 @@
  * output / `/v1/status`, the metrics and one log line, and recovery on the next clean cycle.
  * (Registry-backend faults live in their own file.)
  */
-import {copyFile, readFile} from 'node:fs/promises';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import type {FailureReason} from '../../src/core/types.ts';
 import {answer, mutateJson, when, type ProxyFault, type ProxyFaultRule} from '../fakes/faults.ts';
-import {ALL_NAMES, metricValue, once, start, SUBSCRIPTION, startHarness, type Harness} from './cloud-fault-harness.ts';
+import {ALL_NAMES, goldenRegistry, metricValue, once, start, SUBSCRIPTION, startHarness, type Harness} from './cloud-fault-harness.ts';
 
 const EAST = 'eks:us-east-1:111111111111';
 const WEST = 'eks:eu-west-1:111111111111';
@@ -141,17 +140,12 @@ const CLUSTER_ROWS: ClusterRow[] = [
 const ROW_TIMEOUT_MS = 90_000;
 
 let h: Harness;
-let configs = 0;
-/** The registry a clean `once` filled, copied for every row (a clean run per row would double the matrix's time). */
-let golden: string;
+/** A fresh registry holding every cluster of the clean world: the config file and its text. */
+let filledRegistry: () => Promise<{file: string; text: string}>;
 
 beforeAll(async () => {
   h = await startHarness();
-  const file = await h.config('golden', true);
-  const clean = await once(file);
-  expect(clean.code, JSON.stringify(clean.json.sources)).toBe(0);
-  expect(clean.json.clusters.filter((c) => c.action === 'create').map((c) => c.name).sort()).toEqual(ALL_NAMES);
-  golden = h.registryPath('golden');
+  filledRegistry = await goldenRegistry(h, 'row');
 });
 afterAll(async () => {
   await h.close();
@@ -160,14 +154,6 @@ afterAll(async () => {
 function setFault(proxy: 'aws' | 'azure', rule: ProxyFaultRule | undefined): void {
   h.awsProxy.fault = proxy === 'aws' ? rule : undefined;
   h.armProxy.fault = proxy === 'azure' ? rule : undefined;
-}
-
-/** A fresh registry holding every cluster of the clean world; returns the config file and its text. */
-async function filledRegistry(): Promise<{file: string; text: string}> {
-  const name = `row-${configs++}`;
-  const file = await h.config(name);
-  await copyFile(golden, h.registryPath(name));
-  return {file, text: await readFile(file, 'utf8')};
 }
 
 const kept = (json: Awaited<ReturnType<typeof once>>['json']): string[] =>
