@@ -5,52 +5,33 @@
  * tags are not this cluster's. Read as this cluster's, a `DELETING` there deregistered it here.
  * Such a record is malformed: the entry is kept (stale). Short path and SDK path alike.
  */
-import {DescribeClusterCommand, EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
-import PQueue from 'p-queue';
 import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
-import {createEksFetcher} from '../../src/clouds/aws/eks-fetcher.ts';
-import {describeClusterOperation, leanReads, listClustersOperation} from '../../src/clouds/aws/lean-read.ts';
-import {leanSdkClient} from '../../src/clouds/aws/lean-sdk.ts';
-import {eksSource} from '../../src/clouds/aws/sources.ts';
-import type {SourceResult} from '../../src/core/types.ts';
 import {evaluate} from '../../src/discovery/evaluate.ts';
 import {reconcile} from '../../src/discovery/reconcile.ts';
 import {context, stored} from '../discovery/builders.ts';
-import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
-import {awsClassifier, mutateJson, startFaultProxy, when, type FaultProxy} from '../fakes/faults.ts';
+import {startProxiedAws, type ProxiedAws} from '../fakes/aws-proxied.ts';
+import {mutateJson, when, type FaultProxy} from '../fakes/faults.ts';
+import {eksFetcherOf} from './eks-fetcher-paths.ts';
 
 const ACCOUNT = '111111111111';
 const REGION = 'us-east-1';
 const KEY = {accessKeyId: 'AKIAEKSARNOTHER00001', secretAccessKey: 'eks-arn-other-secret'};
-let fake: FakeAws;
+let aws: ProxiedAws;
 let proxy: FaultProxy;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-  for (const name of ['a1', 'b1']) world.addCluster(ACCOUNT, REGION, {name, tags: {env: 'prod'}});
-  fake = await startFakeAws({world});
-  proxy = await startFaultProxy({upstream: fake.url, classify: awsClassifier((id) => world.lookupAccessKey(id)?.account)});
+  aws = await startProxiedAws({account: ACCOUNT, key: KEY, clusters: ['a1', 'b1'].map((name) => ({name, tags: {env: 'prod'}})), region: REGION});
+  ({proxy} = aws);
 });
 afterAll(async () => {
-  await proxy.close();
-  await fake.close();
+  await aws.close();
 });
 beforeEach(() => {
   proxy.fault = undefined;
 });
 
-async function fetcherOf(path: 'short' | 'sdk'): Promise<{fetch(): Promise<SourceResult>; destroy(): void}> {
-  const eks = leanSdkClient(new EKSClient({region: REGION, endpoint: proxy.url, credentials: KEY, maxAttempts: 1}));
-  let client: Pick<EKSClient, 'send'> = eks;
-  if (path === 'short') {
-    client = leanReads(eks, [listClustersOperation(ListClustersCommand), describeClusterOperation(DescribeClusterCommand)]);
-    await client.send(new ListClustersCommand({}));
-    await client.send(new DescribeClusterCommand({name: 'a1'}));
-  }
-  const fetcher = createEksFetcher({source: eksSource(0, REGION, ACCOUNT), client, describeQueue: new PQueue({concurrency: 4})});
-  return {fetch: () => fetcher.fetch(new AbortController().signal), destroy: () => eks.destroy()};
-}
+/** One source's fetch through a real EKS client, on the short path or the SDK's own. */
+const fetcherOf = (path: 'short' | 'sdk'): ReturnType<typeof eksFetcherOf> => eksFetcherOf(path, {endpoint: proxy.url, key: KEY, account: ACCOUNT});
 
 const ARNS: [string, string][] = [
   ['the same name in another region', `arn:aws:eks:eu-west-1:${ACCOUNT}:cluster/b1`],

@@ -7,53 +7,32 @@
  * its entry is kept (stale), nothing deleted, nothing renamed. Met on the short path
  * (lean-read.ts) and the SDK's own path alike, through the real EKS client and the wire fake.
  */
-import {DescribeClusterCommand, EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
-import PQueue from 'p-queue';
 import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
-import {createEksFetcher} from '../../src/clouds/aws/eks-fetcher.ts';
-import {describeClusterOperation, leanReads, listClustersOperation} from '../../src/clouds/aws/lean-read.ts';
-import {leanSdkClient} from '../../src/clouds/aws/lean-sdk.ts';
-import {eksSource} from '../../src/clouds/aws/sources.ts';
-import type {SourceResult} from '../../src/core/types.ts';
 import {evaluate} from '../../src/discovery/evaluate.ts';
 import {reconcile} from '../../src/discovery/reconcile.ts';
 import {context, stored} from '../discovery/builders.ts';
-import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
-import {awsClassifier, mutateJson, startFaultProxy, when, type FaultProxy} from '../fakes/faults.ts';
+import {startProxiedAws, type ProxiedAws} from '../fakes/aws-proxied.ts';
+import {mutateJson, when, type FaultProxy} from '../fakes/faults.ts';
+import {eksFetcherOf} from './eks-fetcher-paths.ts';
 
 const ACCOUNT = '111111111111';
 const KEY = {accessKeyId: 'AKIAEKSTAGTYPES00001', secretAccessKey: 'eks-tag-types-secret'};
-let fake: FakeAws;
+let aws: ProxiedAws;
 let proxy: FaultProxy;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-  world.addCluster(ACCOUNT, 'us-east-1', {name: 'a1', tags: {env: 'prod'}});
-  world.addCluster(ACCOUNT, 'us-east-1', {name: 'a2', tags: {env: 'prod', TeleportKubernetesName: 'payments'}});
-  fake = await startFakeAws({world});
-  proxy = await startFaultProxy({upstream: fake.url, classify: awsClassifier((id) => world.lookupAccessKey(id)?.account)});
+  aws = await startProxiedAws({account: ACCOUNT, key: KEY, clusters: [{name: 'a1', tags: {env: 'prod'}}, {name: 'a2', tags: {env: 'prod', TeleportKubernetesName: 'payments'}}]});
+  ({proxy} = aws);
 });
 afterAll(async () => {
-  await proxy.close();
-  await fake.close();
+  await aws.close();
 });
 beforeEach(() => {
   proxy.fault = undefined;
 });
 
-/** One source's fetch through a real EKS client: wrapped and primed as the service uses it (short path), or the SDK's own. */
-async function fetcherOf(path: 'short' | 'sdk'): Promise<{fetch(): Promise<SourceResult>; destroy(): void}> {
-  const eks = leanSdkClient(new EKSClient({region: 'us-east-1', endpoint: proxy.url, credentials: KEY, maxAttempts: 1}));
-  let client: Pick<EKSClient, 'send'> = eks;
-  if (path === 'short') {
-    client = leanReads(eks, [listClustersOperation(ListClustersCommand), describeClusterOperation(DescribeClusterCommand)]);
-    await client.send(new ListClustersCommand({}));
-    await client.send(new DescribeClusterCommand({name: 'a1'}));
-  }
-  const fetcher = createEksFetcher({source: eksSource(0, 'us-east-1', ACCOUNT), client, describeQueue: new PQueue({concurrency: 4})});
-  return {fetch: () => fetcher.fetch(new AbortController().signal), destroy: () => eks.destroy()};
-}
+/** One source's fetch through a real EKS client, on the short path or the SDK's own. */
+const fetcherOf = (path: 'short' | 'sdk'): ReturnType<typeof eksFetcherOf> => eksFetcherOf(path, {endpoint: proxy.url, key: KEY, account: ACCOUNT});
 
 const spoilTags = (edit: (tags: Record<string, unknown>, name: string) => unknown) =>
   mutateJson((body) => {

@@ -9,24 +9,20 @@ import PQueue from 'p-queue';
 import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
 import {createEksFetcher} from '../../src/clouds/aws/eks-fetcher.ts';
 import {eksSource} from '../../src/clouds/aws/sources.ts';
-import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
-import {answer, awsClassifier, mutateJson, startFaultProxy, when, type FaultProxy, type ProxyFault} from '../fakes/faults.ts';
+import {startProxiedAws, type ProxiedAws} from '../fakes/aws-proxied.ts';
+import {answer, mutateJson, when, type FaultProxy, type ProxyFault} from '../fakes/faults.ts';
 
 const ACCOUNT = '111111111111';
 const KEY = {accessKeyId: 'AKIAMALFORMED0000001', secretAccessKey: 'malformed-secret'};
-let fake: FakeAws;
+let aws: ProxiedAws;
 let proxy: FaultProxy;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(ACCOUNT, {accessKeys: [KEY]});
-  for (const name of ['a', 'b', 'c']) world.addCluster(ACCOUNT, 'us-east-1', {name, tags: {env: 'prod'}});
-  fake = await startFakeAws({world});
-  proxy = await startFaultProxy({upstream: fake.url, classify: awsClassifier((id) => world.lookupAccessKey(id)?.account)});
+  aws = await startProxiedAws({account: ACCOUNT, key: KEY, clusters: ['a', 'b', 'c'].map((name) => ({name, tags: {env: 'prod'}}))});
+  ({proxy} = aws);
 });
 afterAll(async () => {
-  await proxy.close();
-  await fake.close();
+  await aws.close();
 });
 beforeEach(() => {
   proxy.fault = undefined;
