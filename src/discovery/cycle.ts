@@ -7,6 +7,7 @@ import type {SourceRef, SourceResult} from '../core/types.ts';
 import {evaluate, registeredIdentity, type EvaluateContext} from './evaluate.ts';
 import {decidePending, sortPlanItems, stagePlan, type Action, type PendingItem, type PlanItem, type StagedPlan} from './reconcile.ts';
 import {errorMessage} from '../core/errors.ts';
+import {compareText} from '../core/collate.ts';
 import type {DiscoveryEvents} from './events.ts';
 
 /** Registry writes of a cycle in flight at once. */
@@ -179,7 +180,7 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
     startedAt,
     durationMs: clock.now() - startedAt,
     result,
-    sources: results.map(sourceReport).sort((a, b) => a.id.localeCompare(b.id)),
+    sources: results.map(sourceReport).sort((a, b) => compareText(a.id, b.id)),
     items: plan.items,
     counts,
     notes,

@@ -7,6 +7,7 @@ import {matchLabels, type MatchDecision, type TagMatcher} from '../../matchers/i
 import {builtInClouds} from '../clouds/index.ts';
 import type {Clouds} from '../clouds/cloud.ts';
 import type {DiscoveredCluster, SourceRef, SourceResult} from '../core/types.ts';
+import {compareText} from '../core/collate.ts';
 import {clusterLabels, LABEL} from './labels.ts';
 import {isValidKubeName, kubeServerName} from './naming.ts';
 
@@ -70,7 +71,7 @@ export function evaluate(results: readonly SourceResult[], ctx: EvaluateContext)
   const skips: Skip[] = [];
   const notes: string[] = [];
   const clouds = ctx.clouds ?? builtInClouds;
-  const ordered = [...results].filter((r) => r.ok).sort((a, b) => a.source.id.localeCompare(b.source.id));
+  const ordered = [...results].filter((r) => r.ok).sort((a, b) => compareText(a.source.id, b.source.id));
   const settings = settingsKey(ctx);
   for (const result of ordered) {
     for (const bad of result.malformed) {

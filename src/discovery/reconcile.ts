@@ -10,6 +10,7 @@ import type {Clouds} from '../clouds/cloud.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import {clusterIdentity, DISCOVERY_HEALTH_REASONS, registeredIdentity, type Candidate, type Evaluation, type Skip, type SkipKind} from './evaluate.ts';
 import {LABEL} from './labels.ts';
+import {compareText} from '../core/collate.ts';
 
 /** What reconcile decided for one name. */
 export type Action = 'create' | 'update' | 'delete' | 'unchanged' | 'stale' | 'skip';
@@ -76,7 +77,7 @@ export function reconcile(current: readonly KubeServer[], evaluation: Evaluation
 
 /** Plan order: by name, then action. */
 export function sortPlanItems(items: PlanItem[]): PlanItem[] {
-  return items.sort((a, b) => a.name.localeCompare(b.name) || a.action.localeCompare(b.action));
+  return items.sort((a, b) => compareText(a.name, b.name) || compareText(a.action, b.action));
 }
 
 /** Decides one listed cluster: builds its document and compares it with the registered entry. */

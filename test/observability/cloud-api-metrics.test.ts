@@ -148,3 +148,33 @@ describe('Azure pipeline policy', () => {
     expect(armOperation('POST', 'https://login.microsoftonline.com/tenant/oauth2/v2.0/token')).toEqual({service: 'entra', operation: 'Token'});
   });
 });
+
+describe('Metrics.cloudApiCall', () => {
+  const call = (code: string, throttled: boolean, durationSeconds = 0.02): void =>
+    metrics.cloudApiCall({service: 'eks', operation: 'DescribeCluster', code, durationSeconds, throttled});
+
+  it('counts repeated calls of one kind, shows the throttled series at 0 until a throttled call, and keeps free-text codes out', async () => {
+    for (let i = 0; i < 3; i++) call('OK', false);
+    let text = await body();
+    expect(value(text, 'kube_discovery_cloud_api_requests_total', {service: 'eks', operation: 'DescribeCluster', code: 'OK'})).toBe(3);
+    expect(value(text, 'kube_discovery_cloud_api_request_duration_seconds_count', {service: 'eks', operation: 'DescribeCluster'})).toBe(3);
+    expect(value(text, 'kube_discovery_cloud_api_throttled_total', {service: 'eks', operation: 'DescribeCluster'})).toBe(0);
+
+    call('ThrottlingException', true);
+    call('ThrottlingException', true);
+    call('not an identifier', false);
+    call('OK', false);
+    text = await body();
+    expect(value(text, 'kube_discovery_cloud_api_requests_total', {service: 'eks', operation: 'DescribeCluster', code: 'OK'})).toBe(4);
+    expect(value(text, 'kube_discovery_cloud_api_requests_total', {service: 'eks', operation: 'DescribeCluster', code: 'ThrottlingException'})).toBe(2);
+    expect(value(text, 'kube_discovery_cloud_api_requests_total', {service: 'eks', operation: 'DescribeCluster', code: 'other'})).toBe(1);
+    expect(value(text, 'kube_discovery_cloud_api_request_duration_seconds_count', {service: 'eks', operation: 'DescribeCluster'})).toBe(7);
+    expect(value(text, 'kube_discovery_cloud_api_throttled_total', {service: 'eks', operation: 'DescribeCluster'})).toBe(2);
+  });
+
+  it('shows the throttled series of an operation whose first call was throttled', async () => {
+    metrics.cloudApiCall({service: 'sts', operation: 'GetCallerIdentity', code: 'Throttling', durationSeconds: 0.01, throttled: true});
+    metrics.cloudApiCall({service: 'sts', operation: 'GetCallerIdentity', code: 'OK', durationSeconds: 0.01, throttled: false});
+    expect(value(await body(), 'kube_discovery_cloud_api_throttled_total', {service: 'sts', operation: 'GetCallerIdentity'})).toBe(1);
+  });
+});

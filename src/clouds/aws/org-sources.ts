@@ -252,7 +252,7 @@ export class OrganizationPlanner {
                 skipNotEnabledRegion: wildcard,
                 roleArn,
                 ...(matcher.external_id ? {externalId: matcher.external_id} : {}),
-                describeQueue: new PQueue({concurrency: perRegion}),
+                describeQueue: new CallLimiter(perRegion),
                 ...(tagReader ? {tagReader} : {}),
               }).fetch(signal);
             } finally {
