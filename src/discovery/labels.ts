@@ -15,6 +15,17 @@ export function isValidLabelKey(key: string): boolean {
   return key.length > 0 && key.length <= 256 && LABEL_KEY.test(key);
 }
 
+/** Tag keys found valid (the same few recur on every cluster), bounded: cleared past 1,024. */
+const validTagKeys = new Set<string>();
+
+/** Whether `key` is a valid label key, remembering it when it is. */
+function rememberValid(key: string): boolean {
+  if (!isValidLabelKey(key)) return false;
+  if (validTagKeys.size >= 1_024) validTagKeys.clear();
+  validTagKeys.add(key);
+  return true;
+}
+
 /**
  * Labels of a discovered cluster, the keys and values Teleport puts on its kube_cluster: valid
  * tags, then the derived labels (which win over a tag of the same key, as in Teleport). The
@@ -26,7 +37,7 @@ export function clusterLabels(cluster: DiscoveredCluster, discoveryGroup: string
   const labels: Record<string, string> = {};
   const dropped: string[] = [];
   for (const [key, value] of Object.entries(cluster.tags)) {
-    if (isValidLabelKey(key)) labels[key] = value;
+    if (validTagKeys.has(key) || rememberValid(key)) labels[key] = value;
     else dropped.push(key);
   }
   labels[LABEL.origin] = 'cloud';

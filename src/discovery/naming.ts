@@ -51,16 +51,41 @@ export function discoverySuffix(name: string, parts: readonly string[]): string 
   const lowerName = name.toLowerCase();
   const kept: string[] = [];
   for (const raw of parts) {
-    const part = cleanPart(raw);
-    if (part === '') continue;
-    if (lowerName.includes(part.toLowerCase())) continue;
-    if (!isValidPart(part)) continue;
-    kept.push(part);
+    const part = cleanParts.get(raw);
+    if (part.text === '') continue;
+    if (lowerName.includes(part.lower)) continue;
+    if (!part.valid) continue;
+    kept.push(part.text);
   }
   const suffix = kept.join('-');
   // Teleport re-checks the joined suffix and drops it whole if it is somehow invalid.
   return suffix !== '' && isValidPart(suffix) ? suffix : '';
 }
+
+/** A suffix part as cleaned, lower-cased and judged: the same few parts (type, region, account) recur on every cluster. */
+interface CleanPart {
+  readonly text: string;
+  readonly lower: string;
+  readonly valid: boolean;
+}
+
+/** Cleaned parts by raw part, bounded: past 1,024 distinct parts it starts over rather than grow. */
+class CleanParts {
+  #table = new Map<string, CleanPart>();
+
+  get(raw: string): CleanPart {
+    let part = this.#table.get(raw);
+    if (part === undefined) {
+      const text = cleanPart(raw);
+      part = {text, lower: text.toLowerCase(), valid: text !== '' && isValidPart(text)};
+      if (this.#table.size >= 1_024) this.#table = new Map();
+      this.#table.set(raw, part);
+    }
+    return part;
+  }
+}
+
+const cleanParts = new CleanParts();
 
 /** Spaces become `-`, runs of `-` collapse to one, and leading / trailing `-` go (Teleport replaces the space character only). */
 function cleanPart(part: string): string {
