@@ -118,3 +118,23 @@ describe('AKS names (Teleport TestApplyAKSNameSuffix)', () => {
     expect(kubeServerName(aksCluster('c', 'eastus', '(parens)', SUB)).name).toBe(`c-aks-eastus-${SUB}`);
   });
 });
+
+describe('remembered parts and tag keys', () => {
+  it('judges a part the same on every call, past the table bound too', () => {
+    const parts = Array.from({length: 1_500}, (_, i) => (i % 3 === 0 ? `bad)(${i}` : i % 3 === 1 ? ` region--${i} ` : `acct-${i}`));
+    const first = parts.map((part) => discoverySuffix('x', ['eks', part]));
+    const again = parts.map((part) => discoverySuffix('x', ['eks', part]));
+    expect(again).toEqual(first);
+    expect(first.slice(0, 3)).toEqual(['eks', 'eks-region-1', 'eks-acct-2']);
+    // A part the name already holds is left out, whatever case either has.
+    expect(discoverySuffix('prod-US-EAST-1', ['eks', 'us-east-1'])).toBe('eks');
+  });
+
+  it('keeps valid tag keys and drops invalid ones on every cluster, past the table bound too', () => {
+    for (let i = 0; i < 1_100; i++) {
+      const {labels, dropped} = clusterLabels(eksCluster('c', 'us-west-1', '123456789012', {tags: {[`team-${i}`]: 'a', [`bad key ${i}`]: 'b'}}), 'g', false);
+      expect(labels[`team-${i}`]).toBe('a');
+      expect(dropped).toEqual([`bad key ${i}`]);
+    }
+  });
+});
