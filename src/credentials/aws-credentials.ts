@@ -123,10 +123,17 @@ export class AwsCredentialProviders {
     if (!provider) {
       const params = {RoleArn: roleArn, RoleSessionName: ROLE_SESSION_NAME, ...(externalId ? {ExternalId: externalId} : {})};
       const assume = async (): Promise<AwsCredentials> => {
-        const {Credentials: out} = await this.#stsClient(region).send(new AssumeRoleCommand(params));
+        const {Credentials: out, AssumedRoleUser: user} = await this.#stsClient(region).send(new AssumeRoleCommand(params));
         // Malformed is not a credential: an answer without keys fails the mint (nothing cached).
         if (!out?.AccessKeyId || !out.SecretAccessKey) {
           throw Object.assign(new Error(`STS answered AssumeRole for ${roleArn} without credentials`), {name: 'InvalidResponse'});
+        }
+        // Another role's answer (a proxy or cache mixing answers up) would sign this account's
+        // listings as another account: a listing without this account's clusters, which deletes them.
+        if (!assumedRoleMatches(roleArn, user?.Arn)) {
+          throw Object.assign(new Error(`STS answered AssumeRole for ${roleArn} with credentials of ${typeof user?.Arn === 'string' ? user.Arn.slice(0, 200) : 'no AssumedRoleUser'}`), {
+            name: 'InvalidResponse',
+          });
         }
         return {
           accessKeyId: out.AccessKeyId,
@@ -212,6 +219,19 @@ function assumeRoleError(roleArn: string, error: unknown): AwsCredentialError {
     return new AwsCredentialError(`cannot assume role ${roleArn}: no AWS credentials found: ${errorMessage(error)}; ${NO_CREDENTIALS_HINT}`, code, roleArn, {cause: error});
   }
   return new AwsCredentialError(`cannot assume role ${roleArn}: ${code}: ${errorMessage(error)}`, code, roleArn, {cause: error});
+}
+
+/**
+ * Whether an AssumeRole answer's `AssumedRoleUser.Arn` (`arn:<partition>:sts::<account>:assumed-role/<name>/<session>`)
+ * is a session of the role asked for (`arn:<partition>:iam::<account>:role/<path/><name>`): same partition, account
+ * and role name (a role's path is not in its sessions' ARNs).
+ */
+export function assumedRoleMatches(roleArn: string, assumedArn: unknown): boolean {
+  if (typeof assumedArn !== 'string') return false;
+  const role = /^arn:([\w-]+):iam::(\d{12}):role\/(?:.*\/)?([^/]+)$/.exec(roleArn);
+  const session = /^arn:([\w-]+):sts::(\d{12}):assumed-role\/([^/]+)\/[^/]+$/.exec(assumedArn);
+  if (!role || !session) return false;
+  return role[1] === session[1] && role[2] === session[2] && role[3] === session[3];
 }
 
 /** The AWS error code: query-protocol errors carry it as `Code`, SDK errors as `name`. */

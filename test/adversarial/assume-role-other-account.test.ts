@@ -116,7 +116,7 @@ storage: {type: sqlite, path: ${file}}
         const spoiled = await discovery().runCycle(registrar);
         proxy.fault = undefined;
         expect(spoiled.items.filter((i) => i.action === 'delete' || i.action === 'create')).toEqual([]);
-        expect(spoiled.sources.find((s) => s.source.account === MINE)?.ok).toBe(false);
+        expect(spoiled.sources.find((s) => s.account === MINE)?.error).toMatchObject({code: 'InvalidResponse', reason: 'invalid_response', message: expect.stringMatching(/AssumeRole for arn:aws:iam::222222222222:role\/kube-discovery with credentials of arn:aws:sts::333333333333:/)});
         expect(await entries()).toEqual([{name: `mine-eks-us-east-1-${MINE}`, stale: true}]);
 
         await discovery().runCycle(registrar);

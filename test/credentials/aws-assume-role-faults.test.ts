@@ -5,7 +5,7 @@
  * leak into another's.
  */
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
-import {AwsCredentialError, AwsCredentialProviders} from '../../src/credentials/aws-credentials.ts';
+import {assumedRoleMatches, AwsCredentialError, AwsCredentialProviders} from '../../src/credentials/aws-credentials.ts';
 import {startFakeAws, type FakeAws} from '../fakes/aws-server.ts';
 import {FakeAwsWorld} from '../fakes/aws-world.ts';
 import {answer, awsClassifier, startFaultProxy, when, type FaultProxy} from '../fakes/faults.ts';
@@ -66,5 +66,23 @@ describe('AssumeRole through the shared STS client', () => {
     await expect(role()).rejects.toBeInstanceOf(AwsCredentialError);
     proxy.fault = undefined;
     expect((await role()).accessKeyId).toMatch(/^ASIA/);
+  });
+});
+
+describe('assumedRoleMatches', () => {
+  it('accepts a session of the role asked for (a role path is not in its sessions) and nothing else', () => {
+    expect(assumedRoleMatches(ROLE_A, 'arn:aws:sts::222222222222:assumed-role/discovery/kube-discovery')).toBe(true);
+    expect(assumedRoleMatches('arn:aws:iam::222222222222:role/team/eks/discovery', 'arn:aws:sts::222222222222:assumed-role/discovery/s')).toBe(true);
+    expect(assumedRoleMatches('arn:aws-cn:iam::222222222222:role/discovery', 'arn:aws-cn:sts::222222222222:assumed-role/discovery/s')).toBe(true);
+    for (const other of [
+      'arn:aws:sts::333333333333:assumed-role/discovery/kube-discovery',
+      'arn:aws:sts::222222222222:assumed-role/other/kube-discovery',
+      'arn:aws-us-gov:sts::222222222222:assumed-role/discovery/kube-discovery',
+      'arn:aws:iam::222222222222:role/discovery',
+      '',
+      undefined,
+    ]) {
+      expect(assumedRoleMatches(ROLE_A, other)).toBe(false);
+    }
   });
 });
