@@ -17,6 +17,7 @@ import {Discovery} from '../../src/discovery/discovery.ts';
 import {createRegistrar} from '../../src/discovery/registrar.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
 import {FakeAwsWorld, FakeOrganization, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 import {setEnv} from '../helpers/env.ts';
 
 const MGMT = '111111111111';
@@ -72,7 +73,9 @@ storage: {type: memory}
     const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
     await heartbeat.start();
     const providers = new AwsCredentialProviders({env: process.env, base: () => Promise.resolve(KEY)});
-    const discovery = new Discovery({config, clock: systemClock, aws: {requestTimeoutMs: 1000, credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: 1000}}});
+    // The planner's clock: the region list is asked again once its hour is over.
+    const clock = new FakeClock(Date.now());
+    const discovery = new Discovery({config, clock: systemClock, aws: {requestTimeoutMs: 1000, credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: 1000, clock}}});
     const registrar = createRegistrar(backend, heartbeat, 'g');
     const names = async (): Promise<string[]> => (await registrar.current()).map((s) => s.metadata.name).sort();
     try {
@@ -87,10 +90,17 @@ storage: {type: memory}
       // Back in the next walk, but its ListRegions answer lacks me-south-1, where EKS still lists `far`.
       org.addAccount(MEMBER, {parent: unit});
       fake.world.enabledRegions.set(MEMBER, ['us-east-1']);
+      await clock.advance(2 * 3_600_000);
       const back = await discovery.runCycle(registrar);
       expect(deletes(back)).toEqual([]);
       expect(back.sources.map((s) => s.id)).toContain(`eks:me-south-1:${MEMBER}`);
       expect(await names()).toEqual([FAR, HOME].sort());
+
+      // An account gone from two walks in a row is deregistered, and what was known of it forgotten.
+      org.removeAccount(MEMBER);
+      expect(deletes(await discovery.runCycle(registrar))).toEqual([]);
+      expect(deletes(await discovery.runCycle(registrar))).toEqual([FAR, HOME].sort());
+      org.addAccount(MEMBER, {parent: unit});
     } finally {
       await heartbeat.stop({deregister: false});
       await backend.close();
