@@ -69,6 +69,18 @@ describe('organization walk pages', () => {
     await expect(walk()).rejects.toMatchObject({failure: {reason: 'throttled', operation: 'ListAccountsForParent'}});
   });
 
+  it('fails on an OU listed under its own child or under two parents (no tree) instead of walking it again', async () => {
+    world({});
+    organizations.on(ListOrganizationalUnitsForParentCommand, {ParentId: OU}).resolves({OrganizationalUnits: [{Id: OU}]});
+    await expect(walk()).rejects.toMatchObject({failure: {reason: 'invalid_response', message: expect.stringContaining(`OU ${OU} twice`) as unknown}});
+    const other = 'ou-ab12-22222222';
+    organizations.on(ListOrganizationalUnitsForParentCommand, {ParentId: ROOT}).resolves({OrganizationalUnits: [{Id: OU}, {Id: other}]});
+    organizations.on(ListOrganizationalUnitsForParentCommand, {ParentId: OU}).resolves({OrganizationalUnits: []});
+    organizations.on(ListOrganizationalUnitsForParentCommand, {ParentId: other}).resolves({OrganizationalUnits: [{Id: OU}]});
+    organizations.on(ListAccountsForParentCommand, {ParentId: other}).resolves({Accounts: []});
+    await expect(walk()).rejects.toMatchObject({failure: {reason: 'invalid_response'}});
+  });
+
   it('an account seen ACTIVE in one listing and SUSPENDED in another (changed while the walk ran) is ACTIVE', async () => {
     world({'': {Accounts: [active('222222222222')]}});
     organizations.on(ListAccountsForParentCommand, {ParentId: ROOT}).resolves({Accounts: [active('111111111111'), {Id: '222222222222', State: 'SUSPENDED' as const, Status: 'SUSPENDED' as const}]});
