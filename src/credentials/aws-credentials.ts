@@ -65,6 +65,8 @@ export class AwsCredentialError extends Error {
 /** Name of the assumed-role session, visible in CloudTrail and in the cluster's audit log. */
 export const ROLE_SESSION_NAME = 'kube-discovery';
 // Renew assumed-role credentials this long before they expire, like the SDK does for its own.
+// The life STS gives assumed-role credentials when no DurationSeconds is asked (AssumeRole's default).
+const ASSUME_ROLE_DURATION_MS = 3_600_000;
 const CREDENTIAL_REFRESH_WINDOW_MS = 5 * 60_000;
 const NO_CREDENTIALS_HINT =
   'set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an IAM role (IRSA, pod identity, instance profile)';
@@ -148,8 +150,18 @@ export class AwsCredentialProviders {
           registerSecret(credentials.secretAccessKey);
           registerSecret(credentials.sessionToken);
           this.#retireOlder(cacheKey, [credentials.secretAccessKey, credentials.sessionToken]);
-          // AssumeRole always reports an expiry; an hour is its default should one be missing.
-          const expiresAt = credentials.expiration ?? new Date(this.#clock.now() + 3_600_000);
+          // AssumeRole always reports an expiry; an hour is its default should one be missing. No
+          // DurationSeconds is asked, so STS grants at most that hour: a later Expiration would keep
+          // credentials past their end (every call refused), one already past would mint again for
+          // every signed call.
+          const now = this.#clock.now();
+          const reported = credentials.expiration?.getTime();
+          if (reported !== undefined && !(reported > now)) {
+            throw Object.assign(new Error(`STS answered AssumeRole for ${roleArn} with credentials that expired at ${credentials.expiration?.toISOString() ?? '?'}`), {
+              name: 'InvalidResponse',
+            });
+          }
+          const expiresAt = new Date(Math.min(reported ?? Infinity, now + ASSUME_ROLE_DURATION_MS));
           return {credentials: {...credentials, expiration: expiresAt}, expiresAt};
         } catch (error) {
           throw assumeRoleError(roleArn, error);
