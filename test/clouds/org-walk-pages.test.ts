@@ -81,6 +81,21 @@ describe('organization walk pages', () => {
     await expect(walk()).rejects.toMatchObject({failure: {reason: 'invalid_response'}});
   });
 
+  it('fails on a ListRoots answer without a root instead of walking nothing', async () => {
+    world({});
+    organizations.on(ListRootsCommand).resolves({Roots: []});
+    await expect(walk()).rejects.toMatchObject({failure: {reason: 'invalid_response', operation: 'ListRoots'}});
+  });
+
+  it('walks every root of an answer with two, and an account listed under two OUs once', async () => {
+    world({'': {Accounts: [active('222222222222'), active('111111111111')]}});
+    const second = 'r-cd34';
+    organizations.on(ListRootsCommand).resolves({Roots: [{Id: ROOT}, {Id: second}]});
+    organizations.on(ListOrganizationalUnitsForParentCommand, {ParentId: second}).resolves({OrganizationalUnits: []});
+    organizations.on(ListAccountsForParentCommand, {ParentId: second}).resolves({Accounts: [active('333333333333'), active('222222222222')]});
+    expect((await walk()).accounts.map((a) => a.id)).toEqual(['111111111111', '222222222222', '333333333333']);
+  });
+
   it('an account seen ACTIVE in one listing and SUSPENDED in another (changed while the walk ran) is ACTIVE', async () => {
     world({'': {Accounts: [active('222222222222')]}});
     organizations.on(ListAccountsForParentCommand, {ParentId: ROOT}).resolves({Accounts: [active('111111111111'), {Id: '222222222222', State: 'SUSPENDED' as const, Status: 'SUSPENDED' as const}]});
