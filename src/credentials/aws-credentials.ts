@@ -236,14 +236,15 @@ function assumeRoleError(roleArn: string, error: unknown): AwsCredentialError {
 /**
  * Whether an AssumeRole answer's `AssumedRoleUser.Arn` (`arn:<partition>:sts::<account>:assumed-role/<name>/<session>`)
  * is a session of the role asked for (`arn:<partition>:iam::<account>:role/<path/><name>`): same partition, account
- * and role name (a role's path is not in its sessions' ARNs).
+ * and role name, ignoring case (a role's path is not in its sessions' ARNs).
  */
 export function assumedRoleMatches(roleArn: string, assumedArn: unknown): boolean {
   if (typeof assumedArn !== 'string') return false;
   const role = /^arn:([\w-]+):iam::(\d{12}):role\/(?:.*\/)?([^/]+)$/.exec(roleArn);
   const session = /^arn:([\w-]+):sts::(\d{12}):assumed-role\/([^/]+)\/[^/]+$/.exec(assumedArn);
   if (!role || !session) return false;
-  return role[1] === session[1] && role[2] === session[2] && role[3] === session[3];
+  // IAM role names are unique without regard to case; a session's ARN spells the role as IAM stored it.
+  return role[1] === session[1] && role[2] === session[2] && role[3]?.toLowerCase() === session[3]?.toLowerCase();
 }
 
 /** The AWS error code: query-protocol errors carry it as `Code`, SDK errors as `name`. */

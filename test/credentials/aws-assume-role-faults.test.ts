@@ -75,6 +75,8 @@ describe('assumedRoleMatches', () => {
     expect(assumedRoleMatches(ROLE_A, 'arn:aws:sts::222222222222:assumed-role/discovery/kube-discovery')).toBe(true);
     expect(assumedRoleMatches('arn:aws:iam::222222222222:role/team/eks/discovery', 'arn:aws:sts::222222222222:assumed-role/discovery/s')).toBe(true);
     expect(assumedRoleMatches('arn:aws-cn:iam::222222222222:role/discovery', 'arn:aws-cn:sts::222222222222:assumed-role/discovery/s')).toBe(true);
+    // IAM role names are unique without regard to case: the session spells it as IAM stored it.
+    expect(assumedRoleMatches('arn:aws:iam::222222222222:role/Discovery', 'arn:aws:sts::222222222222:assumed-role/discovery/s')).toBe(true);
     for (const other of [
       'arn:aws:sts::333333333333:assumed-role/discovery/kube-discovery',
       'arn:aws:sts::222222222222:assumed-role/other/kube-discovery',
