@@ -114,6 +114,16 @@ describe('enabled regions of a member account', () => {
     expect(await listEnabledRegions(client())).toEqual(['eu-west-1', 'us-east-1']);
   });
 
+  it('throws on a later page that fails, or a NextToken given twice, instead of returning the first page alone', async () => {
+    account.on(ListRegionsCommand).callsFake((input: {NextToken?: string}) => {
+      if (input.NextToken === undefined) return {Regions: [{RegionName: 'us-east-1'}], NextToken: 'r1'};
+      throw Object.assign(new Error('denied'), {name: 'AccessDeniedException', $metadata: {httpStatusCode: 403}});
+    });
+    await expect(listEnabledRegions(client())).rejects.toThrow(/denied/);
+    account.on(ListRegionsCommand).callsFake((input: {NextToken?: string}) => ({Regions: input.NextToken ? [] : [{RegionName: 'us-east-1'}], NextToken: 'r1'}));
+    await expect(listEnabledRegions(client())).rejects.toThrow(/repeated NextToken/);
+  });
+
   it('throws on an answer with no region at all, or without its list, so the caller falls back to every region', async () => {
     account.on(ListRegionsCommand).resolves({Regions: []});
     await expect(listEnabledRegions(client())).rejects.toThrow(/no enabled region/);
