@@ -267,17 +267,19 @@ export class AzureSources {
     const seen = new Set<string>();
     let disabled: string[] = [];
     const ranks = new Map<string, number>();
+    // The cycle's signal: lists cut off by the cycle's deadline stop being read.
+    const signal = context?.signal ?? new AbortController().signal;
     // The walk runs beside the listing; it settles to a value so a failed listing leaves no rejection behind.
     const groups = matcher.management_groups;
     const walking: Promise<ManagementGroupWalk | {error: unknown}> | undefined = groups?.length
-      ? walkManagementGroups(this.#descendantPages(matcher), groups).catch((error: unknown) => ({error}))
+      ? walkManagementGroups(this.#descendantPages(matcher), groups, {signal}).catch((error: unknown) => ({error}))
       : undefined;
     try {
       // Read as ARM's JSON, parsed once and checked (arm-list.ts): the SDK's pager parsed each page
       // three times (our shape check, its JSON body, its model mapper), every cycle.
       const {cloud, httpClient} = this.#clientOptions(matcher);
       const url = `${cloud.armEndpoint.replace(/\/+$/, '')}/subscriptions?api-version=${SUBSCRIPTIONS_API_VERSION}`;
-      for await (const page of armListPages('subscriptions.list', pipelineGet(client.pipeline, httpClient), url, new AbortController().signal, SUBSCRIPTIONS_API_VERSION)) {
+      for await (const page of armListPages('subscriptions.list', pipelineGet(client.pipeline, httpClient), url, signal, SUBSCRIPTIONS_API_VERSION)) {
         for (const item of page) {
           const sub = readSubscription(item);
           // Malformed is not "not there": a record that does not say which subscription, or in what
