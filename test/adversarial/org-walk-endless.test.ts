@@ -4,7 +4,7 @@
  * them for ever: the cycle's deadline cut its planning off (nothing deleted), but the walk went on
  * calling Organizations in the background, one more endless walk each cycle. A loop in the OU tree
  * is malformed and fails the walk at once; an endless list is cut off by the cycle's deadline and
- * calls nothing after it. The running discovery (Discovery, registrar, heartbeat) against the
+ * calls nothing after it. Answers cut short (a body cut off, a reset, throttling) fail it too. The running discovery (Discovery, registrar, heartbeat) against the
  * wire-level fake behind the fault proxy.
  */
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
@@ -68,7 +68,7 @@ function rewrite(operation: string, edit: (body: Record<string, unknown>) => voi
 }
 
 let page = 0;
-const FAULTS: [string, ProxyFaultRule, 'invalid_response' | 'timeout'][] = [
+const FAULTS: [string, ProxyFaultRule, string][] = [
   // prod lists itself and its child `team` lists prod: prod → team → prod → …
   [
     'an OU listed under its own child',
@@ -87,6 +87,14 @@ const FAULTS: [string, ProxyFaultRule, 'invalid_response' | 'timeout'][] = [
           ? rewrite('ListAccountsForParent', (body) => (body['NextToken'] = `endless-${page++}`))(req)
           : answer(200, JSON.stringify({Accounts: [], NextToken: `endless-${page++}`}), {'content-type': 'application/x-amz-json-1.1'}),
     'timeout',
+  ],
+  // Attacks that held: answers cut short fail the walk like any error.
+  ['a ListAccountsForParent answer cut off mid-body', (req) => (req.operation === 'ListAccountsForParent' ? {kind: 'truncate'} : undefined), 'other'],
+  ['a ListOrganizationalUnitsForParent connection reset', (req) => (req.operation === 'ListOrganizationalUnitsForParent' ? {kind: 'reset'} : undefined), 'other'],
+  [
+    'ListRoots throttled past the retries',
+    (req) => (req.operation === 'ListRoots' ? answer(400, JSON.stringify({__type: 'TooManyRequestsException', Message: 'slow down'}), {'content-type': 'application/x-amz-json-1.1'}) : undefined),
+    'throttled',
   ],
 ];
 
