@@ -65,6 +65,8 @@ export class AwsCredentialError extends Error {
 /** Name of the assumed-role session, visible in CloudTrail and in the cluster's audit log. */
 export const ROLE_SESSION_NAME = 'kube-discovery';
 // Renew assumed-role credentials this long before they expire, like the SDK does for its own.
+// The life STS gives assumed-role credentials when no DurationSeconds is asked (AssumeRole's default).
+const ASSUME_ROLE_DURATION_MS = 3_600_000;
 const CREDENTIAL_REFRESH_WINDOW_MS = 5 * 60_000;
 const NO_CREDENTIALS_HINT =
   'set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an IAM role (IRSA, pod identity, instance profile)';
@@ -123,10 +125,17 @@ export class AwsCredentialProviders {
     if (!provider) {
       const params = {RoleArn: roleArn, RoleSessionName: ROLE_SESSION_NAME, ...(externalId ? {ExternalId: externalId} : {})};
       const assume = async (): Promise<AwsCredentials> => {
-        const {Credentials: out} = await this.#stsClient(region).send(new AssumeRoleCommand(params));
+        const {Credentials: out, AssumedRoleUser: user} = await this.#stsClient(region).send(new AssumeRoleCommand(params));
         // Malformed is not a credential: an answer without keys fails the mint (nothing cached).
         if (!out?.AccessKeyId || !out.SecretAccessKey) {
           throw Object.assign(new Error(`STS answered AssumeRole for ${roleArn} without credentials`), {name: 'InvalidResponse'});
+        }
+        // Another role's answer (a proxy or cache mixing answers up) would sign this account's
+        // listings as another account: a listing without this account's clusters, which deletes them.
+        if (!assumedRoleMatches(roleArn, user?.Arn)) {
+          throw Object.assign(new Error(`STS answered AssumeRole for ${roleArn} with credentials of ${typeof user?.Arn === 'string' ? user.Arn.slice(0, 200) : 'no AssumedRoleUser'}`), {
+            name: 'InvalidResponse',
+          });
         }
         return {
           accessKeyId: out.AccessKeyId,
@@ -141,8 +150,18 @@ export class AwsCredentialProviders {
           registerSecret(credentials.secretAccessKey);
           registerSecret(credentials.sessionToken);
           this.#retireOlder(cacheKey, [credentials.secretAccessKey, credentials.sessionToken]);
-          // AssumeRole always reports an expiry; an hour is its default should one be missing.
-          const expiresAt = credentials.expiration ?? new Date(this.#clock.now() + 3_600_000);
+          // AssumeRole always reports an expiry; an hour is its default should one be missing. No
+          // DurationSeconds is asked, so STS grants at most that hour: a later Expiration would keep
+          // credentials past their end (every call refused), one already past would mint again for
+          // every signed call.
+          const now = this.#clock.now();
+          const reported = credentials.expiration?.getTime();
+          if (reported !== undefined && !(reported > now)) {
+            throw Object.assign(new Error(`STS answered AssumeRole for ${roleArn} with credentials that expired at ${credentials.expiration?.toISOString() ?? '?'}`), {
+              name: 'InvalidResponse',
+            });
+          }
+          const expiresAt = new Date(Math.min(reported ?? Infinity, now + ASSUME_ROLE_DURATION_MS));
           return {credentials: {...credentials, expiration: expiresAt}, expiresAt};
         } catch (error) {
           throw assumeRoleError(roleArn, error);
@@ -212,6 +231,20 @@ function assumeRoleError(roleArn: string, error: unknown): AwsCredentialError {
     return new AwsCredentialError(`cannot assume role ${roleArn}: no AWS credentials found: ${errorMessage(error)}; ${NO_CREDENTIALS_HINT}`, code, roleArn, {cause: error});
   }
   return new AwsCredentialError(`cannot assume role ${roleArn}: ${code}: ${errorMessage(error)}`, code, roleArn, {cause: error});
+}
+
+/**
+ * Whether an AssumeRole answer's `AssumedRoleUser.Arn` (`arn:<partition>:sts::<account>:assumed-role/<name>/<session>`)
+ * is a session of the role asked for (`arn:<partition>:iam::<account>:role/<path/><name>`): same partition, account
+ * and role name, ignoring case (a role's path is not in its sessions' ARNs).
+ */
+export function assumedRoleMatches(roleArn: string, assumedArn: unknown): boolean {
+  if (typeof assumedArn !== 'string') return false;
+  const role = /^arn:([\w-]+):iam::(\d{12}):role\/(?:.*\/)?([^/]+)$/.exec(roleArn);
+  const session = /^arn:([\w-]+):sts::(\d{12}):assumed-role\/([^/]+)\/[^/]+$/.exec(assumedArn);
+  if (!role || !session) return false;
+  // IAM role names are unique without regard to case; a session's ARN spells the role as IAM stored it.
+  return role[1] === session[1] && role[2] === session[2] && role[3]?.toLowerCase() === session[3]?.toLowerCase();
 }
 
 /** The AWS error code: query-protocol errors carry it as `Code`, SDK errors as `name`. */

@@ -6,6 +6,8 @@ import type {Clock} from '../core/clock.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import {evaluate, registeredIdentity, type EvaluateContext} from './evaluate.ts';
 import {decidePending, sortPlanItems, stagePlan, type Action, type PendingItem, type PlanItem, type StagedPlan} from './reconcile.ts';
+import {respellResourceGroups} from './respell.ts';
+import {builtInClouds} from '../clouds/index.ts';
 import {errorMessage} from '../core/errors.ts';
 import {compareText} from '../core/collate.ts';
 import type {DiscoveryEvents} from './events.ts';
@@ -202,8 +204,14 @@ function stageCycle(current: readonly KubeServer[], results: readonly SourceResu
     const entry = byName.get(name);
     return entry && registeredIdentity(entry, clouds);
   }};
-  const evaluation = evaluate(results, {...options.evaluateContext, discoveryGroup: options.discoveryGroup, matcherFor: options.matcherFor, registered});
-  return {staged: stagePlan(current, evaluation, results, options.discoveryGroup, clouds), notes: evaluation.notes};
+  const context = {...options.evaluateContext, discoveryGroup: options.discoveryGroup, matcherFor: options.matcherFor, registered};
+  const evaluation = evaluate(results, context);
+  const staged = stagePlan(current, evaluation, results, options.discoveryGroup, clouds);
+  // A rename whose only cause is a resource group spelled in another case is none (respell.ts): staged again, rarely.
+  const respelled = respellResourceGroups(staged, results, byName, clouds ?? builtInClouds);
+  if (!respelled) return {staged, notes: evaluation.notes};
+  const again = evaluate(respelled, context);
+  return {staged: stagePlan(current, again, respelled, options.discoveryGroup, clouds), notes: again.notes};
 }
 
 /** A new entry remembers when it was first registered (`ls` shows its age); updates carry it over. */

@@ -69,6 +69,33 @@ describe('organization walk pages', () => {
     await expect(walk()).rejects.toMatchObject({failure: {reason: 'throttled', operation: 'ListAccountsForParent'}});
   });
 
+  it('fails on an OU listed under its own child or under two parents (no tree) instead of walking it again', async () => {
+    world({});
+    organizations.on(ListOrganizationalUnitsForParentCommand, {ParentId: OU}).resolves({OrganizationalUnits: [{Id: OU}]});
+    await expect(walk()).rejects.toMatchObject({failure: {reason: 'invalid_response', message: expect.stringContaining(`OU ${OU} twice`) as unknown}});
+    const other = 'ou-ab12-22222222';
+    organizations.on(ListOrganizationalUnitsForParentCommand, {ParentId: ROOT}).resolves({OrganizationalUnits: [{Id: OU}, {Id: other}]});
+    organizations.on(ListOrganizationalUnitsForParentCommand, {ParentId: OU}).resolves({OrganizationalUnits: []});
+    organizations.on(ListOrganizationalUnitsForParentCommand, {ParentId: other}).resolves({OrganizationalUnits: [{Id: OU}]});
+    organizations.on(ListAccountsForParentCommand, {ParentId: other}).resolves({Accounts: []});
+    await expect(walk()).rejects.toMatchObject({failure: {reason: 'invalid_response'}});
+  });
+
+  it('fails on a ListRoots answer without a root instead of walking nothing', async () => {
+    world({});
+    organizations.on(ListRootsCommand).resolves({Roots: []});
+    await expect(walk()).rejects.toMatchObject({failure: {reason: 'invalid_response', operation: 'ListRoots'}});
+  });
+
+  it('walks every root of an answer with two, and an account listed under two OUs once', async () => {
+    world({'': {Accounts: [active('222222222222'), active('111111111111')]}});
+    const second = 'r-cd34';
+    organizations.on(ListRootsCommand).resolves({Roots: [{Id: ROOT}, {Id: second}]});
+    organizations.on(ListOrganizationalUnitsForParentCommand, {ParentId: second}).resolves({OrganizationalUnits: []});
+    organizations.on(ListAccountsForParentCommand, {ParentId: second}).resolves({Accounts: [active('333333333333'), active('222222222222')]});
+    expect((await walk()).accounts.map((a) => a.id)).toEqual(['111111111111', '222222222222', '333333333333']);
+  });
+
   it('an account seen ACTIVE in one listing and SUSPENDED in another (changed while the walk ran) is ACTIVE', async () => {
     world({'': {Accounts: [active('222222222222')]}});
     organizations.on(ListAccountsForParentCommand, {ParentId: ROOT}).resolves({Accounts: [active('111111111111'), {Id: '222222222222', State: 'SUSPENDED' as const, Status: 'SUSPENDED' as const}]});
@@ -85,6 +112,16 @@ describe('enabled regions of a member account', () => {
     account.on(ListRegionsCommand).callsFake((input: {NextToken?: string}) =>
       input.NextToken === undefined ? {Regions: [], NextToken: 'r1'} : {Regions: [{RegionName: 'eu-west-1'}, {RegionName: 'us-east-1'}]});
     expect(await listEnabledRegions(client())).toEqual(['eu-west-1', 'us-east-1']);
+  });
+
+  it('throws on a later page that fails, or a NextToken given twice, instead of returning the first page alone', async () => {
+    account.on(ListRegionsCommand).callsFake((input: {NextToken?: string}) => {
+      if (input.NextToken === undefined) return {Regions: [{RegionName: 'us-east-1'}], NextToken: 'r1'};
+      throw Object.assign(new Error('denied'), {name: 'AccessDeniedException', $metadata: {httpStatusCode: 403}});
+    });
+    await expect(listEnabledRegions(client())).rejects.toThrow(/denied/);
+    account.on(ListRegionsCommand).callsFake((input: {NextToken?: string}) => ({Regions: input.NextToken ? [] : [{RegionName: 'us-east-1'}], NextToken: 'r1'}));
+    await expect(listEnabledRegions(client())).rejects.toThrow(/repeated NextToken/);
   });
 
   it('throws on an answer with no region at all, or without its list, so the caller falls back to every region', async () => {

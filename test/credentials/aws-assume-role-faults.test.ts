@@ -4,11 +4,12 @@
  * of many accounts are assumed through one shared STS client, so one role's failure must not
  * leak into another's.
  */
-import {afterAll, beforeAll, describe, expect, it} from 'vitest';
-import {AwsCredentialError, AwsCredentialProviders} from '../../src/credentials/aws-credentials.ts';
+import {afterAll, beforeAll, describe, expect, it, vi} from 'vitest';
+import {assumedRoleMatches, AwsCredentialError, AwsCredentialProviders} from '../../src/credentials/aws-credentials.ts';
 import {startFakeAws, type FakeAws} from '../fakes/aws-server.ts';
 import {FakeAwsWorld} from '../fakes/aws-world.ts';
 import {answer, awsClassifier, startFaultProxy, when, type FaultProxy} from '../fakes/faults.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
 
 const BASE = {accessKeyId: 'AKIDASSUMEFAULTS0001', secretAccessKey: 'assume-faults-secret'};
 const ROLE_A = 'arn:aws:iam::222222222222:role/discovery';
@@ -66,5 +67,75 @@ describe('AssumeRole through the shared STS client', () => {
     await expect(role()).rejects.toBeInstanceOf(AwsCredentialError);
     proxy.fault = undefined;
     expect((await role()).accessKeyId).toMatch(/^ASIA/);
+  });
+});
+
+describe('assumedRoleMatches', () => {
+  it('accepts a session of the role asked for (a role path is not in its sessions) and nothing else', () => {
+    expect(assumedRoleMatches(ROLE_A, 'arn:aws:sts::222222222222:assumed-role/discovery/kube-discovery')).toBe(true);
+    expect(assumedRoleMatches('arn:aws:iam::222222222222:role/team/eks/discovery', 'arn:aws:sts::222222222222:assumed-role/discovery/s')).toBe(true);
+    expect(assumedRoleMatches('arn:aws-cn:iam::222222222222:role/discovery', 'arn:aws-cn:sts::222222222222:assumed-role/discovery/s')).toBe(true);
+    // IAM role names are unique without regard to case: the session spells it as IAM stored it.
+    expect(assumedRoleMatches('arn:aws:iam::222222222222:role/Discovery', 'arn:aws:sts::222222222222:assumed-role/discovery/s')).toBe(true);
+    for (const other of [
+      'arn:aws:sts::333333333333:assumed-role/discovery/kube-discovery',
+      'arn:aws:sts::222222222222:assumed-role/other/kube-discovery',
+      'arn:aws-us-gov:sts::222222222222:assumed-role/discovery/kube-discovery',
+      'arn:aws:iam::222222222222:role/discovery',
+      '',
+      undefined,
+    ]) {
+      expect(assumedRoleMatches(ROLE_A, other)).toBe(false);
+    }
+  });
+});
+
+describe('AssumeRole answers with an Expiration that cannot be right', () => {
+  /** A well-formed answer for ROLE_A whose credentials expire at `expiration` (as written on the wire). */
+  const withExpiration = (expiration: string): string =>
+    `<AssumeRoleResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleResult>` +
+    `<AssumedRoleUser><Arn>arn:aws:sts::222222222222:assumed-role/discovery/kube-discovery</Arn><AssumedRoleId>AROA:x</AssumedRoleId></AssumedRoleUser>` +
+    `<Credentials><AccessKeyId>ASIAEXPIRYFAULT00001</AccessKeyId><SecretAccessKey>expiry-fault-secret</SecretAccessKey><SessionToken>expiry-fault-session</SessionToken>` +
+    `<Expiration>${expiration}</Expiration></Credentials></AssumeRoleResult><ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></AssumeRoleResponse>`;
+  const assumeCalls = (): number => proxy.seen.filter((s) => s.req.operation === 'AssumeRole').length;
+
+  for (const [what, expiration] of [
+    ['already past', () => new Date(Date.now() - 60_000).toISOString()],
+    ['unparseable', () => 'not-a-date'],
+  ] as const) {
+    it(`an Expiration ${what} fails the mint (nothing cached), instead of a new AssumeRole for every signed call`, async () => {
+      const providers = registry();
+      const role = providers.provider({region: 'us-east-1', roleArn: ROLE_A});
+      proxy.fault = when({operation: 'AssumeRole'}, answer(200, withExpiration(expiration()), {'content-type': 'text/xml'}));
+      try {
+        await expect(role()).rejects.toBeInstanceOf(AwsCredentialError);
+      } finally {
+        proxy.fault = undefined;
+      }
+      const before = assumeCalls();
+      const good = await role();
+      expect(good.accessKeyId).toMatch(/^ASIA/);
+      expect(good.accessKeyId).not.toBe('ASIAEXPIRYFAULT00001');
+      await role();
+      expect(assumeCalls()).toBe(before + 1);
+    });
+  }
+
+  it('an Expiration further away than the hour asked for is held for that hour only, then renewed', async () => {
+    const clock = new FakeClock(Date.now());
+    const env: Record<string, string> = {AWS_MAX_ATTEMPTS: '1'};
+    for (const key of Object.keys(fake.env)) env[key] = proxy.url;
+    const role = new AwsCredentialProviders({env, clock, base: () => Promise.resolve(BASE)}).provider({region: 'us-east-1', roleArn: ROLE_A});
+    proxy.fault = when({operation: 'AssumeRole'}, answer(200, withExpiration('2100-01-01T00:00:00Z'), {'content-type': 'text/xml'}));
+    try {
+      expect((await role()).expiration?.getTime()).toBeLessThanOrEqual(clock.now() + 3_600_000);
+    } finally {
+      proxy.fault = undefined;
+    }
+    // Near the end of the hour STS grants without DurationSeconds, they are renewed (in the
+    // background, the old ones served meanwhile), not used until 2100.
+    await clock.advance(56 * 60_000);
+    await role();
+    await vi.waitFor(async () => expect((await role()).accessKeyId).not.toBe('ASIAEXPIRYFAULT00001'));
   });
 });

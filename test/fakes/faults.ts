@@ -103,6 +103,11 @@ export function awsClassifier(accountOf: (accessKeyId: string) => string | undef
       const action = new URLSearchParams(body).get('Action') ?? url.searchParams.get('Action') ?? 'Unknown';
       return {cloud: 'aws', operation: action, region, account, page: 'first'};
     }
+    if (service === 'organizations') {
+      // JSON protocol: the operation is in X-Amz-Target, a later page's token in the body.
+      const operation = String(headers['x-amz-target'] ?? '').split('.').pop() || 'Unknown';
+      return {cloud: 'aws', operation, region, account, page: /"NextToken"\s*:\s*"/.test(body) ? 'later' : 'first'};
+    }
     const describe = /^\/clusters\/([^/]+)$/.exec(url.pathname);
     if (method === 'GET' && url.pathname === '/clusters') {
       return {cloud: 'aws', operation: 'ListClusters', region, account, page: url.searchParams.has('nextToken') ? 'later' : 'first'};

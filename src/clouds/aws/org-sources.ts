@@ -217,7 +217,8 @@ export class OrganizationPlanner {
       });
     }
     // A registry that cannot be read throws here: the catch-all source `eks:*` fails, deleting nothing.
-    for (const account of await this.#walkGrace.missedOnce(matcherIndex, walked, context)) {
+    const missedOnce = await this.#walkGrace.missedOnce(matcherIndex, walked, context);
+    for (const account of missedOnce) {
       failed.push({
         source: accountSource(matcherIndex, account),
         ok: true,
@@ -227,7 +228,7 @@ export class OrganizationPlanner {
         notAListing: true,
       });
     }
-    this.#forgetAccountsNotWalked();
+    this.#forgetAccountsNotWalked(new Set(missedOnce));
 
     // Region-major order: the cycle's FIFO source queue then spreads its slots over every account.
     const fetchers: ClusterFetcher[] = [];
@@ -446,9 +447,13 @@ export class OrganizationPlanner {
     return client;
   }
 
-  /** Drops queues, region lists and descriptions of accounts that no matcher's last good walk has. */
-  #forgetAccountsNotWalked(): void {
-    const kept = (account: string): boolean => this.#walkGrace.walked(account);
+  /**
+   * Drops queues, region lists and descriptions of accounts that no matcher's last good walk has,
+   * except those a walk just missed once: their entries are kept, and when they come back the regions
+   * they hold must still be listed (a first answer taken alone could drop a region with clusters).
+   */
+  #forgetAccountsNotWalked(missedOnce: ReadonlySet<string>): void {
+    const kept = (account: string): boolean => missedOnce.has(account) || this.#walkGrace.walked(account);
     for (const account of this.#accountQueues.keys()) if (!kept(account)) this.#accountQueues.delete(account);
     for (const account of this.#enabledRegions.keys()) if (!kept(account)) this.#enabledRegions.delete(account);
     for (const account of this.#heldRegions.keys()) if (!kept(account)) this.#heldRegions.delete(account);

@@ -76,6 +76,8 @@ const ACCOUNT_ID = /^\d{12}$/;
 /** Account states (`State`) and statuses (`Status`, older) Organizations documents. */
 const ACCOUNT_STATES: ReadonlySet<string> = new Set(['PENDING_ACTIVATION', 'ACTIVE', 'SUSPENDED', 'PENDING_CLOSURE', 'CLOSED']);
 const PARENT_ID = /^(?:r-[0-9a-z]{4,32}|ou-[0-9a-z]{4,32}-[a-z0-9]{8,32})$/;
+/** Pages per list before it is given up as endless (20 accounts a page: 200,000 accounts under one parent). */
+export const MAX_ORGANIZATION_PAGES = 10_000;
 
 function malformed(operation: string, what: string): OrganizationWalkError {
   return new OrganizationWalkError({reason: 'invalid_response', code: 'InvalidResponse', operation, message: `${operation} returned ${what}`});
@@ -118,7 +120,9 @@ export async function walkOrganization(client: OrganizationsApi, scope: Organiza
     const items: T[] = [];
     const seen = new Set<string>();
     let token: string | undefined;
+    let pages = 0;
     do {
+      if (++pages > MAX_ORGANIZATION_PAGES) throw malformed(operation, `more than ${MAX_ORGANIZATION_PAGES} pages`);
       const out = await queue.add(() => send<Record<string, unknown>>(operation, page(token)));
       const list = out[key];
       // Malformed is not empty: a page without its list fails the walk.
@@ -143,9 +147,14 @@ export async function walkOrganization(client: OrganizationsApi, scope: Organiza
   const accounts = new Map<string, OrganizationAccount>();
   let inactive = 0;
   const suspended = new Set<string>();
+  // Each parent is visited once: an OU listed twice (under its own child, or under two parents)
+  // is no tree, and following it would walk for ever.
+  const visited = new Set<string>();
 
   // Visits one parent: its accounts when it lies inside an included subtree, then its child OUs.
   const visit = async (parentId: string, path: readonly string[], included: boolean): Promise<void> => {
+    if (visited.has(parentId)) throw malformed('ListOrganizationalUnitsForParent', `OU ${parentId} twice in the tree (under ${path.at(-2) ?? 'the root'} too)`);
+    visited.add(parentId);
     const tasks: Promise<void>[] = [];
     if (included) {
       tasks.push(

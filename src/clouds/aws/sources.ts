@@ -101,7 +101,8 @@ export class AwsSources {
     for (const [matcherIndex, matcher] of matchers.entries()) {
       if (!matcher.types.includes('eks')) continue;
       if (matcher.organization) {
-        const planned = await this.#organizationPlanner().plan(matcherIndex, {...matcher, organization: matcher.organization}, undefined, context);
+        // The cycle's signal: a walk cut off by the cycle's deadline stops calling Organizations.
+        const planned = await this.#organizationPlanner().plan(matcherIndex, {...matcher, organization: matcher.organization}, context?.signal, context);
         fetchers.push(...planned.fetchers);
         failed.push(...planned.failed);
         continue;

@@ -12,7 +12,7 @@ import {accountOf, type AksClusterRef, type AksLocalAccount, type AksLocalAccoun
 import {AKS_SERVER_ID} from '../../credentials/aks-token.ts';
 import {silentLogger, type Logger} from '../../observability/logger.ts';
 import type {ClusterFetcher} from '../fetcher.ts';
-import {azureErrorCode, azureFailure} from './errors.ts';
+import {azureErrorCode, azureErrorStatus, azureFailure} from './errors.ts';
 import {errorMessage} from '../../core/errors.ts';
 import {sameJson} from '../../../heartbeats/kube-server.ts';
 import {parseClusterId, readAksRecord, reportedName, type AksRecord} from './aks-record.ts';
@@ -130,13 +130,17 @@ export function createAksFetcher(options: AksFetcherOptions): ClusterFetcher {
     const last = options.listings?.get(source.id);
     const pages = new Map<string, MadePage<AksPage>>();
     const memory: PageMemory<AksPage> = {previous: last?.pages, next: pages, make: (items) => readPage(items, source)};
+    let pagesRead = 0;
     try {
       for await (const page of options.client.listPages(source.resourceGroup, signal, memory)) {
+        pagesRead++;
         records.push(...page.records);
         malformed.push(...page.malformed);
       }
     } catch (error) {
-      if (source.resourceGroup && azureErrorCode(error) === 'ResourceGroupNotFound') {
+      // Only ARM's own "not found" (a 404) for the listing's first page says the group is gone: a later
+      // page's, after the group was just listed, or the code under another status, contradicts itself.
+      if (source.resourceGroup && pagesRead === 0 && azureErrorStatus(error) === 404 && azureErrorCode(error) === 'ResourceGroupNotFound') {
         // A deleted resource group holds no clusters; a succeeded, empty listing lets its entries go.
         return {source, ok: true, clusters: [], malformed: [], skippedReason: `resource group ${source.resourceGroup} not found`};
       }

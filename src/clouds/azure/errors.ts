@@ -81,6 +81,11 @@ export function azureFailure(error: unknown, operation: string): SourceFailure {
   };
 }
 
+/** The HTTP status an Azure error carries, if any. */
+export function azureErrorStatus(error: unknown): number | undefined {
+  return httpStatus(error as AzureErrorShape | undefined);
+}
+
 function httpStatus(e: AzureErrorShape | undefined): number | undefined {
   const status = e?.statusCode ?? e?.response?.status;
   return typeof status === 'number' && status > 0 ? status : undefined;

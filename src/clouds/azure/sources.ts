@@ -87,6 +87,12 @@ const LISTABLE_STATES: ReadonlySet<string> = new Set(['Enabled', 'Warned', 'Past
  * re-enabled, with its clusters: it is not listed, and its entries are kept (stale). A Deleted one is gone.
  */
 const HELD_STATE = 'Disabled';
+/** How much of a subscription a state keeps: listed, held (its entries kept), gone. */
+const LISTABLE_RANK = 2;
+function stateRank(state: unknown): number {
+  if (state === undefined || LISTABLE_STATES.has(state as string)) return LISTABLE_RANK;
+  return state === HELD_STATE ? 1 : 0;
+}
 /** Every subscription state Azure documents; any other value is a malformed record. */
 const KNOWN_STATES: ReadonlySet<string> = new Set([...LISTABLE_STATES, 'Disabled', 'Deleted']);
 
@@ -259,18 +265,21 @@ export class AzureSources {
     const client = this.#subscriptionClient(matcher);
     const targets: Target[] = [];
     const seen = new Set<string>();
-    const disabled: string[] = [];
+    let disabled: string[] = [];
+    const ranks = new Map<string, number>();
+    // The cycle's signal: lists cut off by the cycle's deadline stop being read.
+    const signal = context?.signal ?? new AbortController().signal;
     // The walk runs beside the listing; it settles to a value so a failed listing leaves no rejection behind.
     const groups = matcher.management_groups;
     const walking: Promise<ManagementGroupWalk | {error: unknown}> | undefined = groups?.length
-      ? walkManagementGroups(this.#descendantPages(matcher), groups).catch((error: unknown) => ({error}))
+      ? walkManagementGroups(this.#descendantPages(matcher), groups, {signal}).catch((error: unknown) => ({error}))
       : undefined;
     try {
       // Read as ARM's JSON, parsed once and checked (arm-list.ts): the SDK's pager parsed each page
       // three times (our shape check, its JSON body, its model mapper), every cycle.
       const {cloud, httpClient} = this.#clientOptions(matcher);
       const url = `${cloud.armEndpoint.replace(/\/+$/, '')}/subscriptions?api-version=${SUBSCRIPTIONS_API_VERSION}`;
-      for await (const page of armListPages('subscriptions.list', pipelineGet(client.pipeline, httpClient), url, new AbortController().signal, SUBSCRIPTIONS_API_VERSION)) {
+      for await (const page of armListPages('subscriptions.list', pipelineGet(client.pipeline, httpClient), url, signal, SUBSCRIPTIONS_API_VERSION)) {
         for (const item of page) {
           const sub = readSubscription(item);
           // Malformed is not "not there": a record that does not say which subscription, or in what
@@ -281,9 +290,15 @@ export class AzureSources {
           if (state !== undefined && (typeof state !== 'string' || !KNOWN_STATES.has(state))) {
             throw Object.assign(new Error(`subscription ${id} is in state ${String(JSON.stringify(state)).slice(0, 40)}, which is not an Azure subscription state`), {code: 'InvalidResponse'});
           }
-          if (seen.has(id)) continue;
+          // The same subscription twice (its record changed while the pages were read): the record
+          // that keeps most wins whatever the order — listable, then Disabled, then Deleted — as an
+          // account ACTIVE in one Organizations listing is ACTIVE.
+          const rank = stateRank(state);
+          const before = ranks.get(id);
+          if (before !== undefined && before >= rank) continue;
           seen.add(id);
-          if (state && !LISTABLE_STATES.has(state)) {
+          ranks.set(id, rank);
+          if (rank < LISTABLE_RANK) {
             this.#logger.debug({subscription: id, state}, 'Azure subscription skipped: not listable in its state');
             if (state === HELD_STATE) disabled.push(id);
             continue;
@@ -294,6 +309,8 @@ export class AzureSources {
     } catch (error) {
       return {error};
     }
+    // A Disabled record a later listable one outranked is not held: the subscription is listed.
+    if (disabled.length > 0) disabled = disabled.filter((id) => ranks.get(id) === stateRank(HELD_STATE));
     // Without groups the list alone decides; a registry that cannot be read fails the plan (`aks:*`), deleting nothing.
     if (!walking) return {targets, disabled, unlisted: await this.#listGrace.missedOnce(matcherIndex, seen, context)};
     const walk = await walking;

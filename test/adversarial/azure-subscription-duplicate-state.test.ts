@@ -1,0 +1,58 @@
+/**
+ * Adversarial: a subscriptions list that shows one subscription twice, in two states — a list is
+ * no snapshot, and a subscription whose record changed while the pages were read can be on two of
+ * them. Whichever record came first decided: `Deleted` then `Enabled` dropped the subscription
+ * and deregistered its clusters, though the same list also said it could be listed. As for AWS
+ * accounts (ACTIVE in one listing wins), a record in a listable state wins, whatever the order.
+ */
+import {afterAll, beforeAll, describe, expect, it} from 'vitest';
+import {evaluate} from '../../src/discovery/evaluate.ts';
+import {reconcile} from '../../src/discovery/reconcile.ts';
+import {ArmWorld} from '../fakes/arm-world.ts';
+import {mutateJson, when, type FaultProxy} from '../fakes/faults.ts';
+import {runThroughProxy, startProxiedArm, SUB_A, SUB_B, TENANT, type ProxiedArm} from '../clouds/aks-helpers.ts';
+import {context, stored} from '../discovery/builders.ts';
+
+let armp: ProxiedArm;
+let proxy: FaultProxy;
+
+beforeAll(async () => {
+  const world = new ArmWorld();
+  for (const sub of [SUB_A, SUB_B]) {
+    world.addSubscription({subscriptionId: sub, tenantId: TENANT});
+    world.addCluster({subscriptionId: sub, resourceGroup: 'rg-a', name: `c-${sub.slice(-2)}`});
+  }
+  armp = await startProxiedArm(world);
+  ({proxy} = armp);
+});
+afterAll(() => armp.close());
+
+const run = () => runThroughProxy(armp);
+
+describe('a subscriptions list with one subscription twice, in two states', () => {
+  for (const state of ['Deleted', 'Disabled']) {
+    for (const where of ['before', 'after'] as const) {
+      it(`a ${state} record ${where} its Enabled one: the subscription is listed and nothing is deleted or kept stale`, async () => {
+        proxy.fault = undefined;
+        const clean = await run();
+        const ctx = context('g1');
+        const current = [...evaluate(clean, ctx).candidates.values()].map((c) => stored(c.server));
+        expect(current).toHaveLength(2);
+
+        proxy.fault = when({operation: 'subscriptions.list'}, mutateJson((body) => {
+          const value = body['value'] as Record<string, unknown>[];
+          const record = value.find((r) => String(r['subscriptionId']) === SUB_B);
+          const other = {...record, state};
+          return {...body, value: where === 'before' ? [other, ...value] : [...value, other]};
+        }));
+        try {
+          const spoiled = await run();
+          const plan = reconcile(current, evaluate(spoiled, ctx), spoiled, 'g1');
+          expect(plan.items.filter((i) => i.action !== 'unchanged').map((i) => [i.name, i.action])).toEqual([]);
+        } finally {
+          proxy.fault = undefined;
+        }
+      });
+    }
+  }
+});
