@@ -58,6 +58,14 @@ export function metricRegion(region: string): string {
   return /^(?:\*|[a-z0-9][a-z0-9-]{0,39})$/.test(region) ? region : 'other';
 }
 
+/**
+ * Distinct error codes the cloud API metrics label on their own; later new ones count as `other`.
+ * The codes come from the answers (a misbehaving endpoint can name a new one each time), and each
+ * would be a series kept for the process's life. The clouds' documented codes for the calls the
+ * service makes are a few dozen.
+ */
+export const MAX_API_CODES = 64;
+
 /** A cloud error code or short reason as a label value: identifier-like values pass, free text becomes `other`. */
 export function metricCode(code: string | undefined): string {
   if (code === undefined || code === '') return 'none';

@@ -8,7 +8,7 @@ import {GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
 import {afterAll, afterEach, beforeAll, beforeEach, describe, expect, it} from 'vitest';
 import {instrumentAwsClient} from '../../src/observability/aws-middleware.ts';
 import {armOperation, azureMetricsPolicies} from '../../src/observability/azure-policy.ts';
-import {Metrics} from '../../src/observability/metrics.ts';
+import {MAX_API_CODES, Metrics} from '../../src/observability/metrics.ts';
 import {FakeAwsWorld, startFakeAws, throttleFirst, type FakeAws} from '../fakes/aws-fakes.ts';
 import {FAKE_ARM_TOKEN, startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
 import {fakeTokenCredential} from '../fakes/arm-token-credential.ts';
@@ -86,6 +86,25 @@ describe('AWS SDK middleware', () => {
 
     expect(value(text, 'kube_discovery_cloud_api_requests_total', {service: 'sts', operation: 'GetCallerIdentity', code: 'OK'})).toBe(1);
     expect(value(text, 'kube_discovery_cloud_api_requests_total', {service: 'eks', operation: 'DescribeCluster', code: 'ECONNREFUSED'})).toBe(1);
+  });
+
+  it('keeps the code label bounded when an endpoint answers with ever new error codes', async () => {
+    // A misbehaving endpoint (or a proxy in front of it) that names a fresh error code per answer:
+    // each would otherwise be a new series for as long as the process lives.
+    let n = 0;
+    fake.fault = (ctx) => (ctx.operation === 'DescribeCluster' ? {code: `Made${String(n++).padStart(4, '0')}Exception`, status: 400} : undefined);
+    const client = new EKSClient({region: 'us-east-1', endpoint: fake.url, credentials: KEY, maxAttempts: 1});
+    instrumentAwsClient(client, metrics);
+    for (let i = 0; i < 300; i++) await expect(client.send(new DescribeClusterCommand({name: 'a'}))).rejects.toThrow();
+    const text = await body();
+
+    const series = samples(text, 'kube_discovery_cloud_api_requests_total', {service: 'eks', operation: 'DescribeCluster'});
+    expect(series.length).toBeLessThanOrEqual(MAX_API_CODES + 1);
+    // Every call is still counted: the codes past the bound under `other`.
+    expect(series.reduce((sum, s) => sum + s.value, 0)).toBe(300);
+    expect(value(text, 'kube_discovery_cloud_api_requests_total', {service: 'eks', operation: 'DescribeCluster', code: 'other'})).toBe(300 - MAX_API_CODES);
+    // The codes the process already counted keep their own series.
+    expect(value(text, 'kube_discovery_cloud_api_requests_total', {service: 'eks', operation: 'DescribeCluster', code: 'Made0000Exception'})).toBe(1);
   });
 });
 
