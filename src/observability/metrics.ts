@@ -159,6 +159,8 @@ export class Metrics {
   /** Registered/stale counts from the registry itself, once the service reports it; they win over the plan's. */
   #inventoryStates: StateCounts | undefined;
   readonly #seenSourceRegions = new Set<string>();
+  /** Codes with series of their own in the cloud API request counter (at most MAX_API_CODES). */
+  readonly #apiCodes = new Set<string>();
   /** Label objects per (service, operation, code) of cloud calls (see #apiLabels). */
   readonly #apiCallLabels = new Map<string, ApiCallLabels>();
   readonly #clouds: Clouds;
@@ -469,12 +471,20 @@ export class Metrics {
     let labels = this.#apiCallLabels.get(key);
     if (labels === undefined) {
       const call = {service: metricCode(service), operation: metricCode(operation)};
-      labels = {call, request: {...call, code: metricCode(code)}, throttledShown: false};
+      labels = {call, request: {...call, code: this.#boundedCode(metricCode(code))}, throttledShown: false};
       // Codes are bounded by metricCode's rule but not few: start over rather than grow without bound.
       if (this.#apiCallLabels.size >= 4_096) this.#apiCallLabels.clear();
       this.#apiCallLabels.set(key, labels);
     }
     return labels;
+  }
+
+  /** `code`, or `other` once MAX_API_CODES distinct codes have their own series. */
+  #boundedCode(code: string): string {
+    if (this.#apiCodes.has(code)) return code;
+    if (this.#apiCodes.size >= MAX_API_CODES) return 'other';
+    this.#apiCodes.add(code);
+    return code;
   }
 
   /** The /metrics body and its content type. */
