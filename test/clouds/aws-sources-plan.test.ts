@@ -51,4 +51,30 @@ describe('AwsSources.plan', () => {
       ['eu-west-1', false, 'GetCallerIdentity'],
     ]);
   });
+
+  it('looks the account up again when the default credentials change to other keys, and only then', async () => {
+    // The default chain's keys can change while the process runs (a refreshed role session). A
+    // listing signed with keys of account B, recorded as account A's, would deregister A's clusters
+    // and register B's under A.
+    let key = {accessKeyId: 'AKIAPLANACCOUNTA0001', secretAccessKey: 'plan-secret-a'};
+    const accounts: Record<string, string> = {AKIAPLANACCOUNTA0001: '111111111111', AKIAPLANACCOUNTB0001: '222222222222'};
+    const lookups: string[] = [];
+    const sources = new AwsSources({
+      callerAccount: async (credentials) => {
+        const {accessKeyId} = await credentials();
+        lookups.push(accessKeyId);
+        return accounts[accessKeyId] ?? '000000000000';
+      },
+      makeEksClient: () => unusedClient,
+      credentialProvider: () => async () => key,
+    });
+    const matchers = [{types: ['eks' as const], regions: ['us-east-1']}];
+    const ids = async (): Promise<string[]> => (await sources.plan(matchers)).fetchers.map((f) => f.source.id);
+    expect(await ids()).toEqual(['eks:us-east-1:111111111111']);
+    expect(await ids()).toEqual(['eks:us-east-1:111111111111']);
+    key = {accessKeyId: 'AKIAPLANACCOUNTB0001', secretAccessKey: 'plan-secret-b'};
+    expect(await ids()).toEqual(['eks:us-east-1:222222222222']);
+    expect(await ids()).toEqual(['eks:us-east-1:222222222222']);
+    expect(lookups).toEqual(['AKIAPLANACCOUNTA0001', 'AKIAPLANACCOUNTB0001']);
+  });
 });
