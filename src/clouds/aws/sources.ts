@@ -79,7 +79,8 @@ export class AwsSources {
   readonly #clients = new Map<string, EksApi>();
   readonly #credentials = new Map<string, AwsCredentialProvider>();
   readonly #queues = new Map<string, CallLimiter>();
-  readonly #accounts = new Map<string, string>();
+  /** The default credentials' account, with the access key it was looked up with. */
+  #defaultAccount: {readonly accessKeyId: string; readonly account: string} | undefined;
   #organizations: OrganizationPlanner | undefined;
   readonly #taggingClients = new Map<string, TaggingApi>();
   /** Per source id: what it described, kept across cycles. */
@@ -206,18 +207,22 @@ export class AwsSources {
   /** Whether #account answers without calling STS (an ARN's account, or the caller's, already known). */
   #accountKnown(role: {roleArn?: string}): boolean {
     const fromArn = role.roleArn?.split(':')[4];
-    return (fromArn !== undefined && /^\d{12}$/.test(fromArn)) || this.#accounts.has('default');
+    return (fromArn !== undefined && /^\d{12}$/.test(fromArn)) || this.#defaultAccount !== undefined;
   }
 
   async #account(role: {roleArn?: string; externalId?: string}, region: string): Promise<string> {
     const fromArn = role.roleArn?.split(':')[4];
     if (fromArn && /^\d{12}$/.test(fromArn)) return fromArn;
-    const cached = this.#accounts.get('default');
-    if (cached) return cached;
     const credentials = this.#provider(role, region);
+    // The default chain's keys can change while the process runs (a refreshed session of another
+    // role): an account is looked up once per access key, so a listing signed with another account's
+    // keys is never recorded as the first account's (which would deregister its clusters).
+    const {accessKeyId} = await credentials();
+    const cached = this.#defaultAccount;
+    if (cached?.accessKeyId === accessKeyId) return cached.account;
     const lookup = this.#options.callerAccount ?? ((c, r) => this.#callerAccount(c, r));
     const account = await lookup(credentials, region);
-    this.#accounts.set('default', account);
+    this.#defaultAccount = {accessKeyId, account};
     return account;
   }
 
