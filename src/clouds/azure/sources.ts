@@ -363,6 +363,7 @@ export class AzureSources {
         credential: this.#credential(matcher),
         scope: cloud.armScope,
         agentFor: pool.agentFor,
+        dispatcherFor: pool.dispatcherFor,
         policies: this.#options.clientOptions?.additionalPolicies ?? [],
         timeoutMs: this.#options.policyOptions?.requestTimeoutMs ?? 30_000,
       });
