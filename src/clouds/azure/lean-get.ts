@@ -320,26 +320,43 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 }
 
-const bodies = new WeakMap<PipelineResponse, Buffer>();
-
 function bodyOf(response: PipelineResponse): Buffer {
-  return bodies.get(response) ?? Buffer.from(response.bodyAsText ?? '', 'utf8');
+  return response instanceof RawResponse ? response.raw : Buffer.from(response.bodyAsText ?? '', 'utf8');
 }
 
-/** A PipelineResponse over the raw answer; its text is decoded only if a policy reads it (error answers). */
+/** A PipelineResponse over the raw answer (no WeakMap entry per page); its text is decoded only if a policy reads it (error answers). */
+class RawResponse implements PipelineResponse {
+  readonly request: PipelineRequest;
+  readonly status: number;
+  readonly headers: HttpHeaders;
+  #raw: Buffer;
+  #text: string | undefined;
+
+  constructor(request: PipelineRequest, status: number, headers: HttpHeaders, raw: Buffer) {
+    this.request = request;
+    this.status = status;
+    this.headers = headers;
+    this.#raw = raw;
+  }
+
+  /** The body's bytes (as a policy left them: one that rewrote the text rewrote these too). */
+  get raw(): Buffer {
+    return this.#raw;
+  }
+
+  get bodyAsText(): string {
+    this.#text ??= this.#raw.toString('utf8');
+    return this.#text;
+  }
+
+  set bodyAsText(text: string | null | undefined) {
+    this.#text = text ?? '';
+    this.#raw = Buffer.from(this.#text, 'utf8');
+  }
+}
+
 function answer(request: PipelineRequest, status: number, raw: http.IncomingHttpHeaders, body: Buffer): PipelineResponse {
-  let text: string | undefined;
-  const response: PipelineResponse = {
-    request,
-    status,
-    headers: new AnswerHeaders(raw),
-    get bodyAsText(): string {
-      text ??= body.toString('utf8');
-      return text;
-    },
-  };
-  bodies.set(response, body);
-  return response;
+  return new RawResponse(request, status, new AnswerHeaders(raw), body);
 }
 
 /**
