@@ -15,7 +15,9 @@ import {createDefaultHttpClient, createPipelineRequest, type HttpClient, type Pi
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {classifyAzureError, azureErrorCode} from '../../src/clouds/azure/errors.ts';
 import {pooledHttpClient} from '../../src/clouds/azure/http-client.ts';
+import {LeanArmGet, MAX_LEAN_ANSWER_BYTES} from '../../src/clouds/azure/lean-get.ts';
 import {MAX_ARM_ANSWER_BYTES, UndiciArmHttpClient} from '../../src/clouds/azure/undici-client.ts';
+import {fakeTokenCredential} from '../fakes/arm-token-credential.ts';
 import {sharedServerTls} from '../fakes/tls-ca.ts';
 
 type Script = (res: ServerResponse, socket: Socket) => void;
@@ -190,5 +192,18 @@ describe('the undici ARM client', () => {
       expect(response.status).toBe(200);
     }
     expect(seen).toHaveLength(cases.length);
+  });
+});
+
+describe('the short path over the same pool', () => {
+  it(`reads a page, and leaves an answer longer than ${MAX_LEAN_ANSWER_BYTES / 1024 / 1024} MiB to the pipeline instead of buffering it`, async () => {
+    const pool = pooledHttpClient(4);
+    const lean = new LeanArmGet({credential: fakeTokenCredential(), scope: 'https://management.azure.com/.default', agentFor: pool.agentFor, dispatcherFor: pool.dispatcherFor, policies: [], timeoutMs: 5_000});
+    const taught = request('/ok');
+    taught.headers.set('user-agent', 'azsdk-js-arm-containerservice/test');
+    await lean.learn.policy.sendRequest(taught, (r) => pool.sendRequest(r));
+    const page = await lean.get(`${base}/ok`, new AbortController().signal);
+    expect(page?.kind === 'page' ? page.body.toString('utf8') : page).toBe('{"value":[{"name":"c1"}]}');
+    await expect(lean.get(`${base}/huge`, new AbortController().signal)).resolves.toBeUndefined();
   });
 });
