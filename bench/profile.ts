@@ -61,8 +61,8 @@ function top(map: Map<string, number>, total: number, n: number): ProfileItem[] 
 /**
  * Summarises one `.cpuprofile`, excluding idle time and, when the profile carries the measured
  * cycles' windows, everything outside them: the full collection after each cycle (idle-gc.ts)
- * and the profiler's own `Session.post` ran between cycles and made up a third of a W5 steady
- * profile's samples, none of them in a cycle.
+ * and the profiler's own `Session.post` ran outside the cycles and made up a third of a W5 steady
+ * profile's samples.
  */
 export async function summarizeProfile(file: string, root: string, n = 15): Promise<ProfileSummary> {
   const profile = JSON.parse(await readFile(file, 'utf8')) as CpuProfile;
