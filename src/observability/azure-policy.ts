@@ -88,7 +88,7 @@ export function armErrorCode(response: AzureResponseShape): string {
   return response.headers.get('x-ms-error-code') ?? `HTTP_${response.status}`;
 }
 
-/** Distinct (method, URL without query) kept by {@link operationOf}; past it the cache starts over. */
+/** Distinct GET URLs without query kept by {@link operationOf}; past it the cache starts over. */
 const OPERATION_CACHE_SIZE = 4096;
 const operations = new Map<string, {service: string; operation: string}>();
 
@@ -98,6 +98,9 @@ const operations = new Map<string, {service: string; operation: string}>();
  * each one was a measurable part of a W5 cycle's 500 calls.
  */
 function operationOf(method: string, url: string): {service: string; operation: string} {
+  // Not remembered: POSTs name one cluster each (listClusterUserCredential), and a cold cycle's
+  // thousands of them filled the cache, which then started over without the list URLs every steady cycle repeats.
+  if (method !== 'GET') return armOperation(method, url);
   const query = url.indexOf('?');
   const key = `${method} ${query < 0 ? url : url.slice(0, query)}`;
   let found = operations.get(key);

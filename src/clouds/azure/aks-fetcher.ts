@@ -390,8 +390,13 @@ function withEndpointOnce(cluster: DiscoveredCluster, via: object, make: () => D
 }
 
 function withKubeconfig(cluster: DiscoveredCluster, record: AksRecord, kubeconfig: AksUserKubeconfig, ref: AksClusterRef, options: AksFetcherOptions): DiscoveredCluster {
-  options.localAccounts?.record(ref, accountOf(kubeconfig));
-  return clusterWithKubeconfig(cluster, record, kubeconfig);
+  const account = accountOf(kubeconfig);
+  options.localAccounts?.record(ref, account);
+  const result = clusterWithKubeconfig(cluster, record, kubeconfig);
+  // The kubeconfig just cached: the next cycle's knownEndpoint hands on this very object (the
+  // first steady cycle compared every cluster of the cold one field by field to find it equal).
+  if (options.credentialCache?.get(cluster.id ?? '')?.kubeconfig === kubeconfig) endpoints.set(cluster, {via: kubeconfig, result, ref, account});
+  return result;
 }
 
 function clusterWithKubeconfig(cluster: DiscoveredCluster, record: AksRecord, kubeconfig: AksUserKubeconfig): DiscoveredCluster {

@@ -86,6 +86,11 @@ async function* readList<T>(
     let page: MadePage<T> | undefined;
     let status = 200;
     const answer: LeanAnswer | undefined = short === undefined ? undefined : await short(next, signal);
+    // The page's own work (digest, records, the source's clusters) waits until the answers already
+    // in have been read: with a hundred listings in flight, a management group walk's next page was
+    // sent only after every answer ahead of it had been worked through, and the plan waited on the
+    // walk (W5: the event loop idled ~40 ms a steady cycle in the plan, ~20 ms with this).
+    if (answer?.kind === 'page') await new Promise<void>((resolve) => setImmediate(resolve));
     if (answer?.kind === 'error') throw errorAnswer(answer.response);
     if (answer?.kind === 'page' && answer.body.length > 0) {
       // The raw bytes are looked up before anything is decoded: a steady cycle's pages mostly come back unchanged.

@@ -17,10 +17,11 @@
  * no answer within the timeout fails as the SDK's own timeout does (an `AbortError`, which its
  * retry policy does not retry).
  */
-import http from 'node:http';
-import https from 'node:https';
+import type http from 'node:http';
+import type {Dispatcher} from 'undici';
 import {createHttpHeaders, createPipelineRequest, type HttpHeaders, type PipelinePolicy, type PipelineRequest, type PipelineResponse} from '@azure/core-rest-pipeline';
 import type {AccessToken, TokenCredential} from '@azure/core-auth';
+import {leanDispatcher} from './http-client.ts';
 import type {AzurePolicyConfig} from './pipeline.ts';
 
 /** An answer of the short path: a complete 200 page (its bytes), or an error answer the SDK would pass on as it is. */
@@ -28,6 +29,13 @@ export type LeanAnswer = {readonly kind: 'page'; readonly body: Buffer} | {reado
 
 /** Statuses the SDK's pipeline hands back untouched (no retry, redirect or token challenge): answered here too. */
 const PASSED_ON: ReadonlySet<number> = new Set([400, 403, 404, 409]);
+
+/**
+ * The longest answer read here (32 MiB): a longer one is asked for again through the pipeline,
+ * so one endpoint cannot grow the heap without bound on this path (a managed clusters page is
+ * tens of kB per cluster at most).
+ */
+export const MAX_LEAN_ANSWER_BYTES = 32 * 1024 * 1024;
 
 /** A token is used until 2 minutes before it expires (or its refresh time): the SDK's token cycler does the same. */
 const REFRESH_WINDOW_MS = 120_000;
@@ -37,8 +45,10 @@ export interface LeanArmGetOptions {
   readonly credential: TokenCredential;
   /** Token scope of the ARM endpoint (`https://management.azure.com/.default`). */
   readonly scope: string;
-  /** The pool's agent for a URL (http-client.ts), keyed by the TLS settings the SDK's requests carry. */
+  /** The pool's agent for a URL (http-client.ts), keyed by the TLS settings the SDK's requests carry: a request of the SDK that used another agent closes this path. */
   readonly agentFor: (url: string, tls: object | undefined) => http.Agent;
+  /** The undici pool this path sends its GETs over, for the TLS settings the SDK's requests carry (http-client.ts); default one of its own. */
+  readonly dispatcherFor?: (tls: object | undefined) => Dispatcher;
   /** The extra policies the SDK clients were given (metrics): every attempt here goes through them too. */
   readonly policies: readonly AzurePolicyConfig[];
   /** Longest an answer may take, headers and body (the SDK's per-attempt timeout). */
@@ -61,6 +71,7 @@ interface Template {
 export class LeanArmGet {
   readonly #options: LeanArmGetOptions;
   readonly #now: () => number;
+  readonly #dispatcherFor: (tls: object | undefined) => Dispatcher;
   #template: Template | undefined;
   #refused = false;
   #token: AccessToken | undefined;
@@ -72,6 +83,17 @@ export class LeanArmGet {
   constructor(options: LeanArmGetOptions) {
     this.#options = options;
     this.#now = options.now ?? Date.now;
+    if (options.dispatcherFor) this.#dispatcherFor = options.dispatcherFor;
+    else {
+      const own = new WeakMap<object, Dispatcher>();
+      let plain: Dispatcher | undefined;
+      this.#dispatcherFor = (tls) => {
+        if (!tls) return (plain ??= leanDispatcher());
+        let found = own.get(tls);
+        if (!found) own.set(tls, (found = leanDispatcher(undefined, tls)));
+        return found;
+      };
+    }
     this.#policies = [...options.policies.filter((p) => p.position === 'perCall'), ...options.policies.filter((p) => p.position === 'perRetry')].map((p) => p.policy as PipelinePolicy);
   }
 
@@ -180,83 +202,161 @@ export class LeanArmGet {
   /** One HTTP exchange. `declined`: the answer is not one this path reads (the pipeline is asked instead). */
   #send(request: PipelineRequest, token: string, template: Template): Promise<{response: PipelineResponse; declined: boolean}> {
     const url = new URL(request.url);
-    const secure = url.protocol === 'https:';
     const headers: Record<string, string> = request.headers.toJSON({preserveCase: true});
     headers['authorization'] = `Bearer ${token}`;
-    const options: https.RequestOptions = {
-      agent: this.#options.agentFor(request.url, template.tls),
-      hostname: url.hostname,
-      port: url.port,
-      path: `${url.pathname}${url.search}`,
-      method: 'GET',
-      headers,
-    };
+    const dispatch: Dispatcher.DispatchOptions = {origin: url.origin, path: `${url.pathname}${url.search}`, method: 'GET', headers};
     return new Promise((resolve, reject) => {
-      const signal = request.abortSignal;
-      let settled = false;
-      const finish = (outcome: {response: PipelineResponse; declined: boolean} | Error): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        if (outcome instanceof Error) reject(outcome);
-        else resolve(outcome);
-      };
-      const req = (secure ? https : http).request(options, (res) => {
-        const status = res.statusCode ?? 0;
-        const encoded = res.headers['content-encoding'] !== undefined && res.headers['content-encoding'] !== 'identity';
-        const chunks: Buffer[] = [];
-        res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        // A body cut short (a reset, a close before its end) fails this attempt as the SDK's
-        // client does (PARSE_ERROR, so metrics read the same); the pipeline then reads it again.
-        const cut = (): void => finish(Object.assign(new Error(`the answer to ${url.pathname} was cut off`), {name: 'LeanTransportError', code: 'PARSE_ERROR'}));
-        res.on('error', cut);
-        res.on('end', () => {
-          if (!res.complete) return cut();
-          const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
-          const response = answer(request, status, res.headers, body);
-          finish({response, declined: encoded || !(status === 200 || PASSED_ON.has(status))});
-        });
-      });
-      req.on('error', (error: NodeJS.ErrnoException) => {
-        finish(Object.assign(new Error(`short path GET failed: ${error.message}`), {name: 'LeanTransportError', code: error.code}));
-      });
-      const timer = setTimeout(() => {
-        const error = Object.assign(new Error(`ARM did not answer ${url.pathname} within ${this.#options.timeoutMs} ms`), {name: 'AbortError'});
-        req.destroy(error);
-        finish(error);
-      }, this.#options.timeoutMs);
-      const onAbort = (): void => {
-        const error = Object.assign(new Error('The operation was aborted.'), {name: 'AbortError'});
-        req.destroy(error);
-        finish(error);
-      };
-      signal?.addEventListener('abort', onAbort, {once: true});
-      req.end();
+      const exchange = new Exchange(request, url.pathname, this.#options.timeoutMs, resolve, reject);
+      try {
+        this.#dispatcherFor(template.tls).dispatch(dispatch, exchange);
+      } catch (error) {
+        exchange.onResponseError(undefined, error instanceof Error ? error : new Error(String(error)));
+      }
     });
   }
 }
 
-const bodies = new WeakMap<PipelineResponse, Buffer>();
+type Controller = Dispatcher.DispatchController;
 
-function bodyOf(response: PipelineResponse): Buffer {
-  return bodies.get(response) ?? Buffer.from(response.bodyAsText ?? '', 'utf8');
+/**
+ * One GET on the short path's pool: the answer collected in one buffer, settled once. One timer
+ * covers the whole exchange (waiting for a socket, connecting, headers, body), as the SDK's
+ * per-attempt timeout does; the caller's abort and the timer fail it as an `AbortError`.
+ */
+class Exchange implements Dispatcher.DispatchHandler {
+  readonly #request: PipelineRequest;
+  readonly #path: string;
+  readonly #resolve: (outcome: {response: PipelineResponse; declined: boolean}) => void;
+  readonly #reject: (error: Error) => void;
+  readonly #timer: NodeJS.Timeout;
+  #controller: Controller | undefined;
+  #settled = false;
+  #status = 0;
+  #headers: http.IncomingHttpHeaders = {};
+  #encoded = false;
+  #chunks: Buffer[] = [];
+  #bytes = 0;
+  readonly #onAbort = (): void => {
+    this.#fail(Object.assign(new Error('The operation was aborted.'), {name: 'AbortError'}));
+  };
+
+  constructor(request: PipelineRequest, path: string, timeoutMs: number, resolve: (outcome: {response: PipelineResponse; declined: boolean}) => void, reject: (error: Error) => void) {
+    this.#request = request;
+    this.#path = path;
+    this.#resolve = resolve;
+    this.#reject = reject;
+    this.#timer = setTimeout(() => this.#fail(Object.assign(new Error(`ARM did not answer ${path} within ${timeoutMs} ms`), {name: 'AbortError'})), timeoutMs);
+    const signal = request.abortSignal;
+    if (signal?.aborted) this.#onAbort();
+    else signal?.addEventListener('abort', this.#onAbort, {once: true});
+  }
+
+  onRequestStart(controller: Controller): void {
+    this.#controller = controller;
+    // Settled while it waited for a socket (abort, timeout): undici drops it now.
+    if (this.#settled) controller.abort(Object.assign(new Error('The operation was aborted.'), {name: 'AbortError'}));
+  }
+
+  onResponseStart(_controller: Controller, statusCode: number, headers: http.IncomingHttpHeaders): void {
+    this.#status = statusCode;
+    this.#headers = headers;
+    const encoding = headers['content-encoding'];
+    this.#encoded = encoding !== undefined && encoding !== 'identity';
+  }
+
+  onResponseData(controller: Controller, chunk: Buffer): void {
+    if (this.#settled) return;
+    this.#bytes += chunk.length;
+    if (this.#bytes > MAX_LEAN_ANSWER_BYTES) {
+      // Not read here: the pipeline is asked for it, as for any answer this path does not take.
+      this.#chunks = [];
+      this.#finish({response: answer(this.#request, this.#status, this.#headers, Buffer.alloc(0)), declined: true});
+      controller.abort(Object.assign(new Error(`the answer to ${this.#path} is longer than ${MAX_LEAN_ANSWER_BYTES} bytes`), {name: 'LeanTransportError'}));
+      return;
+    }
+    this.#chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    const chunks = this.#chunks;
+    this.#chunks = [];
+    const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
+    const status = this.#status;
+    this.#finish({response: answer(this.#request, status, this.#headers, body), declined: this.#encoded || !(status === 200 || PASSED_ON.has(status))});
+  }
+
+  // A reset, a refused connection or a body cut short fails this attempt as the SDK's client does
+  // (PARSE_ERROR for a cut body, so metrics read the same); the pipeline then reads it again.
+  onResponseError(_controller: Controller | undefined, error: Error): void {
+    this.#chunks = [];
+    if (error.name === 'AbortError') return this.#fail(error);
+    const code = (error as {code?: unknown}).code;
+    const cut = this.#status !== 0;
+    this.#fail(
+      cut
+        ? Object.assign(new Error(`the answer to ${this.#path} was cut off`), {name: 'LeanTransportError', code: 'PARSE_ERROR'})
+        : Object.assign(new Error(`short path GET failed: ${error.message}`), {name: 'LeanTransportError', code}),
+    );
+  }
+
+  #fail(error: Error): void {
+    if (this.#settled) return;
+    this.#chunks = [];
+    this.#settle();
+    this.#controller?.abort(error);
+    this.#reject(error);
+  }
+
+  #finish(outcome: {response: PipelineResponse; declined: boolean}): void {
+    if (this.#settled) return;
+    this.#settle();
+    this.#resolve(outcome);
+  }
+
+  #settle(): void {
+    this.#settled = true;
+    clearTimeout(this.#timer);
+    this.#request.abortSignal?.removeEventListener('abort', this.#onAbort);
+  }
 }
 
-/** A PipelineResponse over the raw answer; its text is decoded only if a policy reads it (error answers). */
+function bodyOf(response: PipelineResponse): Buffer {
+  return response instanceof RawResponse ? response.raw : Buffer.from(response.bodyAsText ?? '', 'utf8');
+}
+
+/** A PipelineResponse over the raw answer (no WeakMap entry per page); its text is decoded only if a policy reads it (error answers). */
+class RawResponse implements PipelineResponse {
+  readonly request: PipelineRequest;
+  readonly status: number;
+  readonly headers: HttpHeaders;
+  #raw: Buffer;
+  #text: string | undefined;
+
+  constructor(request: PipelineRequest, status: number, headers: HttpHeaders, raw: Buffer) {
+    this.request = request;
+    this.status = status;
+    this.headers = headers;
+    this.#raw = raw;
+  }
+
+  /** The body's bytes (as a policy left them: one that rewrote the text rewrote these too). */
+  get raw(): Buffer {
+    return this.#raw;
+  }
+
+  get bodyAsText(): string {
+    this.#text ??= this.#raw.toString('utf8');
+    return this.#text;
+  }
+
+  set bodyAsText(text: string | null | undefined) {
+    this.#text = text ?? '';
+    this.#raw = Buffer.from(this.#text, 'utf8');
+  }
+}
+
 function answer(request: PipelineRequest, status: number, raw: http.IncomingHttpHeaders, body: Buffer): PipelineResponse {
-  let text: string | undefined;
-  const response: PipelineResponse = {
-    request,
-    status,
-    headers: new AnswerHeaders(raw),
-    get bodyAsText(): string {
-      text ??= body.toString('utf8');
-      return text;
-    },
-  };
-  bodies.set(response, body);
-  return response;
+  return new RawResponse(request, status, new AnswerHeaders(raw), body);
 }
 
 /**

@@ -132,6 +132,13 @@ export class AzureSources {
   readonly #listGrace = new WalkGrace({cloud: 'Azure', type: 'aks', memberLabel: LABEL.subscriptionId, marker: LIST_MISSED});
   /** Targets of each `subscriptions: ["*"]` matcher's last good plan: listed early by the next (early-listings.ts). */
   readonly #lastTargets = new Map<number, readonly Target[]>();
+  /**
+   * Fetchers by (matcher, subscription, resource group, tenant), kept across plans: a fetcher holds
+   * nothing of a cycle (its listing memory is `#listings`), so the 500 sources of W5 are not built
+   * twice a cycle (early and planned) for nothing. Those no plan has asked for are dropped (see plan).
+   */
+  readonly #fetchers = new Map<string, {readonly matcher: AzureSourceMatcher; readonly fetcher: ClusterFetcher}>();
+  #plannedFetchers = new Set<string>();
   /** Client of each subscription seen by the last plan, for loading local-account credentials on demand. */
   #bySubscription = new Map<string, ContainerServiceClient>();
   /** Local-account tokens, shared with the probe's token source. */
@@ -205,6 +212,9 @@ export class AzureSources {
       }
     }
     early?.dropRest();
+    // Fetchers neither this plan nor its early listings asked for are no longer kept.
+    for (const key of this.#fetchers.keys()) if (!this.#plannedFetchers.has(key)) this.#fetchers.delete(key);
+    this.#plannedFetchers = new Set();
     this.#bySubscription = bySubscription;
     this.#prune();
     // A failed plan keeps every listing (its sources come back); otherwise sources no longer planned are forgotten.
@@ -229,8 +239,21 @@ export class AzureSources {
     }
   }
 
-  /** The fetcher of one (matcher, subscription[, resource group]) source. */
+  /** The fetcher of one (matcher, subscription[, resource group]) source: the last plan's, when built from the same inputs. */
   #fetcher(matcher: AzureSourceMatcher, matcherIndex: number, target: Target, resourceGroup: string | undefined): ClusterFetcher {
+    const key = `${matcherIndex}|${target.subscriptionId}|${resourceGroup ?? ''}|${target.tenantId ?? ''}`;
+    const kept = this.#fetchers.get(key);
+    if (kept?.matcher === matcher) {
+      this.#plannedFetchers.add(key);
+      return kept.fetcher;
+    }
+    const fetcher = this.#newFetcher(matcher, matcherIndex, target, resourceGroup);
+    this.#fetchers.set(key, {matcher, fetcher});
+    this.#plannedFetchers.add(key);
+    return fetcher;
+  }
+
+  #newFetcher(matcher: AzureSourceMatcher, matcherIndex: number, target: Target, resourceGroup: string | undefined): ClusterFetcher {
     return createAksFetcher({
       source: aksSource(matcherIndex, target.subscriptionId, resourceGroup),
       client: this.#clusterClient(matcher, target.subscriptionId).api,
@@ -380,6 +403,7 @@ export class AzureSources {
         credential: this.#credential(matcher),
         scope: cloud.armScope,
         agentFor: pool.agentFor,
+        dispatcherFor: pool.dispatcherFor,
         policies: this.#options.clientOptions?.additionalPolicies ?? [],
         timeoutMs: this.#options.policyOptions?.requestTimeoutMs ?? 30_000,
       });
