@@ -12,6 +12,7 @@
  * Run it with the service's Node flags to see their GC cost: `node --max-semi-space-size=2 bench/aws-call-cpu.ts`.
  */
 import {fork} from 'node:child_process';
+import {PerformanceObserver, constants as perfConstants} from 'node:perf_hooks';
 import {parseArgs} from 'node:util';
 import PQueue from 'p-queue';
 import {AwsSources} from '../src/clouds/aws/sources.ts';
@@ -81,8 +82,21 @@ async function main(): Promise<void> {
     external_id: EXTERNAL_ID,
     organization: {organization_id: ready.organizationId, organizational_units: {include: ['*'], exclude: []}},
   };
+  // GC pauses of this process, per cycle: what the calls' garbage costs.
+  const gc = {ms: 0, scavenges: 0, scavengeMs: 0, majors: 0};
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      gc.ms += entry.duration;
+      const kind = (entry as {detail?: {kind?: number}}).detail?.kind;
+      if (kind === perfConstants.NODE_PERFORMANCE_GC_MINOR) {
+        gc.scavenges++;
+        gc.scavengeMs += entry.duration;
+      } else if (kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR) gc.majors++;
+    }
+  }).observe({entryTypes: ['gc']});
   for (let cycle = 0; cycle < Number(values.cycles); cycle++) {
     const before = calls;
+    const gcBefore = {...gc};
     const cpu = process.cpuUsage();
     const started = performance.now();
     const planned = await sources.plan([matcher]);
@@ -104,7 +118,7 @@ async function main(): Promise<void> {
     const cpuMs = (used.user + used.system) / 1000;
     const n = calls - before;
     process.stdout.write(
-      `${JSON.stringify({cycle: cycle + 1, sources: planned.fetchers.length, failed: failed + planned.failed.length, clusters, calls: n, wall_ms: Math.round(wall), cpu_ms: Math.round(cpuMs), cpu_ms_per_call: Math.round((cpuMs / Math.max(1, n)) * 1000) / 1000, rss_mb: Math.round(process.memoryUsage.rss() / 1048576)})}\n`,
+      `${JSON.stringify({cycle: cycle + 1, sources: planned.fetchers.length, failed: failed + planned.failed.length, clusters, calls: n, wall_ms: Math.round(wall), cpu_ms: Math.round(cpuMs), cpu_ms_per_call: Math.round((cpuMs / Math.max(1, n)) * 1000) / 1000, gc_ms: Math.round(gc.ms - gcBefore.ms), scavenges: gc.scavenges - gcBefore.scavenges, scavenge_ms: Math.round(gc.scavengeMs - gcBefore.scavengeMs), majors: gc.majors - gcBefore.majors, rss_mb: Math.round(process.memoryUsage.rss() / 1048576)})}\n`,
     );
   }
   child.disconnect();
