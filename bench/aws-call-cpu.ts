@@ -12,6 +12,8 @@
  * Run it with the service's Node flags to see their GC cost: `node --max-semi-space-size=2 bench/aws-call-cpu.ts`.
  */
 import {fork} from 'node:child_process';
+import {writeFile} from 'node:fs/promises';
+import {Session} from 'node:inspector/promises';
 import {PerformanceObserver, constants as perfConstants} from 'node:perf_hooks';
 import {parseArgs} from 'node:util';
 import PQueue from 'p-queue';
@@ -50,7 +52,7 @@ async function serve(accounts: number, latencyMs: number): Promise<void> {
 
 async function main(): Promise<void> {
   const {values} = parseArgs({
-    options: {accounts: {type: 'string', default: '200'}, cycles: {type: 'string', default: '4'}, latency: {type: 'string', default: '20'}, serve: {type: 'boolean', default: false}},
+    options: {accounts: {type: 'string', default: '200'}, cycles: {type: 'string', default: '4'}, latency: {type: 'string', default: '20'}, serve: {type: 'boolean', default: false}, 'heap-profile': {type: 'string'}},
     strict: true,
   });
   const accounts = Number(values.accounts);
@@ -94,7 +96,16 @@ async function main(): Promise<void> {
       } else if (kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR) gc.majors++;
     }
   }).observe({entryTypes: ['gc']});
+  // A sampling allocation profile of the cycles after the second (`--heap-profile FILE`): what a steady call allocates.
+  const heapProfile = values['heap-profile'];
+  let session: Session | undefined;
   for (let cycle = 0; cycle < Number(values.cycles); cycle++) {
+    if (heapProfile !== undefined && cycle === 2) {
+      session = new Session();
+      session.connect();
+      await session.post('HeapProfiler.enable');
+      await session.post('HeapProfiler.startSampling', {samplingInterval: 16384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true});
+    }
     const before = calls;
     const gcBefore = {...gc};
     const cpu = process.cpuUsage();
@@ -120,6 +131,11 @@ async function main(): Promise<void> {
     process.stdout.write(
       `${JSON.stringify({cycle: cycle + 1, sources: planned.fetchers.length, failed: failed + planned.failed.length, clusters, calls: n, wall_ms: Math.round(wall), cpu_ms: Math.round(cpuMs), cpu_ms_per_call: Math.round((cpuMs / Math.max(1, n)) * 1000) / 1000, gc_ms: Math.round(gc.ms - gcBefore.ms), scavenges: gc.scavenges - gcBefore.scavenges, scavenge_ms: Math.round(gc.scavengeMs - gcBefore.scavengeMs), majors: gc.majors - gcBefore.majors, rss_mb: Math.round(process.memoryUsage.rss() / 1048576)})}\n`,
     );
+  }
+  if (session && heapProfile !== undefined) {
+    const {profile} = (await session.post('HeapProfiler.stopSampling')) as {profile: unknown};
+    await writeFile(heapProfile, JSON.stringify(profile));
+    session.disconnect();
   }
   child.disconnect();
   process.exit(0);

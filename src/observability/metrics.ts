@@ -130,6 +130,8 @@ export class Metrics {
   readonly #apiRequests: Counter<'service' | 'operation' | 'code'>;
   readonly #apiDuration: Histogram<'service' | 'operation'>;
   readonly #apiThrottled: Counter<'service' | 'operation'>;
+  /** (service, operation) pairs whose throttled series exists. */
+  readonly #throttledSeries = new Set<string>();
   readonly #changes: Counter<'action'>;
   readonly #writeErrors: Counter<'action'>;
   readonly #heartbeatFailures: Counter<'kind'>;
@@ -436,7 +438,14 @@ export class Metrics {
     this.#apiRequests.inc({service, operation, code: metricCode(call.code)});
     this.#apiDuration.observe({service, operation}, Math.max(0, call.durationSeconds));
     if (call.throttled) this.#apiThrottled.inc({service, operation});
-    else this.#apiThrottled.inc({service, operation}, 0);
+    else {
+      // The series exists from its first attempt on (an alert can compare it with the requests); once is enough.
+      const key = `${service}\u0000${operation}`;
+      if (!this.#throttledSeries.has(key)) {
+        this.#throttledSeries.add(key);
+        this.#apiThrottled.inc({service, operation}, 0);
+      }
+    }
   }
 
   /** The /metrics body and its content type. */

@@ -66,6 +66,18 @@ describe('the lean SigV4 signer', () => {
     }
   }
 
+  it('a signer without path escaping (as S3 clients have) keeps its own canonical paths', async () => {
+    const escaping = await leanSignerFor(STATIC);
+    const client = leanSdkClient(new EKSClient({region: 'eu-west-1', credentials: STATIC, sha256: NodeSha256, signingEscapePath: false}));
+    const plain = await (client.config as unknown as {signer: () => Promise<SignatureV4>}).signer();
+    const smithy = new SignatureV4({credentials: STATIC, region: 'eu-west-1', service: 'eks', sha256: NodeSha256, uriEscapePath: false});
+    const signingDate = new Date('2026-11-24T00:00:00Z');
+    const request = (): HttpRequest => new HttpRequest({...BASE, method: 'GET', path: '/a b/./c%2F'});
+    // The escaping signer first, so a shared answer would be the escaped one.
+    await escaping.sign(request(), {signingDate});
+    expect(((await plain.sign(request(), {signingDate})) as HttpRequest).headers).toEqual(((await smithy.sign(request(), {signingDate})) as HttpRequest).headers);
+  });
+
   it('signs with the region and service of the call when given, as smithy does', async () => {
     const lean = await leanSignerFor(SESSION);
     const smithy = new SignatureV4({credentials: SESSION, region: 'eu-west-1', service: 'eks', sha256: NodeSha256});

@@ -26,6 +26,7 @@ import {buildQueryString} from '@smithy/core/protocols';
 import {getRetryAfterHint, isServerError, isThrottlingError, isTransientError} from '@smithy/core/retry';
 import type {HttpResponse} from '@smithy/protocol-http';
 import type {RetryErrorInfo, RetryErrorType, RetryStrategyV2, RetryToken} from '@smithy/types';
+import {unwatchAbort, watchAbort} from './abort-watch.ts';
 import type {UndiciHttpHandler} from './undici-handler.ts';
 
 /** One attempt's arguments as the finalizeRequest middlewares see them (the SDK's `{input, request}`). */
@@ -228,8 +229,8 @@ function race<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<
     if (signal.aborted) {
       handler();
     } else {
-      signal.addEventListener('abort', handler, {once: true});
-      cleanup = () => signal.removeEventListener('abort', handler);
+      watchAbort(signal, handler);
+      cleanup = () => unwatchAbort(signal, handler);
     }
   });
   return Promise.race([promise, aborted]).finally(cleanup);

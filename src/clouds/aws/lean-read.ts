@@ -357,9 +357,10 @@ function collect(body: Readable): Promise<Uint8Array> {
 
 function metadataOf(response: HttpResponse): {httpStatusCode: number; requestId?: string} {
   let requestId: string | undefined;
-  for (const [k, v] of Object.entries(response.headers)) {
-    if (REQUEST_ID.test(k)) {
-      requestId = v;
+  const {headers} = response;
+  for (const k in headers) {
+    if (Object.hasOwn(headers, k) && REQUEST_ID.test(k)) {
+      requestId = headers[k];
       break;
     }
   }

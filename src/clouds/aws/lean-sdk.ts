@@ -21,7 +21,7 @@
  */
 import {createHmac, createSecretKey, hash} from 'node:crypto';
 import {userAgentMiddleware} from '@aws-sdk/core/client';
-import {ALGORITHM_IDENTIFIER, AMZ_DATE_HEADER, AUTH_HEADER, createScope, getCanonicalHeaders, getPayloadHash, hasHeader, prepareRequest, SHA256_HEADER, SignatureV4, TOKEN_HEADER} from '@smithy/signature-v4';
+import {ALGORITHM_IDENTIFIER, ALWAYS_UNSIGNABLE_HEADERS, AMZ_DATE_HEADER, AUTH_HEADER, createScope, getCanonicalHeaders, getCanonicalQuery, getPayloadHash, hasHeader, prepareRequest, PROXY_HEADER_PATTERN, SEC_HEADER_PATTERN, SHA256_HEADER, SignatureV4, TOKEN_HEADER} from '@smithy/signature-v4';
 import type {HttpRequest as SignableRequest, RequestSigningArguments} from '@smithy/types';
 import {invalidResponse} from './errors.ts';
 import {NodeSha256} from './sha256.ts';
@@ -118,6 +118,70 @@ const signingKeys = new WeakMap<object, {secret: string; readonly keys: Map<stri
 /** One string per (day, region, service), shared by every account's map. */
 const scopeNames = new Map<string, string>();
 
+/**
+ * Which headers smithy's `getCanonicalHeaders` signs for one set of header names, and in which
+ * order: `order` holds [name as given, lower-case name] sorted as the canonical request lists
+ * them, `signed` the `SignedHeaders` list. The names of the clients' requests are the same call
+ * after call, so this is worked out once per set instead of three sorts per request.
+ */
+interface HeaderPlan {
+  readonly order: readonly (readonly [string, string])[];
+  readonly signed: string;
+}
+
+/** Plans by the request's header names (in their order); a handful of sets in practice, bounded as a guard. */
+const headerPlans = new Map<string, HeaderPlan | null>();
+const HEADER_PLANS = 256;
+
+/** The plan of a request's headers, or null when smithy's own functions must canonicalise them. */
+function headerPlanOf(headers: Record<string, string | undefined>): HeaderPlan | null {
+  let id = '';
+  for (const name in headers) if (headers[name] !== undefined && headers[name] !== null) id += `${name}\n`;
+  let plan = headerPlans.get(id);
+  if (plan === undefined) {
+    plan = buildHeaderPlan(Object.keys(headers).filter((name) => headers[name] !== undefined && headers[name] !== null));
+    if (headerPlans.size >= HEADER_PLANS) headerPlans.clear();
+    headerPlans.set(id, plan);
+  }
+  return plan;
+}
+
+/** smithy's selection of signed headers (getCanonicalHeaders): sorted names, unsignable ones left out, the last of two spellings kept. */
+function buildHeaderPlan(names: readonly string[]): HeaderPlan | null {
+  const byLower = new Map<string, string>();
+  for (const name of [...names].sort()) {
+    const lower = name.toLowerCase();
+    if (Object.hasOwn(ALWAYS_UNSIGNABLE_HEADERS, lower) || PROXY_HEADER_PATTERN.test(lower) || SEC_HEADER_PATTERN.test(lower)) continue;
+    // smithy writes this one with a special key: its own code canonicalises such a request.
+    if (lower === '__proto__') return null;
+    byLower.set(lower, name);
+  }
+  if (byLower.size === 0) return null;
+  const lowers = [...byLower.keys()].sort();
+  return {order: lowers.map((lower) => [byLower.get(lower) as string, lower] as const), signed: lowers.join(';')};
+}
+
+/** smithy's canonical header value: line breaks to spaces, runs of spaces and tabs to one space, trimmed of one space each end. */
+function canonicalValue(value: string): string {
+  return /[\r\n\t]| {2}|^ | $/.test(value) ? value.replace(/[\r\n]/g, ' ').replace(/[ \t]+/g, ' ').replace(/^ | $/g, '') : value;
+}
+
+/** The signer's canonical path, remembered per path (the clients ask a few paths, one per cluster at most). */
+const canonicalPaths = new Map<string, string>();
+const CANONICAL_PATHS = 4_096;
+
+function canonicalPathOf(signer: SignerInternals, path: string): string {
+  // Only answers of the default escaping are shared between signers; a signer without it asks its own code.
+  if ((signer as unknown as {uriEscapePath?: unknown}).uriEscapePath !== true) return signer.getCanonicalPath({path});
+  let canonical = canonicalPaths.get(path);
+  if (canonical === undefined) {
+    canonical = signer.getCanonicalPath({path});
+    if (canonicalPaths.size >= CANONICAL_PATHS) canonicalPaths.clear();
+    canonicalPaths.set(path, canonical);
+  }
+  return canonical;
+}
+
 /** SHA-256 of an empty payload (smithy's constant for a request without a body). */
 const EMPTY_PAYLOAD_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 
@@ -132,6 +196,7 @@ interface SignerInternals {
   formatDate(date: Date): {longDate: string; shortDate: string};
   createCanonicalRequest(request: SignableRequest, canonicalHeaders: Record<string, string>, payloadHash: string): string;
   getCanonicalHeaderList(headers: object): string;
+  getCanonicalPath(request: {path: string}): string;
   getSigningKey: DeriveKey;
   sign(toSign: unknown, options?: unknown): Promise<unknown>;
 }
@@ -201,13 +266,26 @@ function leanSigner(signer: SignatureV4): SignatureV4 {
     const preset = hasHeader(SHA256_HEADER, request.headers);
     const payloadHash = preset ? await getPayloadHash(request, target.sha256 as never) : body === undefined || body === null ? EMPTY_PAYLOAD_SHA256 : hash('sha256', body as string | Uint8Array, 'hex');
     if (!preset && target.applyChecksum) request.headers[SHA256_HEADER] = payloadHash;
-    const canonicalHeaders = getCanonicalHeaders(request);
-    const canonicalRequest = target.createCanonicalRequest(request, canonicalHeaders, payloadHash);
+    const headers = request.headers;
+    const plan = headerPlanOf(headers);
+    let canonicalRequest: string;
+    let signedHeaders: string;
+    if (plan) {
+      // smithy's canonical request (createCanonicalRequest over getCanonicalHeaders), without re-sorting the same names on every call.
+      let lines = '';
+      for (const [name, lower] of plan.order) lines += `${lower}:${canonicalValue(headers[name] as string)}\n`;
+      canonicalRequest = `${request.method}\n${canonicalPathOf(target, request.path)}\n${getCanonicalQuery(request)}\n${lines}\n${plan.signed}\n${payloadHash}`;
+      signedHeaders = plan.signed;
+    } else {
+      const canonicalHeaders = getCanonicalHeaders(request);
+      canonicalRequest = target.createCanonicalRequest(request, canonicalHeaders, payloadHash);
+      signedHeaders = target.getCanonicalHeaderList(canonicalHeaders);
+    }
     const stringToSign = `${ALGORITHM_IDENTIFIER}\n${longDate}\n${scope}\n${hash('sha256', canonicalRequest, 'hex')}`;
     const key = await target.getSigningKey(credentials, region, shortDate, signingService);
     // A KeyObject: createHmac on raw key bytes runs two failing key-type checks first (sha256.ts).
     const signature = createHmac('sha256', createSecretKey(key)).update(stringToSign).digest('hex');
-    request.headers[AUTH_HEADER] = `${ALGORITHM_IDENTIFIER} Credential=${credentials.accessKeyId}/${scope}, SignedHeaders=${target.getCanonicalHeaderList(canonicalHeaders)}, Signature=${signature}`;
+    request.headers[AUTH_HEADER] = `${ALGORITHM_IDENTIFIER} Credential=${credentials.accessKeyId}/${scope}, SignedHeaders=${signedHeaders}, Signature=${signature}`;
     return request;
   };
   target.sign = (toSign, options) => {

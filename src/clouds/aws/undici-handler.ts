@@ -26,6 +26,7 @@ import {buildQueryString} from '@smithy/core/protocols';
 import {HttpResponse, type HttpHandler, type HttpRequest} from '@smithy/protocol-http';
 import type {HttpHandlerOptions} from '@smithy/types';
 import {Agent, type Dispatcher} from 'undici';
+import {unwatchAbort, watchAbort} from './abort-watch.ts';
 import {invalidResponse} from './errors.ts';
 
 /**
@@ -192,7 +193,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#signal = signal;
     this.#call = call;
     if (signal) {
-      if (typeof (signal as AbortSignal).addEventListener === 'function') (signal as AbortSignal).addEventListener('abort', this.#onAbort, {once: true});
+      if (typeof (signal as AbortSignal).addEventListener === 'function') watchAbort(signal as AbortSignal, this.#onAbort);
       else signal.onabort = this.#onAbort;
     }
   }
@@ -245,7 +246,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#settled = true;
     const signal = this.#signal;
     if (signal) {
-      if (typeof (signal as AbortSignal).removeEventListener === 'function') (signal as AbortSignal).removeEventListener('abort', this.#onAbort);
+      if (typeof (signal as AbortSignal).removeEventListener === 'function') unwatchAbort(signal as AbortSignal, this.#onAbort);
       else if (signal.onabort === this.#onAbort) signal.onabort = null;
     }
     if (error) this.#reject(error);
