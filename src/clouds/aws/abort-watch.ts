@@ -6,8 +6,9 @@
  * Here the first wait on a signal adds the one listener; later waits are an entry in a Set.
  */
 
-/** Callbacks waiting on each signal; gone with the signal. */
-const waiting = new WeakMap<AbortSignal, Set<() => void>>();
+/** The callbacks waiting on a signal, kept on the signal itself (gone with it; a WeakMap lookup cost more than the Set). */
+const WAITING = Symbol('kubeDiscoveryAbortWatchers');
+type Watched = AbortSignal & {[WAITING]?: Set<() => void>};
 
 /** Calls `onAbort` once when `signal` aborts, until unwatched; at once when it has aborted already. */
 export function watchAbort(signal: AbortSignal, onAbort: () => void): void {
@@ -15,11 +16,11 @@ export function watchAbort(signal: AbortSignal, onAbort: () => void): void {
     onAbort();
     return;
   }
-  let callbacks = waiting.get(signal);
+  let callbacks = (signal as Watched)[WAITING];
   if (callbacks === undefined) {
     const set = new Set<() => void>();
     callbacks = set;
-    waiting.set(signal, set);
+    (signal as Watched)[WAITING] = set;
     signal.addEventListener(
       'abort',
       () => {
@@ -34,5 +35,5 @@ export function watchAbort(signal: AbortSignal, onAbort: () => void): void {
 
 /** Stops watching; a callback not watched is ignored. */
 export function unwatchAbort(signal: AbortSignal, onAbort: () => void): void {
-  waiting.get(signal)?.delete(onAbort);
+  (signal as Watched)[WAITING]?.delete(onAbort);
 }
