@@ -10,12 +10,12 @@
  */
 import http from 'node:http';
 import type {AddressInfo} from 'node:net';
-import {EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
+import {DescribeClusterCommand, EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
 import {GetResourcesCommand, ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
 import {listClusterNames} from '../../src/clouds/aws/eks-fetcher.ts';
 import {awsFailure} from '../../src/clouds/aws/errors.ts';
-import {getResourcesOperation, leanReads, listClustersOperation} from '../../src/clouds/aws/lean-read.ts';
+import {describeClusterOperation, getResourcesOperation, leanReads, listClustersOperation} from '../../src/clouds/aws/lean-read.ts';
 import {leanSdkClient} from '../../src/clouds/aws/lean-sdk.ts';
 import {NodeSha256} from '../../src/clouds/aws/sha256.ts';
 import {awsRequestHandler} from '../../src/clouds/aws/sources.ts';
@@ -165,6 +165,16 @@ describe('the direct way of the short reads', () => {
     const pending = client.send(new ListClustersCommand({maxResults: 2}), {abortSignal: later.signal}).catch((e: unknown) => e);
     setTimeout(() => later.abort(new Error('cycle deadline')), 50);
     expect((await pending as Error).name).toBe('AbortError');
+  });
+
+  it("a describe burst: the first call is the SDK's, every other one started with it goes the direct way and reads the same cluster", async () => {
+    const sdk = leanSdkClient(new EKSClient({region: REGION, endpoint: proxy.url, credentials: KEY, sha256: NodeSha256, maxAttempts: 2, requestHandler: awsRequestHandler(1_000)}));
+    opened.push(sdk);
+    const client = leanReads(sdk, [describeClusterOperation(DescribeClusterCommand)]);
+    const out = await Promise.all(NAMES.map((name) => client.send(new DescribeClusterCommand({name}))));
+    expect(out.map((o) => o.cluster?.name)).toEqual(NAMES);
+    expect(out.map((o) => o.cluster?.tags?.['team'])).toEqual(NAMES);
+    expect(client.ways).toEqual({sdk: 1, middlewares: 0, direct: NAMES.length - 1});
   });
 
   it('a client with another finalizeRequest middleware keeps the middlewares (no direct way), and still lists', async () => {

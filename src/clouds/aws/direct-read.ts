@@ -101,20 +101,15 @@ export class DirectReader {
   readonly #attempt: Attempt;
   readonly #scope: string;
   #strategy: RetryStrategyV2 | undefined;
-  #maxAttempts: number | undefined;
+  #maxAttempts = 0;
+  /** The client's strategy and attempt count being resolved (first calls only). */
+  #resolving: Promise<boolean> | undefined;
+  /** The client's retry strategy is not the SDK's v2 kind: its calls keep the middlewares' way. */
+  disabled = false;
 
-  /** Undefined when the client's retry strategy is not the SDK's v2 kind (the caller then keeps its other way). */
-  static async of(client: DirectClient): Promise<DirectReader | undefined> {
-    const strategy = await client.retryStrategy();
-    if (!isRetryStrategyV2(strategy)) return undefined;
-    return new DirectReader(client, strategy, await client.maxAttempts());
-  }
-
-  private constructor(client: DirectClient, strategy: RetryStrategyV2, maxAttempts: number) {
+  /** Ready at once: a burst of calls right after the first (a region's describes) takes this way too. */
+  constructor(client: DirectClient) {
     this.#client = client;
-    // The client's strategy and attempt count are fixed once resolved (resolveRetryConfig memoizes the strategy).
-    this.#strategy = strategy;
-    this.#maxAttempts = maxAttempts;
     const context = client.context;
     const partition = context['partition_id'];
     // The retry token scope, as the SDK's retry middleware names it.
@@ -128,9 +123,10 @@ export class DirectReader {
    * One call: the request signed and sent per attempt until an answer is read (`read`: the
    * output, or the SDK's error for it) or the retry strategy gives up; see the file comment.
    */
-  async call(input: object, request: DirectRequest, abortSignal: AbortSignal | undefined, read: CallState['read']): Promise<{$metadata: Record<string, unknown>}> {
+  async call(input: object, request: DirectRequest, abortSignal: AbortSignal | undefined, read: CallState['read'], otherwise: () => Promise<{$metadata: Record<string, unknown>}>): Promise<{$metadata: Record<string, unknown>}> {
+    if (this.#strategy === undefined && !(await this.#resolve())) return otherwise();
     const strategy = this.#strategy as RetryStrategyV2;
-    const maxAttempts = this.#maxAttempts as number;
+    const maxAttempts = this.#maxAttempts;
     let token: RetryToken = await race(strategy.acquireInitialRetryToken(this.#scope), abortSignal);
     const headers = request.headers;
     headers[INVOCATION_ID_HEADER] = randomUUID();
@@ -163,6 +159,25 @@ export class DirectReader {
         if (delay > 0) await race(new Promise((resolve) => setTimeout(resolve, delay)), abortSignal);
       }
     }
+  }
+
+  /**
+   * Resolves the client's retry strategy and attempt count once; they are fixed for a client
+   * (resolveRetryConfig memoizes the strategy). False when the strategy is not the v2 kind.
+   */
+  #resolve(): Promise<boolean> {
+    this.#resolving ??= (async () => {
+      const strategy = await this.#client.retryStrategy();
+      const maxAttempts = await this.#client.maxAttempts();
+      if (!isRetryStrategyV2(strategy)) {
+        this.disabled = true;
+        return false;
+      }
+      this.#maxAttempts = maxAttempts;
+      this.#strategy = strategy;
+      return true;
+    })();
+    return this.#resolving;
   }
 
   /** One attempt as the SDK's signing middleware makes it: signed, sent, its answer's clock sampled. */

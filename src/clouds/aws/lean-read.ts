@@ -86,8 +86,8 @@ interface Entry {
   readonly op: LeanOperation;
   readonly commandName: string;
   schema: unknown;
-  /** undefined: not decided yet; a promise: being built; null: the middlewares' way. */
-  direct: DirectReader | Promise<unknown> | null | undefined;
+  /** undefined: not decided yet; null: the middlewares' way. */
+  direct: DirectReader | null | undefined;
   read?: (response: HttpResponse) => Promise<{$metadata: Record<string, unknown>}>;
 }
 
@@ -193,7 +193,7 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
    * when the client does not qualify (its calls then run the middlewares, as below).
    */
   const directOf = (entry: Entry, seen: Captured, finalizing: readonly Middleware[]): DirectReader | null | undefined => {
-    if (entry.direct !== undefined) return entry.direct instanceof Promise ? undefined : entry.direct;
+    if (entry.direct !== undefined) return entry.direct?.disabled ? null : entry.direct;
     const n = finalizeNames.length;
     const signer = seen.auth.signer as Partial<AuthSigner> | undefined;
     const {retryStrategy, maxAttempts} = config as Partial<{retryStrategy: unknown; maxAttempts: unknown}>;
@@ -212,7 +212,7 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
     for (const [k, v] of Object.entries(seen.auth.httpAuthOption.signingProperties ?? {})) if (!k.startsWith('_') && k !== 'context') signingProperties[k] = v;
     const r = seen.request;
     const host = r.hostname.startsWith('[') || !r.hostname.includes(':') ? r.hostname : `[${r.hostname}]`;
-    entry.direct = DirectReader.of({
+    entry.direct = new DirectReader({
       handler: config.requestHandler,
       origin: `${r.protocol}//${host}${r.port === undefined ? '' : `:${r.port}`}`,
       retryStrategy: retryStrategy as () => Promise<object>,
@@ -221,11 +221,8 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
       signingProperties,
       context: seen.context,
       attemptMiddlewares: finalizing.slice(0, n - 2) as unknown as FinalizeMiddleware[],
-    }).then(
-      (reader) => (entry.direct = reader ?? null),
-      () => (entry.direct = null),
-    );
-    return undefined;
+    });
+    return entry.direct;
   };
   const sdkSend = client.send.bind(client) as (command: unknown, options?: unknown) => Promise<unknown>;
 
@@ -251,8 +248,25 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
         {...seen.request, path: parts.path ?? seen.request.path, query: parts.query ?? {}, headers, ...(parts.body === undefined ? {} : {body: parts.body})},
         abortSignal,
         read,
+        // A client whose retry strategy the direct way cannot drive: this call and the later ones run the middlewares.
+        () => {
+          ways.direct--;
+          return viaMiddlewares(command, abortSignal, entry, seen, parts, finalizing) as Promise<{$metadata: Record<string, unknown>}>;
+        },
       );
     }
+    return viaMiddlewares(command, abortSignal, entry, seen, parts, finalizing);
+  };
+
+  /** The short path through the client's finalizeRequest middlewares and its request handler. */
+  const viaMiddlewares = (
+    command: {readonly input: object},
+    abortSignal: AbortSignal | undefined,
+    entry: Entry,
+    seen: Captured,
+    parts: {path?: string; query?: Record<string, string>; body?: string},
+    finalizing: readonly Middleware[],
+  ): Promise<unknown> => {
     ways.middlewares++;
     const request = new HttpRequest({...seen.request, ...(parts.path === undefined ? {} : {path: parts.path}), headers: {...seen.request.headers}, query: parts.query ?? {}, ...(parts.body === undefined ? {} : {body: parts.body})});
     if (parts.body !== undefined) request.headers['content-length'] = String(Buffer.byteLength(parts.body));
