@@ -9,9 +9,12 @@
  *
  *   node bench/aws-call-cpu.ts [--accounts 200] [--cycles 4] [--latency 20]
  *
- * Run it with the service's Node flags to see their GC cost: `node --max-semi-space-size=2 bench/aws-call-cpu.ts`.
+ * Run it with the service's Node flags to see their GC cost: `node --max-semi-space-size=8 bench/aws-call-cpu.ts`.
  */
 import {fork} from 'node:child_process';
+import {writeFile} from 'node:fs/promises';
+import {Session} from 'node:inspector/promises';
+import {PerformanceObserver, constants as perfConstants} from 'node:perf_hooks';
 import {parseArgs} from 'node:util';
 import PQueue from 'p-queue';
 import {AwsSources} from '../src/clouds/aws/sources.ts';
@@ -49,7 +52,7 @@ async function serve(accounts: number, latencyMs: number): Promise<void> {
 
 async function main(): Promise<void> {
   const {values} = parseArgs({
-    options: {accounts: {type: 'string', default: '200'}, cycles: {type: 'string', default: '4'}, latency: {type: 'string', default: '20'}, serve: {type: 'boolean', default: false}},
+    options: {accounts: {type: 'string', default: '200'}, cycles: {type: 'string', default: '4'}, latency: {type: 'string', default: '20'}, serve: {type: 'boolean', default: false}, 'heap-profile': {type: 'string'}},
     strict: true,
   });
   const accounts = Number(values.accounts);
@@ -81,8 +84,30 @@ async function main(): Promise<void> {
     external_id: EXTERNAL_ID,
     organization: {organization_id: ready.organizationId, organizational_units: {include: ['*'], exclude: []}},
   };
+  // GC pauses of this process, per cycle: what the calls' garbage costs.
+  const gc = {ms: 0, scavenges: 0, scavengeMs: 0, majors: 0};
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      gc.ms += entry.duration;
+      const kind = (entry as {detail?: {kind?: number}}).detail?.kind;
+      if (kind === perfConstants.NODE_PERFORMANCE_GC_MINOR) {
+        gc.scavenges++;
+        gc.scavengeMs += entry.duration;
+      } else if (kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR) gc.majors++;
+    }
+  }).observe({entryTypes: ['gc']});
+  // A sampling allocation profile of the cycles after the second (`--heap-profile FILE`): what a steady call allocates.
+  const heapProfile = values['heap-profile'];
+  let session: Session | undefined;
   for (let cycle = 0; cycle < Number(values.cycles); cycle++) {
+    if (heapProfile !== undefined && cycle === 2) {
+      session = new Session();
+      session.connect();
+      await session.post('HeapProfiler.enable');
+      await session.post('HeapProfiler.startSampling', {samplingInterval: 16384, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true});
+    }
     const before = calls;
+    const gcBefore = {...gc};
     const cpu = process.cpuUsage();
     const started = performance.now();
     const planned = await sources.plan([matcher]);
@@ -104,8 +129,13 @@ async function main(): Promise<void> {
     const cpuMs = (used.user + used.system) / 1000;
     const n = calls - before;
     process.stdout.write(
-      `${JSON.stringify({cycle: cycle + 1, sources: planned.fetchers.length, failed: failed + planned.failed.length, clusters, calls: n, wall_ms: Math.round(wall), cpu_ms: Math.round(cpuMs), cpu_ms_per_call: Math.round((cpuMs / Math.max(1, n)) * 1000) / 1000, rss_mb: Math.round(process.memoryUsage.rss() / 1048576)})}\n`,
+      `${JSON.stringify({cycle: cycle + 1, sources: planned.fetchers.length, failed: failed + planned.failed.length, clusters, calls: n, wall_ms: Math.round(wall), cpu_ms: Math.round(cpuMs), cpu_ms_per_call: Math.round((cpuMs / Math.max(1, n)) * 1000) / 1000, gc_ms: Math.round(gc.ms - gcBefore.ms), scavenges: gc.scavenges - gcBefore.scavenges, scavenge_ms: Math.round(gc.scavengeMs - gcBefore.scavengeMs), majors: gc.majors - gcBefore.majors, rss_mb: Math.round(process.memoryUsage.rss() / 1048576)})}\n`,
     );
+  }
+  if (session && heapProfile !== undefined) {
+    const {profile} = (await session.post('HeapProfiler.stopSampling')) as {profile: unknown};
+    await writeFile(heapProfile, JSON.stringify(profile));
+    session.disconnect();
   }
   child.disconnect();
   process.exit(0);

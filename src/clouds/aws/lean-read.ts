@@ -25,12 +25,21 @@ import {NormalizedSchema, operation} from '@smithy/core/schema';
 import {parseEpochTimestamp} from '@smithy/core/serde';
 import {HttpRequest, type HttpResponse} from '@smithy/protocol-http';
 import {SMITHY_CONTEXT_KEY} from '@smithy/types';
+import {DIRECT_SAFE_MIDDLEWARES, DirectReader, type AuthSigner, type FinalizeMiddleware} from './direct-read.ts';
+import {UndiciHttpHandler} from './undici-handler.ts';
 
 /** The parts of an SDK v3 client used here; EKSClient and ResourceGroupsTaggingAPIClient have them. */
 export interface LeanReadableClient {
   readonly config: object;
   readonly middlewareStack: object;
   send(command: never, options?: never): Promise<unknown>;
+}
+
+/** Calls of a wrapped client by the way they took: the SDK's whole way, the short path's middlewares, or the direct way (direct-read.ts). */
+export interface LeanWays {
+  sdk: number;
+  middlewares: number;
+  direct: number;
 }
 
 /** One operation taken on the short path. */
@@ -72,6 +81,16 @@ interface Captured {
   readonly context: Record<string, unknown>;
 }
 
+/** Per operation of a wrapped client: its reader, the SDK's schema, its direct way once known. */
+interface Entry {
+  readonly op: LeanOperation;
+  readonly commandName: string;
+  schema: unknown;
+  /** undefined: not decided yet; null: the middlewares' way. */
+  direct: DirectReader | null | undefined;
+  read?: (response: HttpResponse) => Promise<{$metadata: Record<string, unknown>}>;
+}
+
 /** Headers set per request by signing, retry and content length: never copied from the captured request. */
 const PER_REQUEST_HEADERS = new Set(['authorization', 'x-amz-date', 'x-amz-security-token', 'x-amz-content-sha256', 'amz-sdk-invocation-id', 'amz-sdk-request', 'content-length']);
 const CAPTURE = 'kubeDiscoveryLeanReadCapture';
@@ -82,7 +101,8 @@ const DESERIALIZATION_HINT = 'Deserialization error: to see the raw response, in
  * Wraps a client: the given operations take the short path once the SDK has made one call of
  * each on this client; every other command, and every call until then, is the client's own `send`.
  */
-export function leanReads<C extends LeanReadableClient>(client: C, operations: readonly LeanOperation[]): Pick<C, 'send'> {
+export function leanReads<C extends LeanReadableClient>(client: C, operations: readonly LeanOperation[]): Pick<C, 'send'> & {readonly ways: LeanWays} {
+  const ways: LeanWays = {sdk: 0, middlewares: 0, direct: 0};
   const config = client.config as ResolvedConfig;
   const stack = client.middlewareStack as StackLike;
   const captured = new Map<string, Captured>();
@@ -119,6 +139,8 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
   // that middlewares added after construction (observability's) are in it; kept as the list the
   // stack resolves them in, innermost first, so a call does not re-sort the stack's entries.
   let finalize: readonly Middleware[] | null | undefined;
+  // The names of the noted middlewares, in the same order.
+  let finalizeNames: readonly string[] = [];
   const finalizeStack = (): readonly Middleware[] | null => {
     if (finalize === undefined) {
       const clone = stack.clone();
@@ -131,19 +153,21 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
       try {
         // The stack's own order: each middleware, wrapped, notes itself as the stack resolves it.
         const order: Middleware[] = [];
-        const noting = (middleware: Middleware): Middleware => (next, context) => {
+        const names: string[] = [];
+        const noting = (middleware: Middleware, name: unknown): Middleware => (next, context) => {
           order.push(middleware);
+          names.push(typeof name === 'string' ? name : '');
           return middleware(next, context);
         };
         const probe = constructStack() as unknown as StackLike;
         // The options the stack passes on carry the middleware too: the noting one must replace it there.
         clone.applyToStack({
           add: (middleware, options) => {
-            const noted = noting(middleware as Middleware);
+            const noted = noting(middleware as Middleware, (options as {name?: unknown}).name);
             probe.add(noted, {...options, middleware: noted});
           },
           addRelativeTo: (middleware, options) => {
-            const noted = noting(middleware as Middleware);
+            const noted = noting(middleware as Middleware, (options as {name?: unknown}).name);
             probe.addRelativeTo(noted, {...options, middleware: noted});
           },
         });
@@ -152,6 +176,7 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
         // Every middleware of the stack noted once, or the list is not the stack's: no short path then.
         if (order.length === 0 || order.length !== clone.identify().length) throw new Error('finalizeRequest middlewares not all noted');
         finalize = order;
+        finalizeNames = names;
       } catch {
         finalize = null;
       }
@@ -159,7 +184,46 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
     return finalize;
   };
 
-  const byClass = new Map(operations.map((op) => [op.command as unknown, {op, commandName: op.command.name, schema: undefined as unknown}]));
+  const byClass = new Map<unknown, Entry>(operations.map((op) => [op.command as unknown, {op, commandName: op.command.name, schema: undefined, direct: undefined}]));
+
+  /**
+   * The direct way (direct-read.ts) of an operation, once its first call was captured: only on
+   * the service's undici handler, with the SDK's retry and signing middlewares outermost in
+   * finalizeRequest and nothing below them but middlewares that read no call's context; null
+   * when the client does not qualify (its calls then run the middlewares, as below).
+   */
+  const directOf = (entry: Entry, seen: Captured, finalizing: readonly Middleware[]): DirectReader | null | undefined => {
+    if (entry.direct !== undefined) return entry.direct?.disabled ? null : entry.direct;
+    const n = finalizeNames.length;
+    const signer = seen.auth.signer as Partial<AuthSigner> | undefined;
+    const {retryStrategy, maxAttempts} = config as Partial<{retryStrategy: unknown; maxAttempts: unknown}>;
+    const qualifies =
+      config.requestHandler instanceof UndiciHttpHandler &&
+      n === finalizing.length &&
+      finalizeNames[n - 1] === 'retryMiddleware' &&
+      finalizeNames[n - 2] === 'httpSigningMiddleware' &&
+      finalizeNames.slice(0, n - 2).every((name) => DIRECT_SAFE_MIDDLEWARES.has(name)) &&
+      typeof signer?.sign === 'function' &&
+      typeof retryStrategy === 'function' &&
+      typeof maxAttempts === 'function';
+    if (!qualifies) return (entry.direct = null);
+    // The first call's signing properties, without what a signer noted in them for that call.
+    const signingProperties: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(seen.auth.httpAuthOption.signingProperties ?? {})) if (!k.startsWith('_') && k !== 'context') signingProperties[k] = v;
+    const r = seen.request;
+    const host = r.hostname.startsWith('[') || !r.hostname.includes(':') ? r.hostname : `[${r.hostname}]`;
+    entry.direct = new DirectReader({
+      handler: config.requestHandler,
+      origin: `${r.protocol}//${host}${r.port === undefined ? '' : `:${r.port}`}`,
+      retryStrategy: retryStrategy as () => Promise<object>,
+      maxAttempts: maxAttempts as () => Promise<number>,
+      signer: signer as AuthSigner,
+      signingProperties,
+      context: seen.context,
+      attemptMiddlewares: finalizing.slice(0, n - 2) as unknown as FinalizeMiddleware[],
+    });
+    return entry.direct;
+  };
   const sdkSend = client.send.bind(client) as (command: unknown, options?: unknown) => Promise<unknown>;
 
   const send = (command: {readonly input: object; readonly schema?: unknown}, options?: {abortSignal?: AbortSignal}): Promise<unknown> => {
@@ -167,9 +231,43 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
     const seen = entry ? captured.get(entry.commandName) : undefined;
     const parts = entry && seen ? entry.op.request(command.input as Record<string, unknown>, seen.request) : undefined;
     const finalizing = entry && seen && parts ? finalizeStack() : null;
-    if (!entry || !seen || !parts || !finalizing) return sdkSend(command, options);
+    if (!entry || !seen || !parts || !finalizing) {
+      ways.sdk++;
+      return sdkSend(command, options);
+    }
     entry.schema ??= command.schema;
     const abortSignal = options?.abortSignal;
+    const direct = directOf(entry, seen, finalizing);
+    if (direct) {
+      const headers = {...seen.request.headers};
+      if (parts.body !== undefined) headers['content-length'] = String(Buffer.byteLength(parts.body));
+      ways.direct++;
+      const read = (entry.read ??= (response) => deserialize(config, entry.op, entry.schema, seen.context, response) as Promise<{$metadata: Record<string, unknown>}>);
+      return direct.call(
+        command.input,
+        {...seen.request, path: parts.path ?? seen.request.path, query: parts.query ?? {}, headers, ...(parts.body === undefined ? {} : {body: parts.body})},
+        abortSignal,
+        read,
+        // A client whose retry strategy the direct way cannot drive: this call and the later ones run the middlewares.
+        () => {
+          ways.direct--;
+          return viaMiddlewares(command, abortSignal, entry, seen, parts, finalizing) as Promise<{$metadata: Record<string, unknown>}>;
+        },
+      );
+    }
+    return viaMiddlewares(command, abortSignal, entry, seen, parts, finalizing);
+  };
+
+  /** The short path through the client's finalizeRequest middlewares and its request handler. */
+  const viaMiddlewares = (
+    command: {readonly input: object},
+    abortSignal: AbortSignal | undefined,
+    entry: Entry,
+    seen: Captured,
+    parts: {path?: string; query?: Record<string, string>; body?: string},
+    finalizing: readonly Middleware[],
+  ): Promise<unknown> => {
+    ways.middlewares++;
     const request = new HttpRequest({...seen.request, ...(parts.path === undefined ? {} : {path: parts.path}), headers: {...seen.request.headers}, query: parts.query ?? {}, ...(parts.body === undefined ? {} : {body: parts.body})});
     if (parts.body !== undefined) request.headers['content-length'] = String(Buffer.byteLength(parts.body));
     const context: Record<string, unknown> = {...seen.context};
@@ -215,7 +313,7 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
     call.then(done, done);
     return call;
   };
-  return {send: sendAfterFirst as unknown as C['send']};
+  return {send: sendAfterFirst as unknown as C['send'], ways};
 }
 
 /** The fast read of a plain 2xx answer, else the SDK's deserialiser; errors carry `$response` and `$metadata` as the SDK's do. */
@@ -273,9 +371,10 @@ function collect(body: Readable): Promise<Uint8Array> {
 
 function metadataOf(response: HttpResponse): {httpStatusCode: number; requestId?: string} {
   let requestId: string | undefined;
-  for (const [k, v] of Object.entries(response.headers)) {
-    if (REQUEST_ID.test(k)) {
-      requestId = v;
+  const {headers} = response;
+  for (const k in headers) {
+    if (Object.hasOwn(headers, k) && REQUEST_ID.test(k)) {
+      requestId = headers[k];
       break;
     }
   }

@@ -19,9 +19,12 @@
  *   and recursion detection (copies the Lambda trace id from the environment; the service is
  *   never a Lambda function) are taken off the stack.
  */
+import {createHmac, createSecretKey, hash} from 'node:crypto';
 import {userAgentMiddleware} from '@aws-sdk/core/client';
-import {SignatureV4} from '@smithy/signature-v4';
+import {ALGORITHM_IDENTIFIER, ALWAYS_UNSIGNABLE_HEADERS, AMZ_DATE_HEADER, AUTH_HEADER, createScope, getCanonicalHeaders, getCanonicalQuery, getPayloadHash, hasHeader, prepareRequest, PROXY_HEADER_PATTERN, SEC_HEADER_PATTERN, SHA256_HEADER, SignatureV4, TOKEN_HEADER} from '@smithy/signature-v4';
+import type {HttpRequest as SignableRequest, RequestSigningArguments} from '@smithy/types';
 import {invalidResponse} from './errors.ts';
+import {NodeSha256} from './sha256.ts';
 
 /** The parts of an SDK v3 client used here; any generated client (EKSClient, ...) has them. */
 export interface LeanableClient {
@@ -60,7 +63,7 @@ export function leanSdkClient<C extends LeanableClient>(client: C): C {
   // them the same way the per-call signers did, once per request.
   let signer: SignatureV4 | undefined;
   config.signer = () => {
-    signer ??= withSigningKeyCache(
+    signer ??= leanSigner(
       new SignatureV4({
         credentials: config.credentials as never,
         region: config.region as never,
@@ -116,12 +119,105 @@ const signingKeys = new WeakMap<object, {secret: string; readonly keys: Map<stri
 const scopeNames = new Map<string, string>();
 
 /**
- * The signer's key derivation (four HMACs, plus a fifth for the key of the SDK's own 50-entry
- * cache, on every request) looked up as above instead. The derivation itself is still the
- * signer's own.
+ * Which headers smithy's `getCanonicalHeaders` signs for one set of header names, and in which
+ * order: `order` holds [name as given, lower-case name] sorted as the canonical request lists
+ * them, `signed` the `SignedHeaders` list. The names of the clients' requests are the same call
+ * after call, so this is worked out once per set instead of three sorts per request.
  */
-function withSigningKeyCache(signer: SignatureV4): SignatureV4 {
-  const target = signer as unknown as {getSigningKey: DeriveKey; readonly service: string};
+interface HeaderPlan {
+  readonly order: readonly (readonly [string, string])[];
+  readonly signed: string;
+}
+
+/** Plans by the request's header names (in their order); a handful of sets in practice, bounded as a guard. */
+const headerPlans = new Map<string, HeaderPlan | null>();
+const HEADER_PLANS = 256;
+
+/** The plan of a request's headers, or null when smithy's own functions must canonicalise them. */
+function headerPlanOf(headers: Record<string, string | undefined>): HeaderPlan | null {
+  let id = '';
+  for (const name in headers) if (headers[name] !== undefined && headers[name] !== null) id += `${name}\n`;
+  let plan = headerPlans.get(id);
+  if (plan === undefined) {
+    plan = buildHeaderPlan(Object.keys(headers).filter((name) => headers[name] !== undefined && headers[name] !== null));
+    if (headerPlans.size >= HEADER_PLANS) headerPlans.clear();
+    headerPlans.set(id, plan);
+  }
+  return plan;
+}
+
+/** smithy's selection of signed headers (getCanonicalHeaders): sorted names, unsignable ones left out, the last of two spellings kept. */
+function buildHeaderPlan(names: readonly string[]): HeaderPlan | null {
+  const byLower = new Map<string, string>();
+  for (const name of [...names].sort()) {
+    const lower = name.toLowerCase();
+    if (Object.hasOwn(ALWAYS_UNSIGNABLE_HEADERS, lower) || PROXY_HEADER_PATTERN.test(lower) || SEC_HEADER_PATTERN.test(lower)) continue;
+    // smithy writes this one with a special key: its own code canonicalises such a request.
+    if (lower === '__proto__') return null;
+    byLower.set(lower, name);
+  }
+  if (byLower.size === 0) return null;
+  const lowers = [...byLower.keys()].sort();
+  return {order: lowers.map((lower) => [byLower.get(lower) as string, lower] as const), signed: lowers.join(';')};
+}
+
+/** smithy's canonical header value: line breaks to spaces, runs of spaces and tabs to one space, trimmed of one space each end. */
+function canonicalValue(value: string): string {
+  return /[\r\n\t]| {2}|^ | $/.test(value) ? value.replace(/[\r\n]/g, ' ').replace(/[ \t]+/g, ' ').replace(/^ | $/g, '') : value;
+}
+
+/** The signer's canonical path, remembered per path (the clients ask a few paths, one per cluster at most). */
+const canonicalPaths = new Map<string, string>();
+const CANONICAL_PATHS = 4_096;
+
+function canonicalPathOf(signer: SignerInternals, path: string): string {
+  // Only answers of the default escaping are shared between signers; a signer without it asks its own code.
+  if ((signer as unknown as {uriEscapePath?: unknown}).uriEscapePath !== true) return signer.getCanonicalPath({path});
+  let canonical = canonicalPaths.get(path);
+  if (canonical === undefined) {
+    canonical = signer.getCanonicalPath({path});
+    if (canonicalPaths.size >= CANONICAL_PATHS) canonicalPaths.clear();
+    canonicalPaths.set(path, canonical);
+  }
+  return canonical;
+}
+
+/** SHA-256 of an empty payload (smithy's constant for a request without a body). */
+const EMPTY_PAYLOAD_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+
+/** The members of smithy's SignatureV4 used here (protected or private in its types, public at run time). */
+interface SignerInternals {
+  readonly service: string;
+  readonly sha256: unknown;
+  readonly applyChecksum: boolean;
+  readonly credentialProvider: () => Promise<Credentials>;
+  readonly regionProvider: () => Promise<string>;
+  validateResolvedCredentials(credentials: unknown): void;
+  formatDate(date: Date): {longDate: string; shortDate: string};
+  createCanonicalRequest(request: SignableRequest, canonicalHeaders: Record<string, string>, payloadHash: string): string;
+  getCanonicalHeaderList(headers: object): string;
+  getCanonicalPath(request: {path: string}): string;
+  getSigningKey: DeriveKey;
+  sign(toSign: unknown, options?: unknown): Promise<unknown>;
+}
+
+/**
+ * The SDK's SigV4 signer with two costs of every request removed; what it signs and how is the
+ * same (test/clouds/aws-lean-sdk.test.ts signs a table of requests with both and compares).
+ *
+ * - The key derivation (four HMACs, plus a fifth for the key of the SDK's own 50-entry cache,
+ *   on every request) is looked up as described at `signingKeys` instead. The derivation itself
+ *   is still the signer's own.
+ * - A header-signed request (every call the clients make) is canonicalised by smithy's own code
+ *   (`prepareRequest`, `getCanonicalHeaders`, the signer's `createCanonicalRequest`), but the
+ *   canonical request's hash and the signature are computed in one node:crypto call each, as hex:
+ *   smithy's own way awaits four promises and turns each digest to hex one string at a time,
+ *   the largest share of a steady organization call's garbage. Only with the clients' own
+ *   SHA-256 (`NodeSha256`); any other hash, a streamed body, or signing options the clients
+ *   never pass (signable / unsignable header sets) take the signer's whole way.
+ */
+function leanSigner(signer: SignatureV4): SignatureV4 {
+  const target = signer as unknown as SignerInternals;
   const derive = target.getSigningKey.bind(signer);
   target.getSigningKey = async (credentials, region, shortDate, signingService) => {
     // As the signer does: the call's signing service, else its own. The cache is shared by every client.
@@ -147,6 +243,66 @@ function withSigningKeyCache(signer: SignatureV4): SignatureV4 {
     }
     kept.keys.set(shared, Buffer.from(key.buffer, key.byteOffset, key.byteLength).toString('latin1'));
     return key;
+  };
+
+  const sign = target.sign.bind(signer);
+  // The last signing second's formatted dates: one Date formatting per second, not per request.
+  let dates: {second: number; longDate: string; shortDate: string} | undefined;
+  const signRequest = async (requestToSign: SignableRequest, options: RequestSigningArguments): Promise<SignableRequest> => {
+    const {signingDate = new Date(), signingRegion, signingService} = options;
+    const credentials = await target.credentialProvider();
+    target.validateResolvedCredentials(credentials);
+    const region = signingRegion ?? (await target.regionProvider());
+    const request = prepareRequest(requestToSign);
+    const date = signingDate as Date;
+    const second = Math.floor(date.getTime() / 1000);
+    if (dates?.second !== second) dates = {second, ...target.formatDate(date)};
+    const {longDate, shortDate} = dates;
+    const scope = createScope(shortDate, region, signingService ?? target.service);
+    request.headers[AMZ_DATE_HEADER] = longDate;
+    if (credentials.sessionToken) request.headers[TOKEN_HEADER] = credentials.sessionToken;
+    // smithy's payload hash: the header's value when set, its constant for no body, else the body's SHA-256.
+    const {body} = request;
+    const preset = hasHeader(SHA256_HEADER, request.headers);
+    const payloadHash = preset ? await getPayloadHash(request, target.sha256 as never) : body === undefined || body === null ? EMPTY_PAYLOAD_SHA256 : hash('sha256', body as string | Uint8Array, 'hex');
+    if (!preset && target.applyChecksum) request.headers[SHA256_HEADER] = payloadHash;
+    const headers = request.headers;
+    const plan = headerPlanOf(headers);
+    let canonicalRequest: string;
+    let signedHeaders: string;
+    if (plan) {
+      // smithy's canonical request (createCanonicalRequest over getCanonicalHeaders), without re-sorting the same names on every call.
+      let lines = '';
+      for (const [name, lower] of plan.order) lines += `${lower}:${canonicalValue(headers[name] as string)}\n`;
+      canonicalRequest = `${request.method}\n${canonicalPathOf(target, request.path)}\n${getCanonicalQuery(request)}\n${lines}\n${plan.signed}\n${payloadHash}`;
+      signedHeaders = plan.signed;
+    } else {
+      const canonicalHeaders = getCanonicalHeaders(request);
+      canonicalRequest = target.createCanonicalRequest(request, canonicalHeaders, payloadHash);
+      signedHeaders = target.getCanonicalHeaderList(canonicalHeaders);
+    }
+    const stringToSign = `${ALGORITHM_IDENTIFIER}\n${longDate}\n${scope}\n${hash('sha256', canonicalRequest, 'hex')}`;
+    const key = await target.getSigningKey(credentials, region, shortDate, signingService);
+    // A KeyObject: createHmac on raw key bytes runs two failing key-type checks first (sha256.ts).
+    const signature = createHmac('sha256', createSecretKey(key)).update(stringToSign).digest('hex');
+    request.headers[AUTH_HEADER] = `${ALGORITHM_IDENTIFIER} Credential=${credentials.accessKeyId}/${scope}, SignedHeaders=${signedHeaders}, Signature=${signature}`;
+    return request;
+  };
+  target.sign = (toSign, options) => {
+    const request = toSign as Partial<SignableRequest & {payload: unknown; message: unknown}> | string;
+    const o = (options ?? {}) as RequestSigningArguments;
+    const body = typeof request === 'object' ? request.body : undefined;
+    // Only what smithy's sign hands to signRequest (a request, not a string, event or message), signed its common way.
+    const common =
+      typeof request === 'object' &&
+      !(request.headers && request.payload) &&
+      !request.message &&
+      target.sha256 === NodeSha256 &&
+      !o.signableHeaders &&
+      !o.unsignableHeaders &&
+      (o.signingDate === undefined || o.signingDate instanceof Date) &&
+      (body === undefined || body === null || typeof body === 'string' || body instanceof Uint8Array);
+    return common ? signRequest(request as SignableRequest, o) : sign(toSign, options);
   };
   return signer;
 }

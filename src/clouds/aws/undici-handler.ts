@@ -26,6 +26,7 @@ import {buildQueryString} from '@smithy/core/protocols';
 import {HttpResponse, type HttpHandler, type HttpRequest} from '@smithy/protocol-http';
 import type {HttpHandlerOptions} from '@smithy/types';
 import {Agent, type Dispatcher} from 'undici';
+import {unwatchAbort, watchAbort} from './abort-watch.ts';
 import {invalidResponse} from './errors.ts';
 
 /**
@@ -85,14 +86,28 @@ export class UndiciHttpHandler implements HttpHandler {
   handle(request: HttpRequest, options: HttpHandlerOptions = {}): Promise<{response: HttpResponse}> {
     const {abortSignal, requestTimeout} = options;
     if (abortSignal?.aborted) return Promise.reject(abortError(abortSignal));
+    let dispatch: Dispatcher.DispatchOptions;
+    try {
+      dispatch = dispatchOptions(request, requestTimeout);
+    } catch (error) {
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+    return this.#dispatch(dispatch, abortSignal, requestTimeout).then((response) => ({response}));
+  }
+
+  /**
+   * Sends a request already in wire form — `origin` (`protocol//host[:port]`), `path` with its
+   * query — under the dispatcher's deadlines: the direct path of the short reads (direct-read.ts).
+   * Resolves with the whole answer, rejects as `handle` does.
+   */
+  send(origin: string, method: string, path: string, headers: Record<string, string>, body: unknown, abortSignal?: AbortSignal): Promise<HttpResponse> {
+    if (abortSignal?.aborted) return Promise.reject(abortError(abortSignal));
+    const dispatch: Dispatcher.DispatchOptions = {origin, method: method as Dispatcher.HttpMethod, path, headers, body: bodyOf(body)};
+    return this.#dispatch(dispatch, abortSignal, undefined);
+  }
+
+  #dispatch(dispatch: Dispatcher.DispatchOptions, abortSignal: HttpHandlerOptions['abortSignal'], requestTimeout: number | undefined): Promise<HttpResponse> {
     return new Promise((resolve, reject) => {
-      let dispatch: Dispatcher.DispatchOptions;
-      try {
-        dispatch = dispatchOptions(request, requestTimeout);
-      } catch (error) {
-        reject(error instanceof Error ? error : new Error(String(error)));
-        return;
-      }
       const answerTimeoutMs = requestTimeout ?? this.#dispatcher.answerTimeoutMs;
       const exchange = new Exchange(resolve, reject, abortSignal, {origin: dispatch.origin as string, connectTimeoutMs: this.#dispatcher.connectTimeoutMs, answerTimeoutMs});
       try {
@@ -124,15 +139,19 @@ function dispatchOptions(request: HttpRequest, requestTimeout: number | undefine
   const query = request.query ? buildQueryString(request.query) : '';
   const hostname = request.hostname.startsWith('[') || !request.hostname.includes(':') ? request.hostname : `[${request.hostname}]`;
   const port = request.port === undefined ? '' : `:${request.port}`;
-  const {body} = request;
   return {
     origin: `${request.protocol}//${hostname}${port}`,
     method: request.method as Dispatcher.HttpMethod,
     path: query ? `${request.path}?${query}` : request.path,
     headers: request.headers,
-    body: body === undefined || body === null || typeof body === 'string' || body instanceof Uint8Array || isReadable(body) ? (body as Dispatcher.DispatchOptions['body']) : Buffer.from(body as ArrayBuffer),
+    body: bodyOf(request.body),
     ...(requestTimeout === undefined ? {} : {headersTimeout: requestTimeout, bodyTimeout: requestTimeout}),
   };
+}
+
+/** A request body as undici takes it. */
+function bodyOf(body: unknown): Dispatcher.DispatchOptions['body'] {
+  return body === undefined || body === null || typeof body === 'string' || body instanceof Uint8Array || isReadable(body) ? (body as Dispatcher.DispatchOptions['body']) : Buffer.from(body as ArrayBuffer);
 }
 
 function isReadable(body: unknown): boolean {
@@ -150,7 +169,7 @@ interface CallFacts {
 
 /** One call on the wire: collects the answer, settles the handler's promise once. */
 class Exchange implements Dispatcher.DispatchHandler {
-  readonly #resolve: (value: {response: HttpResponse}) => void;
+  readonly #resolve: (value: HttpResponse) => void;
   readonly #reject: (error: Error) => void;
   readonly #signal: HttpHandlerOptions['abortSignal'];
   readonly #call: CallFacts;
@@ -168,13 +187,13 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#settle(error);
   };
 
-  constructor(resolve: (value: {response: HttpResponse}) => void, reject: (error: Error) => void, signal: HttpHandlerOptions['abortSignal'], call: CallFacts) {
+  constructor(resolve: (value: HttpResponse) => void, reject: (error: Error) => void, signal: HttpHandlerOptions['abortSignal'], call: CallFacts) {
     this.#resolve = resolve;
     this.#reject = reject;
     this.#signal = signal;
     this.#call = call;
     if (signal) {
-      if (typeof (signal as AbortSignal).addEventListener === 'function') (signal as AbortSignal).addEventListener('abort', this.#onAbort, {once: true});
+      if (typeof (signal as AbortSignal).addEventListener === 'function') watchAbort(signal as AbortSignal, this.#onAbort);
       else signal.onabort = this.#onAbort;
     }
   }
@@ -227,11 +246,11 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#settled = true;
     const signal = this.#signal;
     if (signal) {
-      if (typeof (signal as AbortSignal).removeEventListener === 'function') (signal as AbortSignal).removeEventListener('abort', this.#onAbort);
+      if (typeof (signal as AbortSignal).removeEventListener === 'function') unwatchAbort(signal as AbortSignal, this.#onAbort);
       else if (signal.onabort === this.#onAbort) signal.onabort = null;
     }
     if (error) this.#reject(error);
-    else this.#resolve({response: response as HttpResponse});
+    else this.#resolve(response as HttpResponse);
   }
 }
 

@@ -1,0 +1,48 @@
+/**
+ * One abort listener per signal for the AWS calls' waits (src/clouds/aws/abort-watch.ts): every
+ * watcher still hears the abort once, an unwatched one does not, a signal that has aborted
+ * already answers at once, and a source's hundred waits put one listener on its signal.
+ */
+import {getEventListeners} from 'node:events';
+import {describe, expect, it} from 'vitest';
+import {unwatchAbort, watchAbort} from '../../src/clouds/aws/abort-watch.ts';
+
+describe('abort watching', () => {
+  it('calls every watcher once on abort, not the unwatched ones, with one listener on the signal however many wait', () => {
+    const controller = new AbortController();
+    const heard: number[] = [];
+    const callbacks = Array.from({length: 100}, (_, i) => () => heard.push(i));
+    for (const callback of callbacks) watchAbort(controller.signal, callback);
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1);
+    for (const callback of callbacks.slice(50)) unwatchAbort(controller.signal, callback);
+    controller.abort(new Error('deadline'));
+    controller.abort(new Error('again'));
+    expect(heard).toEqual(Array.from({length: 50}, (_, i) => i));
+  });
+
+  it('a watcher that unwatches another while the abort is delivered: the other is not called', () => {
+    const controller = new AbortController();
+    const heard: string[] = [];
+    const second = (): void => {
+      heard.push('second');
+    };
+    watchAbort(controller.signal, () => {
+      heard.push('first');
+      unwatchAbort(controller.signal, second);
+    });
+    watchAbort(controller.signal, second);
+    controller.abort();
+    expect(heard).toEqual(['first']);
+  });
+
+  it('a signal that has aborted already calls the watcher at once (even after its listener fired)', () => {
+    const controller = new AbortController();
+    watchAbort(controller.signal, () => undefined);
+    controller.abort();
+    let called = 0;
+    watchAbort(controller.signal, () => called++);
+    expect(called).toBe(1);
+    watchAbort(AbortSignal.abort(), () => called++);
+    expect(called).toBe(2);
+  });
+});
