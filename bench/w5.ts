@@ -7,6 +7,8 @@
  * first, and prints a JSON report: cycle wall vs the latency bound, calls by operation, CPU per
  * cluster, peak RSS and false deregistrations.
  *
+ * Without --node-args the service runs with the Node flags of `npm start` (the image's).
+ *
  *   npm run bench:w5 [-- --scenario bench/scenarios/w5-management-groups.json] [--cycles 4] [--node-args="--max-old-space-size=256"] [--profile-steady FILE.cpuprofile|FILE.heapprofile]
  */
 import {readFile, writeFile} from 'node:fs/promises';
@@ -14,6 +16,7 @@ import path from 'node:path';
 import {parseArgs} from 'node:util';
 import {startFakeArm, type FakeArm} from '../test/fakes/arm-server.ts';
 import {sharedServerTls} from '../test/fakes/tls-ca.ts';
+import {shippedNodeFlags} from './memory.ts';
 import {summarizeProfile} from './profile.ts';
 import {ManagementGroupWorld, ROOT_GROUP, mgScenarioSchema, type MgScenario} from './mg-world.ts';
 import {callStats, cpuOf, cyclesOption, runMain, runServiceWorkload, workloadReport} from './service-workload.ts';
@@ -127,14 +130,16 @@ async function main(argv: readonly string[]): Promise<void> {
     options: {
       scenario: {type: 'string', default: path.join(HERE, 'scenarios', 'w5-management-groups.json')},
       cycles: {type: 'string', default: '4'},
-      'node-args': {type: 'string', default: ''},
+      'node-args': {type: 'string'},
       'profile-steady': {type: 'string'},
     },
     strict: true,
   });
   const cycles = cyclesOption(values.cycles);
   const scenario = mgScenarioSchema.parse(JSON.parse(await readFile(values.scenario, 'utf8')));
-  const report = await runManagementGroupWorkload(scenario, {cycles, nodeArgs: values['node-args'].split(' ').filter(Boolean), ...(values['profile-steady'] === undefined ? {} : {steadyProfile: path.resolve(values['profile-steady'])})});
+  // Without --node-args the service runs with the flags it ships with, as W4 and bench:memory do.
+  const nodeArgs = values['node-args'] !== undefined ? values['node-args'].split(' ').filter(Boolean) : await shippedNodeFlags();
+  const report = await runManagementGroupWorkload(scenario, {cycles, nodeArgs, ...(values['profile-steady'] === undefined ? {} : {steadyProfile: path.resolve(values['profile-steady'])})});
   if (values['profile-steady'] !== undefined && !values['profile-steady'].endsWith('.heapprofile')) process.stderr.write(`${JSON.stringify(await summarizeProfile(path.resolve(values['profile-steady']), path.join(HERE, '..'), 25), null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 }
