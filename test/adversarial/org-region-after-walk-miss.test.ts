@@ -22,6 +22,8 @@ import {setEnv} from '../helpers/env.ts';
 
 const MGMT = '111111111111';
 const MEMBER = '222222222222';
+/** An account of another OU, which a second organization matcher walks. */
+const OTHER = '333333333333';
 const KEY = {accessKeyId: 'AKIAREGIONWALKMISS01', secretAccessKey: 'region-walk-miss-secret'};
 const ROLE = 'kube-discovery';
 const HOME = `home-eks-us-east-1-${MEMBER}`;
@@ -30,6 +32,7 @@ const FAR = `far-eks-me-south-1-${MEMBER}`;
 let fake: FakeAws;
 let org: FakeOrganization;
 let unit: string;
+let otherUnit: string;
 let restoreEnv: () => void;
 
 beforeAll(async () => {
@@ -38,8 +41,12 @@ beforeAll(async () => {
   org = new FakeOrganization({managementAccount: MGMT});
   world.organization = org;
   unit = org.addUnit('prod');
+  otherUnit = org.addUnit('other');
   org.addAccount(MEMBER, {parent: unit});
-  world.addAccount(MEMBER, {roles: [{arn: `arn:aws:iam::${MEMBER}:role/${ROLE}`, trust: [MGMT]}]});
+  org.addAccount(OTHER, {parent: otherUnit});
+  for (const account of [MEMBER, OTHER]) world.addAccount(account, {roles: [{arn: `arn:aws:iam::${account}:role/${ROLE}`, trust: [MGMT]}]});
+  world.enabledRegions.set(OTHER, ['us-east-1']);
+  world.addCluster(OTHER, 'us-east-1', {name: 'other'});
   world.enabledRegions.set(MEMBER, ['me-south-1', 'us-east-1']);
   world.addCluster(MEMBER, 'us-east-1', {name: 'home'});
   world.addCluster(MEMBER, 'me-south-1', {name: 'far'});
@@ -54,21 +61,31 @@ afterAll(async () => {
 
 const deletes = (report: CycleReport): string[] => report.items.filter((i) => i.action === 'delete').map((i) => i.name);
 
+const matcher = (include: string): string => `    - types: [eks]
+      regions: ["*"]
+      assume_role_name: ${ROLE}
+      organization: {organization_id: ${org.id}, organizational_units: {include: ["${include}"], exclude: ${include === '*' ? `["${otherUnit}"]` : '[]'}}}
+`;
+
 describe('an account one walk missed, whose next region list lacks a region', () => {
-  it('keeps the clusters of the region its answer dropped, as it would have without the missed walk', async () => {
+  // With a second organization matcher (another OU), whose walk has never had the account: its plan,
+  // before or after the missing walk's, must not forget what the first one kept.
+  it.each([
+    ['one organization matcher', (): string[] => [matcher('*')]],
+    ['a second organization matcher planned after it', (): string[] => [matcher('*'), matcher(otherUnit)]],
+    ['a second organization matcher planned before it', (): string[] => [matcher(otherUnit), matcher('*')]],
+  ])('keeps the clusters of the region its answer dropped, as it would have without the missed walk (%s)', async (_, matchers) => {
+    fake.world.enabledRegions.set(MEMBER, ['me-south-1', 'us-east-1']);
     const config = parseConfig(
       `version: v1
 discovery_service:
   discovery_group: g
   aws:
-    - types: [eks]
-      regions: ["*"]
-      assume_role_name: ${ROLE}
-      organization: {organization_id: ${org.id}, organizational_units: {include: ["*"], exclude: []}}
-storage: {type: memory}
+${matchers().join('')}storage: {type: memory}
 `,
       'region-walk-miss.yaml',
     );
+    const others = matchers().length > 1 ? [`other-eks-us-east-1-${OTHER}`] : [];
     const backend = new MemoryBackend({clock: systemClock});
     const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
     await heartbeat.start();
@@ -80,7 +97,7 @@ storage: {type: memory}
     const names = async (): Promise<string[]> => (await registrar.current()).map((s) => s.metadata.name).sort();
     try {
       await discovery.runCycle(registrar);
-      expect(await names()).toEqual([FAR, HOME].sort());
+      expect(await names()).toEqual([FAR, HOME, ...others].sort());
 
       // One walk without the account (moved while it ran): kept, stale.
       org.removeAccount(MEMBER);
@@ -94,7 +111,7 @@ storage: {type: memory}
       const back = await discovery.runCycle(registrar);
       expect(deletes(back)).toEqual([]);
       expect(back.sources.map((s) => s.id)).toContain(`eks:me-south-1:${MEMBER}`);
-      expect(await names()).toEqual([FAR, HOME].sort());
+      expect(await names()).toEqual([FAR, HOME, ...others].sort());
 
       // An account gone from two walks in a row is deregistered, and what was known of it forgotten.
       org.removeAccount(MEMBER);
