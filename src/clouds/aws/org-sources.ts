@@ -134,6 +134,8 @@ export class OrganizationPlanner {
   readonly #tagMemory = new Map<string, {readonly account: string; readonly memory: TagMemory}>();
   /** Accounts of each matcher's last good walk, else the registry's: one a walk lacks is kept once; state of accounts no walk has any more is dropped. */
   readonly #walkGrace = new WalkGrace({cloud: 'AWS', type: 'eks', memberLabel: LABEL.accountId, marker: WALK_MISSED});
+  /** Per matcher, the accounts its last good walk missed once (kept, stale): what is known of them is kept too. */
+  readonly #missedOnce = new Map<number, ReadonlySet<string>>();
   /** One pool of keep-alive sockets for every member-account client (pooled per endpoint host). */
   #sharedDispatcher: AwsDispatcher | undefined;
   readonly #accountQueues = new Map<string, CallLimiter>();
@@ -228,7 +230,9 @@ export class OrganizationPlanner {
         notAListing: true,
       });
     }
-    this.#forgetAccountsNotWalked(new Set(missedOnce));
+    // Per matcher, replaced at each of its walks: another matcher's plan must not forget them either.
+    this.#missedOnce.set(matcherIndex, new Set(missedOnce));
+    this.#forgetAccountsNotWalked();
 
     // Region-major order: the cycle's FIFO source queue then spreads its slots over every account.
     const fetchers: ClusterFetcher[] = [];
@@ -449,11 +453,15 @@ export class OrganizationPlanner {
 
   /**
    * Drops queues, region lists and descriptions of accounts that no matcher's last good walk has,
-   * except those a walk just missed once: their entries are kept, and when they come back the regions
+   * except those some matcher's last walk missed once: their entries are kept, and when they come back the regions
    * they hold must still be listed (a first answer taken alone could drop a region with clusters).
    */
-  #forgetAccountsNotWalked(missedOnce: ReadonlySet<string>): void {
-    const kept = (account: string): boolean => missedOnce.has(account) || this.#walkGrace.walked(account);
+  #forgetAccountsNotWalked(): void {
+    const kept = (account: string): boolean => {
+      if (this.#walkGrace.walked(account)) return true;
+      for (const missed of this.#missedOnce.values()) if (missed.has(account)) return true;
+      return false;
+    };
     for (const account of this.#accountQueues.keys()) if (!kept(account)) this.#accountQueues.delete(account);
     for (const account of this.#enabledRegions.keys()) if (!kept(account)) this.#enabledRegions.delete(account);
     for (const account of this.#heldRegions.keys()) if (!kept(account)) this.#heldRegions.delete(account);
