@@ -10,6 +10,7 @@ import {startFakeAws, type FakeAws} from '../fakes/aws-server.ts';
 import {FakeAwsWorld} from '../fakes/aws-world.ts';
 import {answer, awsClassifier, startFaultProxy, when, type FaultProxy} from '../fakes/faults.ts';
 import {FakeClock} from '../helpers/fake-clock.ts';
+import {redactText} from '../../src/observability/redact.ts';
 
 const BASE = {accessKeyId: 'AKIDASSUMEFAULTS0001', secretAccessKey: 'assume-faults-secret'};
 const ROLE_A = 'arn:aws:iam::222222222222:role/discovery';
@@ -92,10 +93,10 @@ describe('assumedRoleMatches', () => {
 
 describe('AssumeRole answers with an Expiration that cannot be right', () => {
   /** A well-formed answer for ROLE_A whose credentials expire at `expiration` (as written on the wire). */
-  const withExpiration = (expiration: string): string =>
+  const withExpiration = (expiration: string, secret = 'expiry-fault-secret'): string =>
     `<AssumeRoleResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleResult>` +
     `<AssumedRoleUser><Arn>arn:aws:sts::222222222222:assumed-role/discovery/kube-discovery</Arn><AssumedRoleId>AROA:x</AssumedRoleId></AssumedRoleUser>` +
-    `<Credentials><AccessKeyId>ASIAEXPIRYFAULT00001</AccessKeyId><SecretAccessKey>expiry-fault-secret</SecretAccessKey><SessionToken>expiry-fault-session</SessionToken>` +
+    `<Credentials><AccessKeyId>ASIAEXPIRYFAULT00001</AccessKeyId><SecretAccessKey>${secret}</SecretAccessKey><SessionToken>${secret}-session</SessionToken>` +
     `<Expiration>${expiration}</Expiration></Credentials></AssumeRoleResult><ResponseMetadata><RequestId>r</RequestId></ResponseMetadata></AssumeRoleResponse>`;
   const assumeCalls = (): number => proxy.seen.filter((s) => s.req.operation === 'AssumeRole').length;
 
@@ -137,5 +138,33 @@ describe('AssumeRole answers with an Expiration that cannot be right', () => {
     await clock.advance(56 * 60_000);
     await role();
     await vi.waitFor(async () => expect((await role()).accessKeyId).not.toBe('ASIAEXPIRYFAULT00001'));
+  });
+
+  it('renewals refused for their Expiration leave the credentials still served redacted by value', async () => {
+    // Values no pattern recognises as AWS keys: only redaction by value hides them.
+    const clock = new FakeClock(Date.now());
+    const env: Record<string, string> = {AWS_MAX_ATTEMPTS: '1'};
+    for (const key of Object.keys(fake.env)) env[key] = proxy.url;
+    const role = new AwsCredentialProviders({env, clock, base: () => Promise.resolve(BASE)}).provider({region: 'us-east-1', roleArn: ROLE_A});
+    const xml = {'content-type': 'text/xml'};
+    proxy.fault = when({operation: 'AssumeRole'}, answer(200, withExpiration(new Date(clock.now() + 3_600_000).toISOString(), 'served-plain-secret'), xml));
+    let refused = 0;
+    try {
+      const served = await role();
+      expect(served.secretAccessKey).toBe('served-plain-secret');
+      // Near the end of the hour, two renewals whose answers had expired already.
+      proxy.fault = (req) => (req.operation === 'AssumeRole' ? answer(200, withExpiration(new Date(clock.now() - 60_000).toISOString(), `refused-plain-secret-${++refused}`), xml) : undefined);
+      await clock.advance(56 * 60_000);
+      for (let i = 1; i <= 2; i++) {
+        await clock.advance(61_000);
+        expect((await role()).secretAccessKey).toBe('served-plain-secret');
+        await vi.waitFor(() => expect(refused).toBe(i));
+      }
+      expect((await role()).secretAccessKey).toBe('served-plain-secret');
+      const line = redactText(`signed with ${served.secretAccessKey} and ${served.sessionToken ?? ''}`);
+      expect(line).not.toContain('served-plain-secret');
+    } finally {
+      proxy.fault = undefined;
+    }
   });
 });
