@@ -147,13 +147,11 @@ export class AwsCredentialProviders {
       const mint = async (): Promise<CachedCredentials> => {
         try {
           const credentials = await assume();
-          registerSecret(credentials.secretAccessKey);
-          registerSecret(credentials.sessionToken);
-          this.#retireOlder(cacheKey, [credentials.secretAccessKey, credentials.sessionToken]);
           // AssumeRole always reports an expiry; an hour is its default should one be missing. No
           // DurationSeconds is asked, so STS grants at most that hour: a later Expiration would keep
           // credentials past their end (every call refused), one already past would mint again for
-          // every signed call.
+          // every signed call. Checked before the secrets are registered: a refused renewal must not
+          // retire the secrets of the credentials still served.
           const now = this.#clock.now();
           const reported = credentials.expiration?.getTime();
           if (reported !== undefined && !(reported > now)) {
@@ -161,6 +159,9 @@ export class AwsCredentialProviders {
               name: 'InvalidResponse',
             });
           }
+          registerSecret(credentials.secretAccessKey);
+          registerSecret(credentials.sessionToken);
+          this.#retireOlder(cacheKey, [credentials.secretAccessKey, credentials.sessionToken]);
           const expiresAt = new Date(Math.min(reported ?? Infinity, now + ASSUME_ROLE_DURATION_MS));
           return {credentials: {...credentials, expiration: expiresAt}, expiresAt};
         } catch (error) {
