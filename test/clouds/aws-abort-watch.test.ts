@@ -45,4 +45,25 @@ describe('abort watching', () => {
     watchAbort(AbortSignal.abort(), () => called++);
     expect(called).toBe(2);
   });
+
+  it('takes its listener off the signal once nobody waits: a signal combined with a long-lived one is not kept alive', () => {
+    // AbortSignal.any keeps a combined signal alive while it has listeners and its sources live:
+    // a cycle's signal combines the scheduler's, which lives as long as the leadership.
+    const root = new AbortController();
+    const combined = AbortSignal.any([root.signal, new AbortController().signal]);
+    const first = (): void => undefined;
+    const second = (): void => undefined;
+    watchAbort(combined, first);
+    watchAbort(combined, second);
+    unwatchAbort(combined, first);
+    expect(getEventListeners(combined, 'abort')).toHaveLength(1);
+    unwatchAbort(combined, second);
+    expect(getEventListeners(combined, 'abort')).toHaveLength(0);
+    // Watching again works as before.
+    let heard = 0;
+    watchAbort(combined, () => heard++);
+    root.abort();
+    expect(heard).toBe(1);
+  });
+
 });
