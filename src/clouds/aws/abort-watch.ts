@@ -6,9 +6,13 @@
  * Here the first wait on a signal adds the one listener; later waits are an entry in a Set.
  */
 
-/** The callbacks waiting on a signal, kept on the signal itself (gone with it; a WeakMap lookup cost more than the Set). */
+/** The watch on a signal, kept on the signal itself (gone with it; a WeakMap lookup cost more than the Set). */
 const WAITING = Symbol('kubeDiscoveryAbortWatchers');
-type Watched = AbortSignal & {[WAITING]?: Set<() => void>};
+interface Watch {
+  readonly callbacks: Set<() => void>;
+  readonly listener: () => void;
+}
+type Watched = AbortSignal & {[WAITING]?: Watch | undefined};
 
 /** Calls `onAbort` once when `signal` aborts, until unwatched; at once when it has aborted already. */
 export function watchAbort(signal: AbortSignal, onAbort: () => void): void {
@@ -16,24 +20,35 @@ export function watchAbort(signal: AbortSignal, onAbort: () => void): void {
     onAbort();
     return;
   }
-  let callbacks = (signal as Watched)[WAITING];
-  if (callbacks === undefined) {
-    const set = new Set<() => void>();
-    callbacks = set;
-    (signal as Watched)[WAITING] = set;
-    signal.addEventListener(
-      'abort',
-      () => {
-        for (const callback of set) callback();
-        set.clear();
-      },
-      {once: true},
-    );
+  const watched = signal as Watched;
+  let watch = watched[WAITING];
+  if (watch === undefined) {
+    const callbacks = new Set<() => void>();
+    const listener = (): void => {
+      // A callback may unwatch another while the abort is delivered: that one is not called.
+      for (const callback of callbacks) callback();
+      callbacks.clear();
+      watched[WAITING] = undefined;
+    };
+    watch = {callbacks, listener};
+    watched[WAITING] = watch;
+    signal.addEventListener('abort', listener, {once: true});
   }
-  callbacks.add(onAbort);
+  watch.callbacks.add(onAbort);
 }
 
-/** Stops watching; a callback not watched is ignored. */
+/**
+ * Stops watching; a callback not watched is ignored. The last watcher to leave takes the listener
+ * off: a signal from `AbortSignal.any` is kept alive while it has listeners and its sources live,
+ * and a cycle's signal combines the scheduler's, which lives as long as the leadership.
+ */
 export function unwatchAbort(signal: AbortSignal, onAbort: () => void): void {
-  (signal as Watched)[WAITING]?.delete(onAbort);
+  const watched = signal as Watched;
+  const watch = watched[WAITING];
+  if (watch === undefined) return;
+  watch.callbacks.delete(onAbort);
+  if (watch.callbacks.size === 0) {
+    signal.removeEventListener('abort', watch.listener);
+    watched[WAITING] = undefined;
+  }
 }
