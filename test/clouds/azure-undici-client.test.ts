@@ -193,6 +193,17 @@ describe('the undici ARM client', () => {
     }
     expect(seen).toHaveLength(cases.length);
   });
+
+  it('leaves a request with a header undici will not send (keep-alive) to the SDK client, which sends it', async () => {
+    const seen: string[] = [];
+    const undici = pooledHttpClient(4, {sendRequest: (r) => (seen.push(r.url), createDefaultHttpClient().sendRequest(r))});
+    const req = request('/ok');
+    req.headers.set('keep-alive', 'timeout=5');
+    const response = await undici.sendRequest(req);
+    expect(response.status).toBe(200);
+    expect(response.bodyAsText).toBe('{"value":[{"name":"c1"}]}');
+    expect(seen).toEqual([req.url]);
+  });
 });
 
 describe('the short path over the same pool', () => {
