@@ -78,9 +78,7 @@ export class UndiciArmHttpClient implements HttpClient {
       try {
         this.#dispatcherFor(request.tlsSettings).dispatch(dispatch, exchange);
       } catch (error) {
-        // A request undici refuses to send as it is (a header it does not allow): the SDK's client sends it.
-        if ((error as {code?: unknown}).code === 'UND_ERR_INVALID_ARG') exchange.discard(() => resolve(undefined));
-        else exchange.onResponseError(undefined, error instanceof Error ? error : new Error(String(error)));
+        exchange.onResponseError(undefined, error instanceof Error ? error : new Error(String(error)));
       }
     }).then((answer) => (answer === undefined ? this.#fallback.sendRequest(request) : respond(request, answer)));
   }
@@ -124,7 +122,8 @@ type Controller = Dispatcher.DispatchController;
 class Exchange implements Dispatcher.DispatchHandler {
   readonly #request: PipelineRequest;
   readonly #path: string;
-  readonly #resolve: (answer: Answer) => void;
+  /** With an answer, or with none when undici refused the request before sending it (the SDK's client sends it). */
+  readonly #resolve: (answer: Answer | undefined) => void;
   readonly #reject: (error: Error) => void;
   #timer: NodeJS.Timeout | undefined;
   #controller: Controller | undefined;
@@ -137,7 +136,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#fail(abortError('The operation was aborted. Rejecting from abort signal callback while making request.'));
   };
 
-  constructor(request: PipelineRequest, path: string, resolve: (answer: Answer) => void, reject: (error: Error) => void) {
+  constructor(request: PipelineRequest, path: string, resolve: (answer: Answer | undefined) => void, reject: (error: Error) => void) {
     this.#request = request;
     this.#path = path;
     this.#resolve = resolve;
@@ -182,6 +181,9 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onResponseError(_controller: Controller | undefined, error: Error): void {
     if (error.name === 'AbortError') return this.#fail(error);
+    // A request undici refuses to send as it is (a header it does not allow, such as `keep-alive`),
+    // reported here rather than thrown by dispatch: nothing was sent, so the SDK's client sends it.
+    if ((error as {code?: unknown}).code === 'UND_ERR_INVALID_ARG' && this.#status === 0) return this.discard(() => this.#resolve(undefined));
     // After the headers, the body was cut off: the SDK's client reports it while reading the body as text.
     if (this.#status !== 0) return this.#fail(new RestError('Error reading response as text: aborted', {code: RestError.PARSE_ERROR}));
     this.#fail(sendError(error, this.#request));
