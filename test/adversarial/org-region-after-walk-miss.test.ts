@@ -16,9 +16,10 @@ import type {CycleReport} from '../../src/discovery/cycle.ts';
 import {Discovery} from '../../src/discovery/discovery.ts';
 import {createRegistrar} from '../../src/discovery/registrar.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
-import {FakeAwsWorld, FakeOrganization, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {startFakeAws, type FakeAws, type FakeOrganization} from '../fakes/aws-fakes.ts';
 import {FakeClock} from '../helpers/fake-clock.ts';
 import {setEnv} from '../helpers/env.ts';
+import {organizationWorld} from '../helpers/org-world.ts';
 
 const MGMT = '111111111111';
 const MEMBER = '222222222222';
@@ -36,15 +37,13 @@ let otherUnit: string;
 let restoreEnv: () => void;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(MGMT, {accessKeys: [KEY]});
-  org = new FakeOrganization({managementAccount: MGMT});
-  world.organization = org;
+  const made = organizationWorld(MGMT, KEY);
+  const world = made.world;
+  org = made.org;
   unit = org.addUnit('prod');
   otherUnit = org.addUnit('other');
-  org.addAccount(MEMBER, {parent: unit});
-  org.addAccount(OTHER, {parent: otherUnit});
-  for (const account of [MEMBER, OTHER]) world.addAccount(account, {roles: [{arn: `arn:aws:iam::${account}:role/${ROLE}`, trust: [MGMT]}]});
+  made.addMember(MEMBER, unit, ROLE);
+  made.addMember(OTHER, otherUnit, ROLE);
   world.enabledRegions.set(OTHER, ['us-east-1']);
   world.addCluster(OTHER, 'us-east-1', {name: 'other'});
   world.enabledRegions.set(MEMBER, ['me-south-1', 'us-east-1']);

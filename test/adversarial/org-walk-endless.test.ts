@@ -15,9 +15,10 @@ import {AwsCredentialProviders} from '../../src/credentials/aws-credentials.ts';
 import {Discovery} from '../../src/discovery/discovery.ts';
 import {createRegistrar} from '../../src/discovery/registrar.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
-import {FakeAwsWorld, FakeOrganization, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {startFakeAws, type FakeAws, type FakeOrganization} from '../fakes/aws-fakes.ts';
 import {answer, awsClassifier, startFaultProxy, type FaultProxy, type ProxyFaultRule} from '../fakes/faults.ts';
 import {setEnv} from '../helpers/env.ts';
+import {organizationWorld} from '../helpers/org-world.ts';
 
 const MGMT = '111111111111';
 const MEMBER = '222222222222';
@@ -32,13 +33,11 @@ let prod: string;
 let restoreEnv: () => void;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(MGMT, {accessKeys: [KEY]});
-  org = new FakeOrganization({managementAccount: MGMT});
-  world.organization = org;
+  const made = organizationWorld(MGMT, KEY);
+  const world = made.world;
+  org = made.org;
   prod = org.addUnit('prod');
-  org.addAccount(MEMBER, {parent: org.addUnit('team', prod)});
-  world.addAccount(MEMBER, {roles: [{arn: `arn:aws:iam::${MEMBER}:role/${ROLE}`, trust: [MGMT]}]});
+  made.addMember(MEMBER, org.addUnit('team', prod), ROLE);
   world.addCluster(MEMBER, 'us-east-1', {name: 'c'});
   fake = await startFakeAws({world});
   proxy = await startFaultProxy({upstream: fake.url, classify: awsClassifier((id) => world.lookupAccessKey(id)?.account)});

@@ -16,8 +16,9 @@ import {createRegistrar} from '../../src/discovery/registrar.ts';
 import type {OrganizationsApi} from '../../src/clouds/aws/organization.ts';
 import type {AwsCredentialProvider} from '../../src/credentials/aws-credentials.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
-import {FakeAwsWorld, FakeOrganization, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
+import {startFakeAws, type FakeAws, type FakeOrganization} from '../fakes/aws-fakes.ts';
 import {setEnv} from '../helpers/env.ts';
+import {organizationWorld} from '../helpers/org-world.ts';
 
 const MGMT = '111111111111';
 const MOVER = '222222222222';
@@ -32,15 +33,13 @@ let to: string;
 let restoreEnv: () => void;
 
 beforeAll(async () => {
-  const world = new FakeAwsWorld();
-  world.addAccount(MGMT, {accessKeys: [KEY]});
-  org = new FakeOrganization({managementAccount: MGMT});
-  world.organization = org;
+  const made = organizationWorld(MGMT, KEY);
+  const world = made.world;
+  org = made.org;
   to = org.addUnit('a-new-home');
   from = org.addUnit('b-old-home');
   for (const [account, parent] of [[MOVER, from], [STAYER, to]] as const) {
-    org.addAccount(account, {parent});
-    world.addAccount(account, {roles: [{arn: `arn:aws:iam::${account}:role/${ROLE}`, trust: [MGMT]}]});
+    made.addMember(account, parent, ROLE);
     world.addCluster(account, 'us-east-1', {name: `c${account.slice(0, 1)}`});
   }
   fake = await startFakeAws({world});
