@@ -3,6 +3,12 @@
  * listed at all. A record of that list without a subscription id, or in a state Azure does not
  * document, is malformed: it must fail the listing (everything kept), not drop the subscription
  * and with it every cluster registered there.
+ *
+ * A list that shows one subscription twice, in two states (a list is no snapshot: a subscription
+ * whose record changed while the pages were read can be on two of them): whichever record came
+ * first decided, so `Deleted` then `Enabled` dropped the subscription and deregistered its
+ * clusters, though the same list also said it could be listed. As for AWS accounts (ACTIVE in one
+ * listing wins), a record in a listable state wins, whatever the order.
  */
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {evaluate} from '../../src/discovery/evaluate.ts';
@@ -49,5 +55,33 @@ describe('a subscriptions list with a malformed record', () => {
       const plan = reconcile(current, evaluate(spoiled, ctx), spoiled, 'g1');
       expect(plan.items.filter((i) => i.action === 'delete')).toEqual([]);
     });
+  }
+});
+
+describe('a subscriptions list with one subscription twice, in two states', () => {
+  for (const state of ['Deleted', 'Disabled']) {
+    for (const where of ['before', 'after'] as const) {
+      it(`a ${state} record ${where} its Enabled one: the subscription is listed and nothing is deleted or kept stale`, async () => {
+        proxy.fault = undefined;
+        const clean = await run();
+        const ctx = context('g1');
+        const current = [...evaluate(clean, ctx).candidates.values()].map((c) => stored(c.server));
+        expect(current).toHaveLength(2);
+
+        proxy.fault = when({operation: 'subscriptions.list'}, mutateJson((body) => {
+          const value = body['value'] as Record<string, unknown>[];
+          const record = value.find((r) => String(r['subscriptionId']) === SUB_B);
+          const other = {...record, state};
+          return {...body, value: where === 'before' ? [other, ...value] : [...value, other]};
+        }));
+        try {
+          const spoiled = await run();
+          const plan = reconcile(current, evaluate(spoiled, ctx), spoiled, 'g1');
+          expect(plan.items.filter((i) => i.action !== 'unchanged').map((i) => [i.name, i.action])).toEqual([]);
+        } finally {
+          proxy.fault = undefined;
+        }
+      });
+    }
   }
 });
