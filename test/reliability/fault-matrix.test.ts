@@ -77,6 +77,10 @@ const SOURCE_ROWS: SourceRow[] = [
   {fault: 'EKS ListClusters: a 200 larger than any EKS answer (9 MiB listing other names)', proxy: 'aws', rule: when(list('first'), answer(200, `{"clusters":[${'"x",'.repeat(2_400_000)}"x"]}`)), source: EAST, reason: 'invalid_response'},
   {fault: 'EKS ListClusters: bytes that are not HTTP', proxy: 'aws', rule: when(list('first'), {kind: 'raw', bytes: 'SSH-2.0-OpenSSH_9.6\r\n\r\n'}), source: EAST, reason: 'other'},
   {fault: 'EKS ListClusters: slow drip past the cycle deadline', proxy: 'aws', rule: when(list('later'), {kind: 'drip', bytes: 1, everyMs: 500}), source: EAST, reason: 'timeout', deadline: true},
+  // A later page goes the direct way of src/clouds/aws/direct-read.ts (the client's first call went the SDK's): its faults too.
+  {fault: 'EKS ListClusters later page (direct way): 500 InternalFailure', proxy: 'aws', rule: when(list('later'), eksError(500, 'InternalFailure')), source: EAST, reason: 'other'},
+  {fault: 'EKS ListClusters later page (direct way): hang', proxy: 'aws', rule: when(list('later'), {kind: 'hang'}), source: EAST, reason: 'timeout'},
+  {fault: 'EKS ListClusters later page (direct way): 200 {"clusters":[]} with x-amzn-ErrorType', proxy: 'aws', rule: when(list('later'), answer(200, '{"clusters":[]}', {'x-amzn-errortype': 'InternalFailure'})), source: EAST, reason: 'invalid_response'},
   {fault: 'EKS DescribeCluster: 500 InternalFailure', proxy: 'aws', rule: when(describeB, eksError(500, 'InternalFailure')), source: EAST, reason: 'other'},
   {fault: 'EKS DescribeCluster: hang', proxy: 'aws', rule: when(describeB, {kind: 'hang'}), source: EAST, reason: 'timeout'},
   {fault: 'EKS DescribeCluster: connection reset', proxy: 'aws', rule: when(describeB, {kind: 'reset'}), source: EAST, reason: 'other'},
