@@ -242,7 +242,7 @@ export class AwsSources {
     const key = `${region}|${role.roleArn ?? ''}|${role.externalId ?? ''}`;
     let client = this.#clients.get(key);
     if (!client) {
-      const credentials = this.#provider(role, region);
+      const credentials = this.#signingProvider(role, region);
       const env = this.#options.env ?? process.env;
       if (this.#options.makeEksClient) {
         client = this.#options.makeEksClient(region, credentials);
@@ -297,7 +297,7 @@ export class AwsSources {
     const key = `${region}|${role.roleArn ?? ''}|${role.externalId ?? ''}`;
     let client = this.#taggingClients.get(key);
     if (!client) {
-      const credentials = this.#provider(role, region);
+      const credentials = this.#signingProvider(role, region);
       if (this.#options.makeTaggingClient) {
         client = this.#options.makeTaggingClient(region, credentials);
       } else {
@@ -318,6 +318,26 @@ export class AwsSources {
       this.#taggingClients.set(key, client);
     }
     return client;
+  }
+
+  /**
+   * The provider a listing client signs with. For the default chain (no role), keys other than
+   * those its account was looked up with fail the call: the sources were planned under that
+   * account, and a listing signed as another account (the chain refreshed to another account's
+   * session mid-cycle) would be read as the planned account's listing without its clusters.
+   * The next plan looks the account up again for the new keys.
+   */
+  #signingProvider(role: {roleArn?: string; externalId?: string}, region: string): AwsCredentialProvider {
+    const provider = this.#provider(role, region);
+    if (role.roleArn) return provider;
+    return async () => {
+      const credentials = await provider();
+      const planned = this.#defaultAccount;
+      if (planned !== undefined && credentials.accessKeyId !== planned.accessKeyId) {
+        throw Object.assign(new Error(`the default AWS credentials changed to another access key after account ${planned.account} was looked up; its sources fail this cycle and the next one looks the account up again`), {name: 'CredentialsChanged'});
+      }
+      return credentials;
+    };
   }
 
   #shape(client: ShapeableClient, region: string, role: {roleArn?: string}): void {
