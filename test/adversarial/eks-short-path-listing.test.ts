@@ -64,6 +64,8 @@ function write(socket: net.Socket, raw: Raw): void {
 beforeAll(async () => {
   server = net.createServer((socket) => {
     sockets.add(socket);
+    // Head and body are two writes: without this, Nagle holds the body for the client's delayed ACK.
+    socket.setNoDelay(true);
     socket.on('close', () => sockets.delete(socket));
     let pending = '';
     socket.on('data', (chunk) => {
@@ -238,6 +240,40 @@ describe('a listing that never ends', () => {
       controller.abort(new Error('cycle deadline'));
       const result = await fetcher;
       expect(result).toMatchObject({ok: false, clusters: [], error: {operation: 'ListClusters'}});
+    } finally {
+      client.destroy();
+    }
+  });
+});
+
+describe('listings larger than any EKS answer (the heap is the bound otherwise)', () => {
+  it('a page listing more names than asked for (maxResults) is no page of this listing: the source fails', async () => {
+    const client = await primed();
+    try {
+      const names = Array.from({length: 101}, (_, i) => `n${i}`);
+      spoil = firstPage({body: JSON.stringify({clusters: names})});
+      const result = await client.fetch();
+      expect(result).toMatchObject({ok: false, clusters: [], error: {operation: 'ListClusters', reason: 'invalid_response'}});
+    } finally {
+      client.destroy();
+    }
+  });
+
+  it('full pages with fresh nextTokens past 100,000 names fail the source by themselves, without waiting for the cycle deadline', async () => {
+    const client = await primed();
+    try {
+      let pages = 0;
+      spoil = (path) => {
+        if (path !== '/clusters') return undefined;
+        pages++;
+        // Past the bound: a 500, so that the listing ends either way and the pages asked for tell.
+        if (pages > 1_100) return {status: '500 Internal Server Error', headers: {'x-amzn-errortype': 'InternalFailure'}, body: '{"message":"stop"}'};
+        return {body: JSON.stringify({clusters: Array.from({length: 100}, (_, i) => `p${pages}-${i}`), nextToken: `t-${pages}`})};
+      };
+      const result = await client.fetch();
+      expect(result).toMatchObject({ok: false, clusters: [], error: {operation: 'ListClusters', reason: 'invalid_response'}});
+      // 1,000 full pages are 100,000 names; the next page is not asked for.
+      expect(pages).toBeLessThanOrEqual(1_001);
     } finally {
       client.destroy();
     }
