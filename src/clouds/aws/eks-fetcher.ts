@@ -1,4 +1,5 @@
 /** Lists the EKS clusters of one (matcher, region, account) source: ListClusters to the last page, DescribeCluster per name. */
+import {createHash} from 'node:crypto';
 import {DescribeClusterCommand, ListClustersCommand, type Cluster, type EKSClient} from '@aws-sdk/client-eks';
 import type {ClusterFetcher} from '../fetcher.ts';
 import type {DiscoveredCluster, MalformedCluster, SourceRef, SourceResult} from '../../core/types.ts';
@@ -135,12 +136,24 @@ async function fetchSource(options: EksFetcherOptions, signal: AbortSignal): Pro
   return {source, ok: true, clusters, malformed};
 }
 
+/**
+ * Names one ListClusters listing may give (1,000 full pages), far above EKS's clusters-per-region
+ * quota: a listing that goes on past it is no EKS answer, and following it to the cycle deadline
+ * would keep every name it gave on the heap.
+ */
+export const MAX_LISTED_CLUSTERS = 100_000;
+/** Pages one listing may take (nearly empty pages with fresh nextTokens, each token kept to spot a repeat). */
+export const MAX_LIST_PAGES = 10_000;
+
 /** Every cluster name ListClusters gives, to the last page; a malformed page throws (invalid_response). */
 export async function listClusterNames(client: EksApi, signal: AbortSignal, pageSize = 100): Promise<string[]> {
   const names: string[] = [];
+  // Long tokens are kept as digests: an endpoint's megabyte tokens must not pile up here.
   const seenTokens = new Set<string>();
   let nextToken: string | undefined;
+  let pages = 0;
   do {
+    if (++pages > MAX_LIST_PAGES) throw invalidResponse(`ListClusters gave more than ${MAX_LIST_PAGES} pages`);
     const page = await client.send(
       new ListClustersCommand({maxResults: pageSize, nextToken}),
       {abortSignal: signal},
@@ -153,6 +166,9 @@ export async function listClusterNames(client: EksApi, signal: AbortSignal, page
     // is not what EKS sent: it must not be read as a listing that lacks the clusters it garbled.
     const wrong = listed.findIndex((n) => typeof n !== 'string' || !EKS_NAME.test(n));
     if (wrong >= 0) throw invalidResponse(`ListClusters answer lists ${describeValue(listed[wrong])}, which is not a cluster name`);
+    // EKS gives at most maxResults names a page: a longer page is not an answer to this request.
+    if (listed.length > pageSize) throw invalidResponse(`ListClusters answer lists ${listed.length} names, more than the ${pageSize} asked for`);
+    if (names.length + listed.length > MAX_LISTED_CLUSTERS) throw invalidResponse(`ListClusters listed more than ${MAX_LISTED_CLUSTERS} clusters`);
     // A loop, not a spread: a long page would overflow the call stack as arguments.
     for (const name of listed as string[]) names.push(name);
     const token: unknown = (page as {nextToken?: unknown}).nextToken;
@@ -160,8 +176,9 @@ export async function listClusterNames(client: EksApi, signal: AbortSignal, page
     nextToken = typeof token === 'string' && token !== '' ? token : undefined;
     // A service that hands back the same token forever must not loop us forever.
     if (nextToken !== undefined) {
-      if (seenTokens.has(nextToken)) throw invalidResponse('ListClusters returned a repeated nextToken');
-      seenTokens.add(nextToken);
+      const seen = nextToken.length > 256 ? createHash('sha256').update(nextToken).digest('base64') : nextToken;
+      if (seenTokens.has(seen)) throw invalidResponse('ListClusters returned a repeated nextToken');
+      seenTokens.add(seen);
     }
   } while (nextToken);
   return [...new Set(names)];
