@@ -57,6 +57,8 @@ beforeAll(async () => {
   scripts.set('/gzip', (res) => res.writeHead(200, {'content-encoding': 'gzip'}).end(gzipSync('{"value":[]}')));
   scripts.set('/bad-gzip', (res) => res.writeHead(200, {'content-encoding': 'gzip'}).end('not gzip at all'));
   scripts.set('/hang', () => undefined);
+  // An informational answer (103 Early Hints), then nothing: the answer's headers never come.
+  scripts.set('/early-hints-hang', (res) => res.writeEarlyHints({link: '</style.css>; rel=preload'}));
   scripts.set('/reset', (_res, socket) => socket.destroy());
   scripts.set('/cut', (res, socket) => {
     res.writeHead(200, {'content-type': 'application/json', 'content-length': '1000'});
@@ -137,6 +139,12 @@ describe('the undici ARM client', () => {
 
   it('fails a request with no answer within its timeout as an AbortError (a timeout to errors.ts)', async () => {
     const error = await failure(client().sendRequest(request('/hang', {timeout: 200})));
+    expect(error.name).toBe('AbortError');
+    expect(classifyAzureError(error)).toBe('timeout');
+  });
+
+  it('keeps the timeout running through an informational answer (103 Early Hints): it is not the answer, as the SDK client reads it', async () => {
+    const error = await failure(client().sendRequest(request('/early-hints-hang', {timeout: 200})));
     expect(error.name).toBe('AbortError');
     expect(classifyAzureError(error)).toBe('timeout');
   });
