@@ -59,6 +59,10 @@ beforeAll(async () => {
   scripts.set('/hang', () => undefined);
   // An informational answer (103 Early Hints), then nothing: the answer's headers never come.
   scripts.set('/early-hints-hang', (res) => res.writeEarlyHints({link: '</style.css>; rel=preload'}));
+  scripts.set('/early-hints-ok', (res) => {
+    res.writeEarlyHints({link: '</style.css>; rel=preload'});
+    res.writeHead(200, {'content-type': 'application/json'}).end('{"value":[]}');
+  });
   scripts.set('/reset', (_res, socket) => socket.destroy());
   scripts.set('/cut', (res, socket) => {
     res.writeHead(200, {'content-type': 'application/json', 'content-length': '1000'});
@@ -147,6 +151,8 @@ describe('the undici ARM client', () => {
     const error = await failure(client().sendRequest(request('/early-hints-hang', {timeout: 200})));
     expect(error.name).toBe('AbortError');
     expect(classifyAzureError(error)).toBe('timeout');
+    const answered = await client().sendRequest(request('/early-hints-ok', {timeout: 2_000}));
+    expect([answered.status, answered.bodyAsText]).toEqual([200, '{"value":[]}']);
   });
 
   it("fails on the caller's abort, before or while waiting", async () => {

@@ -153,6 +153,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   onResponseStart(_controller: Controller, statusCode: number, headers: Answer['headers']): void {
+    // An informational answer (103 Early Hints) is not the answer: its timeout runs on, as Node's client reads it.
+    if (statusCode < 200) return;
     this.#status = statusCode;
     this.#headers = headers;
     clearTimeout(this.#timer);
