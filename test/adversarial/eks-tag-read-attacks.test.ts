@@ -43,6 +43,19 @@ const SPOILS: [string, () => ProxyFault][] = [
   ['a tag without a value', () => page({ResourceTagMappingList: [{ResourceARN: arn(REGION, 'a1'), Tags: [{Key: 'env', Value: null}]}]})],
   ['mappings of another region only, with other tags', () => page({ResourceTagMappingList: ['a1', 'a2', 'b1'].map((n) => ({ResourceARN: arn('eu-west-1', n), Tags: [{Key: 'env', Value: 'dev'}]}))})],
   ['an empty, well-formed read (eventual consistency)', () => page({ResourceTagMappingList: []})],
+  // The clusters' true tags, in a page longer than the 100 mappings asked for: not an answer to this request (nor is a read of any length kept on the heap).
+  [
+    'a page of more mappings than ResourcesPerPage asked for',
+    () =>
+      page({
+        ResourceTagMappingList: [
+          {ResourceARN: arn(REGION, 'a1'), Tags: [{Key: 'env', Value: 'prod'}]},
+          {ResourceARN: arn(REGION, 'a2'), Tags: [{Key: 'env', Value: 'prod'}, {Key: 'TeleportKubernetesName', Value: 'payments'}]},
+          {ResourceARN: arn(REGION, 'b1'), Tags: [{Key: 'env', Value: 'prod'}]},
+          ...Array.from({length: 98}, (_, i) => ({ResourceARN: arn(REGION, `x${i}`), Tags: [{Key: 'env', Value: 'prod'}]})),
+        ],
+      }),
+  ],
 ];
 
 describe('a tag read that is wrong drops no cluster: the cycle describes instead', () => {
