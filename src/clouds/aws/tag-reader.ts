@@ -20,6 +20,7 @@
  * authority on what exists. When it fails — denied, throttled, 5xx, malformed, hung — the
  * cycle describes every cluster, as without it.
  */
+import {createHash} from 'node:crypto';
 import {GetResourcesCommand, type ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import type {Clock} from '../../core/clock.ts';
 import type {DiscoveredCluster, FailureReason} from '../../core/types.ts';
@@ -69,6 +70,11 @@ export interface Remembered {
 }
 
 const PAGE_SIZE = 100;
+/**
+ * Pages one tag read may take (100,000 clusters, far above EKS's per-region quota): past it the
+ * read is no answer, and what it gave would sit on the heap until the read's deadline.
+ */
+const MAX_TAG_PAGES = 1_000;
 
 /** Default refresh period of UPDATING clusters (see `TagReaderOptions.settleMs`). */
 export const DEFAULT_SETTLE_MS = 600_000;
@@ -191,13 +197,17 @@ export class TagReader {
     const out = new Map<string, Record<string, string>>();
     const seen = new Set<string>();
     let token: string | undefined;
+    let pages = 0;
     do {
+      if (++pages > MAX_TAG_PAGES) throw invalid(`GetResources gave more than ${MAX_TAG_PAGES} pages`);
       const page = await this.#options.client.send(
         new GetResourcesCommand({ResourceTypeFilters: ['eks:cluster'], ResourcesPerPage: PAGE_SIZE, ...(token ? {PaginationToken: token} : {})}),
         {abortSignal},
       );
       const list: unknown = page.ResourceTagMappingList;
       if (!Array.isArray(list)) throw invalid('GetResources returned no ResourceTagMappingList');
+      // At most ResourcesPerPage mappings a page: a longer page is not an answer to this request.
+      if (list.length > PAGE_SIZE) throw invalid(`GetResources returned ${list.length} mappings, more than the ${PAGE_SIZE} asked for`);
       for (const mapping of list as unknown[]) {
         const {arn, tags} = readMapping(mapping);
         const name = clusterNameOfArn(arn, region);
@@ -205,8 +215,10 @@ export class TagReader {
       }
       token = page.PaginationToken || undefined;
       if (token !== undefined) {
-        if (seen.has(token)) throw invalid('GetResources returned a repeated PaginationToken');
-        seen.add(token);
+        // Long tokens are kept as digests: an endpoint's megabyte tokens must not pile up here.
+        const key = token.length > 256 ? createHash('sha256').update(token).digest('base64') : token;
+        if (seen.has(key)) throw invalid('GetResources returned a repeated PaginationToken');
+        seen.add(key);
       }
     } while (token);
     return out;
