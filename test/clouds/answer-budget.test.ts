@@ -1,0 +1,93 @@
+/**
+ * Each AWS answer is capped (8 MiB) and each ARM answer too (32 MiB), but the caps bound one
+ * answer, not the answers being read at once: 64 AWS answers just under the cap, read together
+ * over one capped pool, took the process from ~100 MiB to ~890 MiB of RSS, and the pools allow
+ * hundreds of calls in flight — an endpoint (or a proxy) answering every call with a near-cap
+ * body could take the process, and the heartbeats of every entry, down. The handlers now share
+ * one process-wide budget of bytes being read (src/core/answer-budget.ts); an answer that would
+ * pass it fails as malformed (its source fails, nothing is deleted), the others are read whole.
+ * A small budget is given here so the test moves a few MiB, not hundreds.
+ */
+import http from 'node:http';
+import type {AddressInfo} from 'node:net';
+import {HttpRequest} from '@smithy/protocol-http';
+import {afterEach, describe, expect, it} from 'vitest';
+import {awsFailure} from '../../src/clouds/aws/errors.ts';
+import {AwsDispatcher, UndiciHttpHandler} from '../../src/clouds/aws/undici-handler.ts';
+import {AnswerBudget} from '../../src/core/answer-budget.ts';
+
+const MiB = 1024 * 1024;
+const FIRST = 3 * MiB;
+const REST = 1 * MiB;
+
+const closing: (() => Promise<void>)[] = [];
+afterEach(async () => {
+  for (const close of closing.splice(0)) await close();
+});
+
+/**
+ * A server that answers `calls` requests at once: each answer's first 3 MiB, and the last 1 MiB of
+ * every answer only once all first parts are out (read by the client, or their call dropped). So
+ * no answer can end before every first part was being read together.
+ */
+async function burstServer(calls: number): Promise<number> {
+  const pending: http.ServerResponse[] = [];
+  let out = 0;
+  const server = http.createServer((_req, res) => {
+    pending.push(res);
+    if (pending.length < calls) return;
+    for (const r of pending) {
+      let counted = false;
+      const done = (): void => {
+        if (counted) return;
+        counted = true;
+        if (++out < calls) return;
+        for (const each of pending) if (!each.destroyed) each.end(Buffer.alloc(REST, 0x20));
+      };
+      r.on('close', done);
+      r.writeHead(200, {'content-type': 'application/json', 'content-length': String(FIRST + REST)});
+      r.write(Buffer.alloc(FIRST, 0x20), done);
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  closing.push(() => new Promise<void>((resolve) => {
+    server.closeAllConnections();
+    server.close(() => resolve());
+  }));
+  return (server.address() as AddressInfo).port;
+}
+
+async function burst(calls: number, budget: AnswerBudget): Promise<{answered: number[]; failed: unknown[]}> {
+  const port = await burstServer(calls);
+  const handler = new UndiciHttpHandler(new AwsDispatcher({connectTimeoutMs: 5_000, answerTimeoutMs: 30_000, connections: calls}), {owned: true, budget});
+  closing.push(async () => handler.destroy());
+  const request = (): HttpRequest => new HttpRequest({protocol: 'http:', hostname: '127.0.0.1', port, method: 'GET', path: '/clusters', headers: {host: `127.0.0.1:${port}`}});
+  const settled = await Promise.allSettled(Array.from({length: calls}, () => handler.handle(request())));
+  const answered: number[] = [];
+  const failed: unknown[] = [];
+  for (const s of settled) {
+    if (s.status === 'fulfilled') answered.push((s.value.response.body as Uint8Array).byteLength);
+    else failed.push(s.reason);
+  }
+  return {answered, failed};
+}
+
+describe('the answers being read at once share one budget', () => {
+  it('answers that fit the budget together are all read whole', async () => {
+    const budget = new AnswerBudget(16 * MiB);
+    const {answered, failed} = await burst(3, budget);
+    expect(failed).toEqual([]);
+    expect(answered).toEqual([FIRST + REST, FIRST + REST, FIRST + REST]);
+    expect(budget.used).toBe(0);
+  });
+
+  it('answers that together pass it: those past it fail as malformed (the source fails, nothing deleted), the rest are read whole, and the budget is given back', async () => {
+    const budget = new AnswerBudget(16 * MiB);
+    const {answered, failed} = await burst(8, budget);
+    // 8 × 3 MiB of first parts cannot be read together within 16 MiB.
+    expect(failed.length).toBeGreaterThan(0);
+    for (const error of failed) expect(awsFailure(error, 'ListClusters')).toMatchObject({reason: 'invalid_response', code: 'InvalidResponse'});
+    for (const bytes of answered) expect(bytes).toBe(FIRST + REST);
+    expect(budget.used).toBe(0);
+  });
+});
