@@ -26,6 +26,7 @@ import {buildQueryString} from '@smithy/core/protocols';
 import {HttpResponse, type HttpHandler, type HttpRequest} from '@smithy/protocol-http';
 import type {HttpHandlerOptions} from '@smithy/types';
 import {Agent, type Dispatcher} from 'undici';
+import {type AnswerBudget, sharedAnswerBudget} from '../../core/answer-budget.ts';
 import {unwatchAbort, watchAbort} from './abort-watch.ts';
 import {invalidResponse} from './errors.ts';
 
@@ -76,10 +77,13 @@ export class UndiciHttpHandler implements HttpHandler {
   readonly #dispatcher: AwsDispatcher;
   /** Whether destroy() closes the dispatcher (not when it is shared). */
   readonly #owned: boolean;
+  /** The bytes of answers being read at once, shared with every other handler (src/core/answer-budget.ts). */
+  readonly #budget: AnswerBudget;
 
-  constructor(dispatcher: AwsDispatcher, options: {readonly owned?: boolean} = {}) {
+  constructor(dispatcher: AwsDispatcher, options: {readonly owned?: boolean; readonly budget?: AnswerBudget} = {}) {
     this.#dispatcher = dispatcher;
     this.#owned = options.owned ?? false;
+    this.#budget = options.budget ?? sharedAnswerBudget;
   }
 
   /** Sends `request`; resolves with its whole answer, rejects with a classified error. */
@@ -109,7 +113,7 @@ export class UndiciHttpHandler implements HttpHandler {
   #dispatch(dispatch: Dispatcher.DispatchOptions, abortSignal: HttpHandlerOptions['abortSignal'], requestTimeout: number | undefined): Promise<HttpResponse> {
     return new Promise((resolve, reject) => {
       const answerTimeoutMs = requestTimeout ?? this.#dispatcher.answerTimeoutMs;
-      const exchange = new Exchange(resolve, reject, abortSignal, {origin: dispatch.origin as string, connectTimeoutMs: this.#dispatcher.connectTimeoutMs, answerTimeoutMs});
+      const exchange = new Exchange(resolve, reject, abortSignal, {origin: dispatch.origin as string, connectTimeoutMs: this.#dispatcher.connectTimeoutMs, answerTimeoutMs}, this.#budget);
       try {
         this.#dispatcher.dispatch(dispatch, exchange);
       } catch (error) {
@@ -180,6 +184,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   #headers: Record<string, string> = {};
   #chunks: Buffer[] = [];
   #bytes = 0;
+  readonly #budget: AnswerBudget;
   readonly #onAbort = (): void => {
     const error = abortError(this.#signal);
     // Queued for a socket: undici aborts it when it gets one (onRequestStart); the caller is answered now.
@@ -187,7 +192,8 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.#settle(error);
   };
 
-  constructor(resolve: (value: HttpResponse) => void, reject: (error: Error) => void, signal: HttpHandlerOptions['abortSignal'], call: CallFacts) {
+  constructor(resolve: (value: HttpResponse) => void, reject: (error: Error) => void, signal: HttpHandlerOptions['abortSignal'], call: CallFacts, budget: AnswerBudget) {
+    this.#budget = budget;
     this.#resolve = resolve;
     this.#reject = reject;
     this.#signal = signal;
@@ -217,15 +223,20 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onResponseData(controller: Controller, chunk: Buffer): void {
     if (this.#settled) return;
-    this.#bytes += chunk.length;
-    if (this.#bytes > MAX_ANSWER_BYTES) {
+    let error: Error | undefined;
+    if (this.#bytes + chunk.length > MAX_ANSWER_BYTES) {
       // Malformed, not a transport fault: the SDK does not retry it and the source fails as invalid_response.
-      const error = invalidResponse(`the answer from ${this.#call.origin} is longer than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB, which no AWS answer read here is`);
-      this.#chunks = [];
+      error = invalidResponse(`the answer from ${this.#call.origin} is longer than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB, which no AWS answer read here is`);
+    } else if (!this.#budget.take(chunk.length)) {
+      // Answers being read hold the whole budget: this one is dropped, as one too long is, rather than the process's memory.
+      error = invalidResponse(`the answer from ${this.#call.origin} was dropped: answers being read at once already hold ${Math.round(this.#budget.limit / 1024 / 1024)} MiB`);
+    }
+    if (error) {
       this.#settle(error);
       controller.abort(error);
       return;
     }
+    this.#bytes += chunk.length;
     this.#chunks.push(chunk);
   }
 
@@ -244,6 +255,10 @@ class Exchange implements Dispatcher.DispatchHandler {
   #settle(error: Error | undefined, response?: HttpResponse): void {
     if (this.#settled) return;
     this.#settled = true;
+    // The answer is handed on whole or dropped: the bytes it took go back to the budget.
+    this.#budget.give(this.#bytes);
+    this.#bytes = 0;
+    this.#chunks = [];
     const signal = this.#signal;
     if (signal) {
       if (typeof (signal as AbortSignal).removeEventListener === 'function') unwatchAbort(signal as AbortSignal, this.#onAbort);
