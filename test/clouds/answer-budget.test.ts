@@ -10,10 +10,14 @@
  */
 import http from 'node:http';
 import type {AddressInfo} from 'node:net';
+import {createDefaultHttpClient, createPipelineRequest} from '@azure/core-rest-pipeline';
 import {HttpRequest} from '@smithy/protocol-http';
+import {Agent} from 'undici';
 import {afterEach, describe, expect, it} from 'vitest';
 import {awsFailure} from '../../src/clouds/aws/errors.ts';
 import {AwsDispatcher, UndiciHttpHandler} from '../../src/clouds/aws/undici-handler.ts';
+import {classifyAzureError} from '../../src/clouds/azure/errors.ts';
+import {UndiciArmHttpClient} from '../../src/clouds/azure/undici-client.ts';
 import {AnswerBudget} from '../../src/core/answer-budget.ts';
 
 const MiB = 1024 * 1024;
@@ -87,6 +91,40 @@ describe('the answers being read at once share one budget', () => {
     // 8 × 3 MiB of first parts cannot be read together within 16 MiB.
     expect(failed.length).toBeGreaterThan(0);
     for (const error of failed) expect(awsFailure(error, 'ListClusters')).toMatchObject({reason: 'invalid_response', code: 'InvalidResponse'});
+    for (const bytes of answered) expect(bytes).toBe(FIRST + REST);
+    expect(budget.used).toBe(0);
+  });
+});
+
+/** The same burst through the ARM clients' undici transport (src/clouds/azure/undici-client.ts). */
+async function armBurst(calls: number, budget: AnswerBudget): Promise<{answered: number[]; failed: unknown[]}> {
+  const port = await burstServer(calls);
+  const pool = new Agent({connections: calls, pipelining: 1});
+  closing.push(() => pool.destroy());
+  // The third argument is the budget; the SDK's client would only be asked for requests undici does not model.
+  const client = new UndiciArmHttpClient(() => pool, createDefaultHttpClient(), budget);
+  const request = () => createPipelineRequest({url: `http://127.0.0.1:${port}/subscriptions/s/providers/Microsoft.ContainerService/managedClusters`, allowInsecureConnection: true, timeout: 30_000});
+  const settled = await Promise.allSettled(Array.from({length: calls}, () => client.sendRequest(request())));
+  const answered: number[] = [];
+  const failed: unknown[] = [];
+  for (const s of settled) {
+    if (s.status === 'fulfilled') answered.push(Buffer.byteLength(s.value.bodyAsText ?? ''));
+    else failed.push(s.reason);
+  }
+  return {answered, failed};
+}
+
+describe('ARM answers read at once share the budget too', () => {
+  it('answers that fit are read whole; past it they fail as malformed and the budget is given back', async () => {
+    const fits = new AnswerBudget(16 * MiB);
+    const whole = await armBurst(3, fits);
+    expect(whole.failed).toEqual([]);
+    expect(whole.answered).toEqual([FIRST + REST, FIRST + REST, FIRST + REST]);
+
+    const budget = new AnswerBudget(16 * MiB);
+    const {answered, failed} = await armBurst(8, budget);
+    expect(failed.length).toBeGreaterThan(0);
+    for (const error of failed) expect(classifyAzureError(error)).toBe('invalid_response');
     for (const bytes of answered) expect(bytes).toBe(FIRST + REST);
     expect(budget.used).toBe(0);
   });
