@@ -21,6 +21,7 @@ import type http from 'node:http';
 import type {Dispatcher} from 'undici';
 import {createHttpHeaders, createPipelineRequest, type HttpHeaders, type PipelinePolicy, type PipelineRequest, type PipelineResponse} from '@azure/core-rest-pipeline';
 import type {AccessToken, TokenCredential} from '@azure/core-auth';
+import {type AnswerBudget, sharedAnswerBudget} from '../../core/answer-budget.ts';
 import {leanDispatcher} from './http-client.ts';
 import type {AzurePolicyConfig} from './pipeline.ts';
 
@@ -55,6 +56,8 @@ export interface LeanArmGetOptions {
   readonly timeoutMs: number;
   /** Wall clock for token expiry (tokens carry wall-clock times). */
   readonly now?: () => number;
+  /** The bytes of answers being read at once, shared with every other handler (default the process's: src/core/answer-budget.ts). */
+  readonly budget?: AnswerBudget;
 }
 
 /** What a request of the SDK showed about how the client's requests look (learnt once). */
@@ -206,7 +209,7 @@ export class LeanArmGet {
     headers['authorization'] = `Bearer ${token}`;
     const dispatch: Dispatcher.DispatchOptions = {origin: url.origin, path: `${url.pathname}${url.search}`, method: 'GET', headers};
     return new Promise((resolve, reject) => {
-      const exchange = new Exchange(request, url.pathname, this.#options.timeoutMs, resolve, reject);
+      const exchange = new Exchange(request, url.pathname, this.#options.timeoutMs, resolve, reject, this.#options.budget ?? sharedAnswerBudget);
       try {
         this.#dispatcherFor(template.tls).dispatch(dispatch, exchange);
       } catch (error) {
@@ -236,11 +239,13 @@ class Exchange implements Dispatcher.DispatchHandler {
   #encoded = false;
   #chunks: Buffer[] = [];
   #bytes = 0;
+  readonly #budget: AnswerBudget;
   readonly #onAbort = (): void => {
     this.#fail(Object.assign(new Error('The operation was aborted.'), {name: 'AbortError'}));
   };
 
-  constructor(request: PipelineRequest, path: string, timeoutMs: number, resolve: (outcome: {response: PipelineResponse; declined: boolean}) => void, reject: (error: Error) => void) {
+  constructor(request: PipelineRequest, path: string, timeoutMs: number, resolve: (outcome: {response: PipelineResponse; declined: boolean}) => void, reject: (error: Error) => void, budget: AnswerBudget) {
+    this.#budget = budget;
     this.#request = request;
     this.#path = path;
     this.#resolve = resolve;
@@ -266,14 +271,14 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onResponseData(controller: Controller, chunk: Buffer): void {
     if (this.#settled) return;
-    this.#bytes += chunk.length;
-    if (this.#bytes > MAX_LEAN_ANSWER_BYTES) {
+    // Longer than this path reads, or past the budget of answers being read at once (src/core/answer-budget.ts).
+    if (this.#bytes + chunk.length > MAX_LEAN_ANSWER_BYTES || !this.#budget.take(chunk.length)) {
       // Not read here: the pipeline is asked for it, as for any answer this path does not take.
-      this.#chunks = [];
       this.#finish({response: answer(this.#request, this.#status, this.#headers, Buffer.alloc(0)), declined: true});
-      controller.abort(Object.assign(new Error(`the answer to ${this.#path} is longer than ${MAX_LEAN_ANSWER_BYTES} bytes`), {name: 'LeanTransportError'}));
+      controller.abort(Object.assign(new Error(`the answer to ${this.#path} is not read on the short path (longer than ${MAX_LEAN_ANSWER_BYTES} bytes, or past the budget of answers being read)`), {name: 'LeanTransportError'}));
       return;
     }
+    this.#bytes += chunk.length;
     this.#chunks.push(chunk);
   }
 
@@ -315,6 +320,10 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   #settle(): void {
     this.#settled = true;
+    // The answer is handed on whole or dropped: the bytes it took go back to the budget.
+    this.#budget.give(this.#bytes);
+    this.#bytes = 0;
+    this.#chunks = [];
     clearTimeout(this.#timer);
     this.#request.abortSignal?.removeEventListener('abort', this.#onAbort);
   }

@@ -27,6 +27,7 @@ import {promisify} from 'node:util';
 import zlib from 'node:zlib';
 import {createHttpHeaders, RestError, type HttpClient, type PipelineRequest, type PipelineResponse} from '@azure/core-rest-pipeline';
 import type {Dispatcher} from 'undici';
+import {type AnswerBudget, sharedAnswerBudget} from '../../core/answer-budget.ts';
 
 /** The largest answer read (32 MiB): no ARM answer discovery asks for comes near it. */
 export const MAX_ARM_ANSWER_BYTES = 32 * 1024 * 1024;
@@ -38,10 +39,13 @@ const inflate = promisify(zlib.inflate);
 export class UndiciArmHttpClient implements HttpClient {
   readonly #dispatcherFor: (tls: object | undefined) => Dispatcher;
   readonly #fallback: HttpClient;
+  /** The bytes of answers being read at once, shared with every other handler (src/core/answer-budget.ts). */
+  readonly #budget: AnswerBudget;
 
-  constructor(dispatcherFor: (tls: object | undefined) => Dispatcher, fallback: HttpClient) {
+  constructor(dispatcherFor: (tls: object | undefined) => Dispatcher, fallback: HttpClient, budget: AnswerBudget = sharedAnswerBudget) {
     this.#dispatcherFor = dispatcherFor;
     this.#fallback = fallback;
+    this.#budget = budget;
   }
 
   sendRequest(request: PipelineRequest): Promise<PipelineResponse> {
@@ -74,7 +78,7 @@ export class UndiciArmHttpClient implements HttpClient {
       ...(body === undefined || body === null ? {} : {body: body as string | Uint8Array}),
     };
     return new Promise<Answer | undefined>((resolve, reject) => {
-      const exchange = new Exchange(request, url.pathname, resolve, reject);
+      const exchange = new Exchange(request, url.pathname, resolve, reject, this.#budget);
       try {
         this.#dispatcherFor(request.tlsSettings).dispatch(dispatch, exchange);
       } catch (error) {
@@ -132,11 +136,13 @@ class Exchange implements Dispatcher.DispatchHandler {
   #headers: Answer['headers'] = {};
   #chunks: Buffer[] = [];
   #bytes = 0;
+  readonly #budget: AnswerBudget;
   readonly #onAbort = (): void => {
     this.#fail(abortError('The operation was aborted. Rejecting from abort signal callback while making request.'));
   };
 
-  constructor(request: PipelineRequest, path: string, resolve: (answer: Answer | undefined) => void, reject: (error: Error) => void) {
+  constructor(request: PipelineRequest, path: string, resolve: (answer: Answer | undefined) => void, reject: (error: Error) => void, budget: AnswerBudget) {
+    this.#budget = budget;
     this.#request = request;
     this.#path = path;
     this.#resolve = resolve;
@@ -163,13 +169,19 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   onResponseData(controller: Controller, chunk: Buffer): void {
     if (this.#settled) return;
-    this.#bytes += chunk.length;
-    if (this.#bytes > MAX_ARM_ANSWER_BYTES) {
-      const error = new RestError(`Error reading response as text: the answer to ${this.#path} is longer than ${MAX_ARM_ANSWER_BYTES / 1024 / 1024} MiB, which no ARM answer read here is`, {code: RestError.PARSE_ERROR});
+    let error: RestError | undefined;
+    if (this.#bytes + chunk.length > MAX_ARM_ANSWER_BYTES) {
+      error = new RestError(`Error reading response as text: the answer to ${this.#path} is longer than ${MAX_ARM_ANSWER_BYTES / 1024 / 1024} MiB, which no ARM answer read here is`, {code: RestError.PARSE_ERROR});
+    } else if (!this.#budget.take(chunk.length)) {
+      // Answers being read hold the whole budget: this one is dropped, as one too long is, rather than the process's memory.
+      error = new RestError(`Error reading response as text: the answer to ${this.#path} was dropped: answers being read at once already hold ${Math.round(this.#budget.limit / 1024 / 1024)} MiB`, {code: RestError.PARSE_ERROR});
+    }
+    if (error) {
       this.#fail(error);
       controller.abort(error);
       return;
     }
+    this.#bytes += chunk.length;
     this.#chunks.push(chunk);
   }
 
@@ -207,6 +219,9 @@ class Exchange implements Dispatcher.DispatchHandler {
 
   #settle(): void {
     this.#settled = true;
+    // The answer is handed on whole or dropped: the bytes it took go back to the budget.
+    this.#budget.give(this.#bytes);
+    this.#bytes = 0;
     this.#chunks = [];
     clearTimeout(this.#timer);
     this.#request.abortSignal?.removeEventListener('abort', this.#onAbort);
