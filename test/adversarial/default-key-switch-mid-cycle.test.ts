@@ -16,6 +16,8 @@ const A = '111111111111';
 const B = '222222222222';
 const KEY_A = {accessKeyId: 'AKIASWITCHACCOUNTA01', secretAccessKey: 'switch-secret-account-a'};
 const KEY_B = {accessKeyId: 'AKIASWITCHACCOUNTB01', secretAccessKey: 'switch-secret-account-b'};
+/** A refreshed session of account A's own role: a new temporary key of the same account. */
+const KEY_A2 = {accessKeyId: 'AKIASWITCHACCOUNTA02', secretAccessKey: 'switch-secret-account-a2'};
 const REGION = 'us-east-1';
 
 let fake: FakeAws;
@@ -23,7 +25,7 @@ const clients: EKSClient[] = [];
 
 beforeAll(async () => {
   const world = new FakeAwsWorld();
-  world.addAccount(A, {accessKeys: [KEY_A]});
+  world.addAccount(A, {accessKeys: [KEY_A, KEY_A2]});
   world.addAccount(B, {accessKeys: [KEY_B]});
   world.addCluster(A, REGION, {name: 'alpha', tags: {env: 'prod'}});
   world.addCluster(B, REGION, {name: 'bravo', tags: {env: 'prod'}});
@@ -34,6 +36,23 @@ afterAll(async () => {
   for (const client of clients) client.destroy();
   await fake.close();
 });
+
+function sourcesOf(current: () => {accessKeyId: string; secretAccessKey: string}, lookups: string[]): AwsSources {
+  const accounts: Record<string, string> = {[KEY_A.accessKeyId]: A, [KEY_A2.accessKeyId]: A, [KEY_B.accessKeyId]: B};
+  return new AwsSources({
+    callerAccount: async (credentials) => {
+      const {accessKeyId} = await credentials();
+      lookups.push(accessKeyId);
+      return accounts[accessKeyId] ?? '000000000000';
+    },
+    credentialProvider: () => async () => current(),
+    makeEksClient: (region, credentials) => {
+      const client = new EKSClient({region, endpoint: fake.url, credentials, maxAttempts: 1});
+      clients.push(client);
+      return client;
+    },
+  });
+}
 
 describe('default credentials that change to another account between planning and listing', () => {
   it("fail the source of the account planned, instead of listing the other account's clusters as its own", async () => {
@@ -73,5 +92,20 @@ describe('default credentials that change to another account between planning an
     expect(third.fetchers.map((f) => f.source.id)).toEqual([`eks:${REGION}:${B}`]);
     const own = await (third.fetchers[0] as (typeof third.fetchers)[number]).fetch(new AbortController().signal);
     expect(own).toMatchObject({ok: true, clusters: [expect.objectContaining({name: 'bravo', account: B})]});
+  });
+
+  it("a refreshed session of the planned account's own role (a new temporary key) keeps listing: its account is looked up once, and it is the same", async () => {
+    const session = (k: typeof KEY_A) => ({...k, sessionToken: `session-token-of-${k.accessKeyId}`, expiration: new Date(Date.now() + 60_000)});
+    let key = session(KEY_A);
+    const lookups: string[] = [];
+    const sources = sourcesOf(() => key, lookups);
+    const matchers = [{types: ['eks' as const], regions: [REGION]}];
+    const planned = await sources.plan(matchers);
+    key = session(KEY_A2);
+    const result = await (planned.fetchers[0] as (typeof planned.fetchers)[number]).fetch(new AbortController().signal);
+    expect(result).toMatchObject({ok: true, clusters: [expect.objectContaining({name: 'alpha', account: A})]});
+    // The next plan knows the new key already.
+    expect((await sources.plan(matchers)).fetchers.map((f) => f.source.id)).toEqual([`eks:${REGION}:${A}`]);
+    expect(lookups).toEqual([KEY_A.accessKeyId, KEY_A2.accessKeyId]);
   });
 });
