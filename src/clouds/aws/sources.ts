@@ -81,6 +81,8 @@ export class AwsSources {
   readonly #queues = new Map<string, CallLimiter>();
   /** The default credentials' account, with the access key it was looked up with. */
   #defaultAccount: {readonly accessKeyId: string; readonly account: string} | undefined;
+  /** Accounts of default keys met while listing (see #signingProvider), by access key. */
+  readonly #keyAccounts = new Map<string, Promise<string>>();
   #organizations: OrganizationPlanner | undefined;
   readonly #taggingClients = new Map<string, TaggingApi>();
   /** Per source id: what it described, kept across cycles. */
@@ -333,11 +335,32 @@ export class AwsSources {
     return async () => {
       const credentials = await provider();
       const planned = this.#defaultAccount;
-      if (planned !== undefined && credentials.accessKeyId !== planned.accessKeyId) {
-        throw Object.assign(new Error(`the default AWS credentials changed to another access key after account ${planned.account} was looked up; its sources fail this cycle and the next one looks the account up again`), {name: 'CredentialsChanged'});
+      if (planned === undefined || credentials.accessKeyId === planned.accessKeyId) return credentials;
+      // A new key: a refreshed session of the same role (temporary keys change at every refresh),
+      // or another account's. Its account is looked up once (the SDK asks again only at refresh).
+      const account = await this.#accountOfKey(credentials, region);
+      if (account !== planned.account) {
+        throw Object.assign(new Error(`the default AWS credentials changed to another account's after account ${planned.account} was looked up; its sources fail this cycle and the next one looks the account up again`), {
+          name: 'CredentialsChanged',
+        });
       }
+      if (this.#defaultAccount === planned) this.#defaultAccount = {accessKeyId: credentials.accessKeyId, account};
       return credentials;
     };
+  }
+
+  /** The account of a new default key, one lookup per key however many calls ask at once (a few keys kept). */
+  #accountOfKey(credentials: Awaited<ReturnType<AwsCredentialProvider>>, region: string): Promise<string> {
+    let account = this.#keyAccounts.get(credentials.accessKeyId);
+    if (account === undefined) {
+      const lookup = this.#options.callerAccount ?? ((c, r) => this.#callerAccount(c, r));
+      account = lookup(async () => credentials, region);
+      if (this.#keyAccounts.size >= 16) this.#keyAccounts.clear();
+      this.#keyAccounts.set(credentials.accessKeyId, account);
+      // A failed lookup is not kept: the next call asks again.
+      account.catch(() => this.#keyAccounts.delete(credentials.accessKeyId));
+    }
+    return account;
   }
 
   #shape(client: ShapeableClient, region: string, role: {roleArn?: string}): void {
