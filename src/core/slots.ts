@@ -19,6 +19,8 @@ export class Slots {
   #running = 0;
   #waiting: Waiter[] = [];
   #head = 0;
+  /** Waiting tasks at the head of the queue that were queued `first`. */
+  #firsts = 0;
 
   constructor(concurrency: number) {
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError(`Expected \`concurrency\` to be an integer >= 1, got ${concurrency}`);
@@ -38,8 +40,9 @@ export class Slots {
   /**
    * Runs `task` once a slot is free; rejects with `signal.reason` instead when `signal` was aborted
    * by the time its turn comes. A running task is told of an abort by its own signal, not by this.
+   * With `first`, it goes ahead of the tasks already waiting (after those queued `first` before it).
    */
-  run<T>(task: () => Promise<T>, signal: AbortSignal): Promise<T> {
+  run<T>(task: () => Promise<T>, signal: AbortSignal, options: {readonly first?: boolean} = {}): Promise<T> {
     if (signal.aborted) return Promise.reject(signal.reason);
     return new Promise<T>((resolve, reject) => {
       const start = (): void => {
@@ -65,7 +68,10 @@ export class Slots {
       // No listener while it waits: an abort is seen when its turn comes (the running tasks, aborted
       // by the same cause, free their slots at once), and the cycle never waits on a queued source
       // (cycle.ts races every source against the cycle's abort).
-      else this.#waiting.push({start, signal, fail: reject});
+      else if (options.first === true) {
+        this.#waiting.splice(this.#head + this.#firsts, 0, {start, signal, fail: reject});
+        this.#firsts++;
+      } else this.#waiting.push({start, signal, fail: reject});
     });
   }
 
@@ -74,6 +80,7 @@ export class Slots {
     while (this.#running < this.#concurrency && this.#head < this.#waiting.length) {
       const next = this.#waiting[this.#head] as Waiter;
       this.#head++;
+      if (this.#firsts > 0) this.#firsts--;
       if (next.signal.aborted) next.fail(next.signal.reason);
       else next.start();
     }

@@ -68,6 +68,25 @@ describe('Slots', () => {
     await expect(slots.run(async () => 'x', dropped.signal)).rejects.toThrow('the plan no longer lists this source');
   });
 
+  it('starts a task queued `first` ahead of those already waiting, in the order such tasks came', async () => {
+    const slots = new Slots(1);
+    const running = deferred<void>();
+    const started: string[] = [];
+    const task = (name: string) => async (): Promise<void> => {
+      started.push(name);
+    };
+    const all = [
+      slots.run(() => running.promise, live()),
+      slots.run(task('early 1'), live()),
+      slots.run(task('early 2'), live()),
+      slots.run(task('joined 1'), live(), {first: true}),
+      slots.run(task('joined 2'), live(), {first: true}),
+    ];
+    running.resolve();
+    await Promise.all(all);
+    expect(started).toEqual(['joined 1', 'joined 2', 'early 1', 'early 2']);
+  });
+
   it('frees the slot of a task that throws instead of returning a promise', async () => {
     const slots = new Slots(1);
     await expect(

@@ -69,6 +69,11 @@ export class EarlyListings {
     }
   }
 
+  /** Whether a listing was started under `key` and not yet taken or dropped. */
+  started(key: string): boolean {
+    return this.#started.has(key);
+  }
+
   /**
    * The fetcher the plan hands on for `fetcher`'s source: the listing started under `key` when
    * there is one, else `fetcher` itself, run within the same bound as the early listings.
@@ -103,7 +108,9 @@ export class EarlyListings {
     return {
       source: fetcher.source,
       fetch: (signal) =>
-        queue.run(() => fetcher.fetch(signal), signal).catch((error: unknown): SourceResult => ({source: fetcher.source, ok: false, clusters: [], malformed: [], error: azureFailure(error, 'ManagedClusters.List')})),
+        // Ahead of the early listings still waiting: a source the last plan did not have (a subscription
+        // that joined) needs its kubeconfigs too, a second round trip after its listing, and the cycle waits on it.
+        queue.run(() => fetcher.fetch(signal), signal, {first: true}).catch((error: unknown): SourceResult => ({source: fetcher.source, ok: false, clusters: [], malformed: [], error: azureFailure(error, 'ManagedClusters.List')})),
     };
   }
 }
