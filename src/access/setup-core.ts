@@ -141,10 +141,13 @@ export function createSetupCore<N>(options: SetupCoreOptions): SetupCore<N> {
       return runRegistry.run(view ?? options.backend, async () => {
         try {
           const {wanted, setUp, cleanUp} = await cycle();
-          // Stale entries stay registered (their source failed): never clean up after them.
-          const registered = new Set(report.items.filter((i) => i.action !== 'delete' && i.action !== 'skip').map((i) => i.name));
           const records = (await registry.list(recordPrefix)).map((item) => item.key.slice(recordPrefix.length));
-          for (const name of [...cache.keys()]) if (!registered.has(name)) cache.delete(name);
+          // Stale entries stay registered (their source failed): never clean up after them. Built only
+          // when there is something to check against it: with no set-up records and nothing cached (no
+          // matcher sets access up) a set of every plan item's name was built per step per cycle for nothing.
+          let registered: Set<string> | undefined;
+          const isRegistered = (name: string): boolean => (registered ??= new Set(report.items.filter((i) => i.action !== 'delete' && i.action !== 'skip').map((i) => i.name))).has(name);
+          for (const name of [...cache.keys()]) if (!isRegistered(name)) cache.delete(name);
           await runSetupRound({
             concurrency: options.concurrency,
             signal,
@@ -157,7 +160,7 @@ export function createSetupCore<N>(options: SetupCoreOptions): SetupCore<N> {
               logger.warn({event: 'access_setup', kube_server: w.server, err: error}, `${label} for cluster ${w.cluster} failed; it stays registered and is retried next cycle`);
             },
             // Records of names no longer registered: deregistered this cycle, or earlier by a run that could not finish.
-            deregistered: records.filter((name) => !registered.has(name)),
+            deregistered: records.filter((name) => !isRegistered(name)),
             cleanUp,
             onCleanUpError: (name, error) => {
               count('cleanup_failed');

@@ -198,8 +198,9 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
  */
 function stageCycle(current: readonly KubeServer[], results: readonly SourceResult[], options: CycleOptions): {staged: StagedPlan; notes: readonly string[]} {
   const {clouds} = options.evaluateContext;
-  // Read only on a name collision: computed then, not one identity string per entry every cycle.
-  const byName = new Map(current.map((s) => [s.metadata.name, s]));
+  // Read only on a name collision or a rename: the map is built then, not every cycle for every entry.
+  let byNameMap: Map<string, KubeServer> | undefined;
+  const byName = {get: (name: string): KubeServer | undefined => (byNameMap ??= new Map(current.map((s) => [s.metadata.name, s]))).get(name)};
   const registered = {get: (name: string): string | undefined => {
     const entry = byName.get(name);
     return entry && registeredIdentity(entry, clouds);

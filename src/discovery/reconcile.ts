@@ -172,8 +172,13 @@ function registeredToAnother(entry: KubeServer, candidate: Candidate, clouds: Cl
     registered.name === cluster.name &&
     registered.account === cluster.account &&
     (registered.region ?? '') === cluster.region &&
-    registered.resourceGroup.toLowerCase() === (cluster.resourceGroup ?? '').toLowerCase()
+    sameCaseless(registered.resourceGroup, cluster.resourceGroup ?? '')
   );
+}
+
+/** Resource groups compare without case (ARM's names are case-insensitive); most are spelled alike, so no lower-cased copies then. */
+function sameCaseless(a: string, b: string): boolean {
+  return a === b || a.toLowerCase() === b.toLowerCase();
 }
 
 /**

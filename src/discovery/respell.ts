@@ -15,7 +15,7 @@ import type {StagedPlan} from './reconcile.ts';
  * only by case (the old and new names equal without regard to case, the registered group spelled
  * otherwise than the listed one); undefined when the plan has no such rename (nearly every cycle).
  */
-export function respellResourceGroups(staged: StagedPlan, results: readonly SourceResult[], byName: ReadonlyMap<string, KubeServer>, clouds: Clouds): SourceResult[] | undefined {
+export function respellResourceGroups(staged: StagedPlan, results: readonly SourceResult[], byName: Pick<ReadonlyMap<string, KubeServer>, 'get'>, clouds: Clouds): SourceResult[] | undefined {
   let spellings: Map<string, string> | undefined;
   for (const item of staged.decided) {
     if (item.action !== 'delete' || item.renamedTo === undefined || item.renamedTo.toLowerCase() !== item.name.toLowerCase()) continue;

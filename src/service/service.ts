@@ -132,7 +132,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   inventory.subscribe(() => {
     inventoryRecount ??= setTimeout(() => {
       inventoryRecount = undefined;
-      metrics.observeInventory(inventory.list());
+      // The entries as stored: the count needs no sorted list of copies with their lease's expiry.
+      metrics.observeInventory(Array.from(inventory.storedEntries(), ([, server]) => server));
     }, 200).unref();
   });
 

@@ -138,6 +138,21 @@ describe('early listings of a management groups matcher', () => {
     expect(results.filter((r) => !r.notAListing).map((r) => r.source.id)).toEqual([`aks:${S1}`, `aks:${S3}`]);
   });
 
+  it('plans a subscription that joined ahead of the early listings: its listing and kubeconfigs are what the cycle waits on last', async () => {
+    const {plan} = await plannedOnce();
+    world.managementGroups.placeSubscription(S3, 'mg-a');
+    const planned = await plan(cycleContext());
+
+    // The cycle starts its sources in this order; S1 and S2 were listed early already.
+    expect(planned.fetchers.map((f) => f.source.id)).toEqual([`aks:${S3}`, `aks:${S1}`, `aks:${S2}`]);
+    const results = await runPlan(planned);
+    expect(results.map((r) => [r.source.id, r.ok, r.clusters.length])).toEqual([
+      [`aks:${S1}`, true, 1],
+      [`aks:${S2}`, true, 1],
+      [`aks:${S3}`, true, 1],
+    ]);
+  });
+
   it('a failed walk drops every early listing: only the catch-all source, failed, comes back', async () => {
     const {plan} = await plannedOnce();
     arm.setFault((ctx) => (ctx.operation === 'managementGroups.descendants' ? {status: 500, code: 'InternalServerError', message: 'injected'} : undefined));

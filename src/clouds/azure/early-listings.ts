@@ -7,9 +7,9 @@
  * the others, whose answers reach no cycle. A listing only ever counts once the walk and the
  * list have finished well: what may be deleted is still decided by them (walk-grace.ts).
  */
-import PQueue from 'p-queue';
 import type {SourceResult} from '../../core/types.ts';
 import type {ClusterFetcher} from '../fetcher.ts';
+import {Slots} from '../../core/slots.ts';
 import {azureFailure} from './errors.ts';
 
 interface Started {
@@ -19,7 +19,7 @@ interface Started {
 
 /** The listings one plan started early, and the bound they share with the sources it plans late. */
 export class EarlyListings {
-  readonly #queue: PQueue;
+  readonly #queue: Slots;
   readonly #signal: AbortSignal;
   readonly #started = new Map<string, Started>();
   /** Every listing started and not yet settled, handed on or not: the cycle's abort (deadline, shutdown) stops them all. */
@@ -39,8 +39,7 @@ export class EarlyListings {
 
   /** `concurrency` is the cycle's bound on sources in flight; `signal` the cycle's (deadline, shutdown). */
   constructor(concurrency: number, signal: AbortSignal) {
-    if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError(`Expected \`concurrency\` to be an integer >= 1, got ${concurrency}`);
-    this.#queue = new PQueue({concurrency});
+    this.#queue = new Slots(concurrency);
     this.#signal = signal;
   }
 
@@ -54,7 +53,7 @@ export class EarlyListings {
       this.#listening = true;
     }
     const result = this.#queue
-      .add(() => fetcher.fetch(controller.signal), {signal: controller.signal})
+      .run(() => fetcher.fetch(controller.signal), controller.signal)
       // Settles to a result: a dropped listing leaves no rejection behind.
       .catch((error: unknown): SourceResult => ({source: fetcher.source, ok: false, clusters: [], malformed: [], error: azureFailure(error, 'ManagedClusters.List')}));
     void result.then(() => this.#settled(controller));
@@ -68,6 +67,11 @@ export class EarlyListings {
       this.#signal.removeEventListener('abort', this.#onAbort);
       this.#listening = false;
     }
+  }
+
+  /** Whether a listing was started under `key` and not yet taken or dropped. */
+  started(key: string): boolean {
+    return this.#started.has(key);
   }
 
   /**
@@ -104,7 +108,9 @@ export class EarlyListings {
     return {
       source: fetcher.source,
       fetch: (signal) =>
-        queue.add(() => fetcher.fetch(signal), {signal}).catch((error: unknown): SourceResult => ({source: fetcher.source, ok: false, clusters: [], malformed: [], error: azureFailure(error, 'ManagedClusters.List')})),
+        // Ahead of the early listings still waiting: a source the last plan did not have (a subscription
+        // that joined) needs its kubeconfigs too, a second round trip after its listing, and the cycle waits on it.
+        queue.run(() => fetcher.fetch(signal), signal, {first: true}).catch((error: unknown): SourceResult => ({source: fetcher.source, ok: false, clusters: [], malformed: [], error: azureFailure(error, 'ManagedClusters.List')})),
     };
   }
 }

@@ -167,12 +167,17 @@ export class AzureSources {
    * covering every subscription. `context` lets a management group walk read the registry (walk-grace.ts).
    */
   async plan(matchers: readonly AzureSourceMatcher[], context?: PlanContext): Promise<PlannedSources> {
-    const fetchers: ClusterFetcher[] = [];
+    let fetchers: ClusterFetcher[] = [];
+    const late: ClusterFetcher[] = [];
     const failed: SourceResult[] = [];
     const bySubscription = new Map<string, ContainerServiceClient>();
     // While the walk and the subscriptions list run, the subscriptions of the last good plan are listed already (early-listings.ts).
     const early = context?.signal && context.sourceConcurrency ? new EarlyListings(context.sourceConcurrency, context.signal) : undefined;
-    if (early) this.#startEarly(early, matchers);
+    // The walks and subscriptions lists go out first, the early listings one turn of the event loop
+    // later: started together, a hundred listings' requests were written ahead of the walk's first
+    // page and their answers read before its own (W5: that page took 55–90 ms for a 20 ms round trip).
+    // A plan that is done before that turn (no list to read) starts none.
+    const startEarly = early ? setImmediate(() => this.#startEarly(early, matchers)) : undefined;
     let planned;
     try {
       planned = await Promise.all(
@@ -181,6 +186,8 @@ export class AzureSources {
     } catch (error) {
       early?.dropRest();
       throw error;
+    } finally {
+      clearImmediate(startEarly);
     }
     for (const {matcher, matcherIndex, scope} of planned) {
       if ('error' in scope) {
@@ -207,11 +214,16 @@ export class AzureSources {
         bySubscription.set(target.subscriptionId, this.#clusterClient(matcher, target.subscriptionId).client);
         for (const resourceGroup of resourceGroupsOf(matcher)) {
           const fetcher = this.#fetcher(matcher, matcherIndex, target, resourceGroup);
-          fetchers.push(early ? early.take(earlyKey(fetcher.source.id, target), fetcher) : fetcher);
+          const key = earlyKey(fetcher.source.id, target);
+          // Sources not listed early go first: the cycle starts its sources in this order, and theirs
+          // is the listing still to start (then, for a subscription that joined, its kubeconfigs).
+          if (early && !early.started(key)) late.push(early.take(key, fetcher));
+          else fetchers.push(early ? early.take(key, fetcher) : fetcher);
         }
       }
     }
     early?.dropRest();
+    if (late.length > 0) fetchers = [...late, ...fetchers];
     // Fetchers neither this plan nor its early listings asked for are no longer kept.
     for (const key of this.#fetchers.keys()) if (!this.#plannedFetchers.has(key)) this.#fetchers.delete(key);
     this.#plannedFetchers = new Set();
