@@ -332,10 +332,7 @@ export class AwsSources {
     if (!queue) {
       // A FIFO cap, not p-queue: a full cycle passes every DescribeCluster through it (p-queue's
       // events, promise and closures per task were ~2 % of W0's first cycle).
-      // No more at once than the region client's sockets: a call past them would wait in the
-      // dispatcher's queue already signed, and a first cycle's burst of a region's describes
-      // (100 each, every region at once) signed all of them before the first one went out.
-      queue = new CallLimiter(Math.min(this.#options.perRegionConcurrency ?? 10, CLIENT_SOCKETS));
+      queue = new CallLimiter(this.#options.perRegionConcurrency ?? 10);
       this.#queues.set(region, queue);
     }
     return queue;
