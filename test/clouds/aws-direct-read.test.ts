@@ -177,6 +177,34 @@ describe('the direct way of the short reads', () => {
     expect(client.ways).toEqual({sdk: 1, middlewares: 0, direct: NAMES.length - 1});
   });
 
+  it("after the client's ListClusters, a describe burst goes the direct way from its first call: signed as the account, counted as DescribeCluster, the SDK's clusters", async () => {
+    const attempts: Attempt[] = [];
+    const sdk = leanSdkClient(new EKSClient({region: REGION, endpoint: proxy.url, credentials: KEY, sha256: NodeSha256, maxAttempts: 2, requestHandler: awsRequestHandler(1_000)}));
+    instrumentAwsClient(sdk, {cloudApiCall: (call) => attempts.push({operation: call.operation, code: call.code})});
+    opened.push(sdk);
+    const client = leanReads(sdk, [listClustersOperation(ListClustersCommand), describeClusterOperation(DescribeClusterCommand, {after: ListClustersCommand})]);
+    const names = await listClusterNames(client, new AbortController().signal, 2);
+    const ways = {...client.ways};
+    const out = await Promise.all(names.map((name) => client.send(new DescribeClusterCommand({name}))));
+    // The same records a plain SDK client reads.
+    const plain = new EKSClient({region: REGION, endpoint: proxy.url, credentials: KEY, maxAttempts: 1});
+    opened.push(plain);
+    const expected = await Promise.all(names.map((name) => plain.send(new DescribeClusterCommand({name}))));
+    expect(out.map((o) => o.cluster)).toEqual(expected.map((o) => o.cluster));
+    expect(out.map((o) => o.cluster?.tags?.['team']).sort()).toEqual([...NAMES].sort());
+    expect(client.ways).toEqual({sdk: ways.sdk, middlewares: ways.middlewares, direct: ways.direct + NAMES.length});
+    expect(attempts.filter((a) => a.operation === 'DescribeCluster')).toEqual(NAMES.map(() => ({operation: 'DescribeCluster', code: 'OK'})));
+  });
+
+  it('without a ListClusters first, the first describe is still the SDK\'s (nothing to make its request from)', async () => {
+    const sdk = leanSdkClient(new EKSClient({region: REGION, endpoint: proxy.url, credentials: KEY, sha256: NodeSha256, maxAttempts: 2, requestHandler: awsRequestHandler(1_000)}));
+    opened.push(sdk);
+    const client = leanReads(sdk, [listClustersOperation(ListClustersCommand), describeClusterOperation(DescribeClusterCommand, {after: ListClustersCommand})]);
+    const out = await Promise.all(NAMES.map((name) => client.send(new DescribeClusterCommand({name}))));
+    expect(out.map((o) => o.cluster?.name)).toEqual(NAMES);
+    expect(client.ways).toEqual({sdk: 1, middlewares: 0, direct: NAMES.length - 1});
+  });
+
   it('a client with another finalizeRequest middleware keeps the middlewares (no direct way), and still lists', async () => {
     let seen = 0;
     const {client} = eksClient(proxy.url, (sdk) =>

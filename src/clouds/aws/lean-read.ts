@@ -53,6 +53,13 @@ export interface LeanOperation {
   request(input: Readonly<Record<string, unknown>>, captured: {readonly path: string}): {path?: string; query?: Record<string, string>; body?: string} | undefined;
   /** The output from a parsed 2xx body of the documented shape, or undefined to let the SDK read it. */
   read(body: unknown): object | undefined;
+  /**
+   * Another operation of the same client whose captured request this one's can be made from
+   * (same endpoint, headers, auth scheme and signer; only the path differs): with it, this
+   * operation's first call needs no SDK call of its own. `path` gives this operation's captured
+   * path from the other's, or undefined when it cannot.
+   */
+  readonly derive?: {readonly from: LeanOperation['command']; path(capturedPath: string): string | undefined};
 }
 
 interface StackLike {
@@ -108,6 +115,20 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
   const captured = new Map<string, Captured>();
   // Per operation, while its first SDK call is on its way to the capture: releases the calls waiting for it.
   const firstCalls = new Map<string, {readonly started: Promise<void>; readonly release: () => void}>();
+  /**
+   * The operations made from `from`'s capture (LeanOperation.derive): a full cycle's first
+   * DescribeCluster of a client goes the direct way after its ListClusters, instead of a cold
+   * SDK call per region that every other describe of the region waits for.
+   */
+  function derive(from: string, seen: Captured): void {
+    for (const op of operations) {
+      const name = op.command.name;
+      if (op.derive?.from.name !== from || captured.has(name)) continue;
+      const path = op.derive.path(seen.request.path);
+      if (path === undefined) continue;
+      captured.set(name, {request: {...seen.request, path}, auth: seen.auth, context: {...seen.context, commandName: name}});
+    }
+  }
   // Sees each SDK call after serialisation, endpoint, host and user-agent middlewares, before signing.
   stack.add(
     (next: Handler, context: Record<string, unknown>) => (args: {input: object; request: unknown}) => {
@@ -117,17 +138,21 @@ export function leanReads<C extends LeanReadableClient>(client: C, operations: r
         const headers: Record<string, string> = {};
         for (const [k, v] of Object.entries(r.headers)) if (!PER_REQUEST_HEADERS.has(k.toLowerCase())) headers[k] = v;
         const scheme = getSmithyContext(context as never)['selectedHttpAuthScheme'] as Captured['auth'] | undefined;
-        if (scheme) captured.set(name, {
-          request: {protocol: r.protocol, hostname: r.hostname, ...(r.port === undefined ? {} : {port: r.port}), method: r.method, path: r.path, headers},
-          auth: {httpAuthOption: scheme.httpAuthOption, signer: scheme.signer},
-          context: {
-            clientName: context['clientName'],
-            commandName: name,
-            endpointV2: context['endpointV2'],
-            ...(context['partition_id'] === undefined ? {} : {partition_id: context['partition_id']}),
-            ...(context['authSchemes'] === undefined ? {} : {authSchemes: context['authSchemes']}),
-          },
-        });
+        if (scheme) {
+          const seen: Captured = {
+            request: {protocol: r.protocol, hostname: r.hostname, ...(r.port === undefined ? {} : {port: r.port}), method: r.method, path: r.path, headers},
+            auth: {httpAuthOption: scheme.httpAuthOption, signer: scheme.signer},
+            context: {
+              clientName: context['clientName'],
+              commandName: name,
+              endpointV2: context['endpointV2'],
+              ...(context['partition_id'] === undefined ? {} : {partition_id: context['partition_id']}),
+              ...(context['authSchemes'] === undefined ? {} : {authSchemes: context['authSchemes']}),
+            },
+          };
+          captured.set(name, seen);
+          derive(name, seen);
+        }
       }
       if (typeof name === 'string') firstCalls.get(name)?.release();
       return next(args);
@@ -548,6 +573,9 @@ function readPlan(plan: Plan, value: unknown): unknown {
   }
 }
 
+/** Compiled DescribeCluster plans by command class (null: the SDK reads every answer). */
+const PLANS = new WeakMap<object, Plan | null>();
+
 /**
  * EKS `DescribeCluster` (REST-JSON, `GET /clusters/{name}`), one call per cluster a full cycle.
  * The SDK reads its large answer through its schema-driven deserialiser (~0.3 ms of CPU a call);
@@ -556,9 +584,11 @@ function readPlan(plan: Plan, value: unknown): unknown {
  * left out). A name that needs escaping in the path, a body that is not an object, or any value
  * of a kind the plan does not read exactly goes to the SDK.
  */
-export function describeClusterOperation(command: LeanOperation['command']): LeanOperation {
+export function describeClusterOperation(command: LeanOperation['command'], options: {readonly after?: LeanOperation['command']} = {}): LeanOperation {
+  // One plan per command class, shared by every client's operation: a first cycle built it once per region.
   let plan: Plan | null | undefined;
   const bodyPlan = (): Plan | null => {
+    plan ??= PLANS.get(command);
     if (plan === undefined) {
       try {
         const schema = (Reflect.construct(command, [{}]) as {schema?: unknown}).schema as [number, string, string, object, unknown, unknown];
@@ -573,11 +603,15 @@ export function describeClusterOperation(command: LeanOperation['command']): Lea
       } catch {
         plan = null;
       }
+      PLANS.set(command, plan);
     }
     return plan;
   };
+  const after = options.after;
   return {
     command,
+    // ListClusters of the same client: `GET <endpoint path>/clusters`, DescribeCluster `GET <endpoint path>/clusters/{name}`.
+    ...(after ? {derive: {from: after, path: (listing: string) => (listing.endsWith('/clusters') ? `${listing}/` : undefined)}} : {}),
     request(input, captured) {
       if (!onlyKeys(input, ['name'])) return undefined;
       const {name} = input;

@@ -390,7 +390,7 @@ export class OrganizationPlanner {
         );
         this.#options.onClient?.(eks);
         // One ListClusters per (account, region) each cycle, a DescribeCluster per cluster to describe: the short path (lean-read.ts).
-        client = leanReads(eks, [listClustersOperation(ListClustersCommand), describeClusterOperation(DescribeClusterCommand)]);
+        client = leanReads(eks, [listClustersOperation(ListClustersCommand), describeClusterOperation(DescribeClusterCommand, {after: ListClustersCommand})]);
       }
       this.#eksClients.set(region, client);
     }

@@ -267,7 +267,7 @@ export class AwsSources {
         // ListClusters and the DescribeCluster of every cluster a full cycle: the short path
         // (lean-read.ts), which keeps only absolute finalizeRequest middlewares, so not under a
         // rate shaper (anchored to the retry middleware).
-        client = this.#options.rateShaper ? eks : leanReads(eks, [listClustersOperation(ListClustersCommand), describeClusterOperation(DescribeClusterCommand)]);
+        client = this.#options.rateShaper ? eks : leanReads(eks, [listClustersOperation(ListClustersCommand), describeClusterOperation(DescribeClusterCommand, {after: ListClustersCommand})]);
       }
       this.#clients.set(key, client);
     }
