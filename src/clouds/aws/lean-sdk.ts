@@ -21,7 +21,7 @@
  */
 import {createHmac, createSecretKey, hash} from 'node:crypto';
 import {userAgentMiddleware} from '@aws-sdk/core/client';
-import {ALGORITHM_IDENTIFIER, ALWAYS_UNSIGNABLE_HEADERS, AMZ_DATE_HEADER, AUTH_HEADER, createScope, getCanonicalHeaders, getCanonicalQuery, getPayloadHash, hasHeader, prepareRequest, PROXY_HEADER_PATTERN, SEC_HEADER_PATTERN, SHA256_HEADER, SignatureV4, TOKEN_HEADER} from '@smithy/signature-v4';
+import {ALGORITHM_IDENTIFIER, ALWAYS_UNSIGNABLE_HEADERS, KEY_TYPE_IDENTIFIER, AMZ_DATE_HEADER, AUTH_HEADER, createScope, getCanonicalHeaders, getCanonicalQuery, getPayloadHash, hasHeader, prepareRequest, PROXY_HEADER_PATTERN, SEC_HEADER_PATTERN, SHA256_HEADER, SignatureV4, TOKEN_HEADER} from '@smithy/signature-v4';
 import type {HttpRequest as SignableRequest, RequestSigningArguments} from '@smithy/types';
 import {invalidResponse} from './errors.ts';
 import {NodeSha256} from './sha256.ts';
@@ -232,7 +232,7 @@ function leanSigner(signer: SignatureV4): SignatureV4 {
     // A fresh copy per call: the signature's HMAC may hold on to the key object it is given.
     if (hit !== undefined) return Buffer.from(hit, 'latin1');
     // A failed derivation is not remembered (it throws before the set).
-    const key = await derive(credentials, region, shortDate, service);
+    const key = target.sha256 === NodeSha256 ? deriveSigningKey(credentials.secretAccessKey, shortDate, region, service) : await derive(credentials, region, shortDate, service);
     // Keys of another day are dropped when a new day's first key is derived.
     for (const old of kept.keys.keys()) if (!old.startsWith(shortDate)) kept.keys.delete(old);
     let shared = scopeNames.get(name);
@@ -305,6 +305,21 @@ function leanSigner(signer: SignatureV4): SignatureV4 {
     return common ? signRequest(request as SignableRequest, o) : sign(toSign, options);
   };
   return signer;
+}
+
+/**
+ * SigV4's signing key (kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, day), region), service),
+ * "aws4_request")), what smithy's `getSigningKey` computes with the clients' SHA-256, in four
+ * node:crypto calls. smithy's way also builds a cache key (a fifth HMAC and a string holding the
+ * session token, ~1 KB) for a 50-entry cache that an organization's ~34,000 keys a day always miss,
+ * and each step through sha256.ts passes its bounded memo, which they overflow as well: a second
+ * cycle derives every tagging key (~17,000) and that garbage made its young collections twice as
+ * slow. Each key is a KeyObject first (createHmac on raw bytes runs failing key-type checks, sha256.ts).
+ */
+function deriveSigningKey(secret: string, shortDate: string, region: string, service: string): Uint8Array {
+  let key = createHmac('sha256', createSecretKey(Buffer.from(`AWS4${secret}`, 'utf8'))).update(shortDate, 'utf8').digest();
+  for (const step of [region, service, KEY_TYPE_IDENTIFIER]) key = createHmac('sha256', createSecretKey(key)).update(step, 'utf8').digest();
+  return key;
 }
 
 /** Distinct (day, region, service) names kept for sharing: a few days of every region and service. */
