@@ -222,11 +222,12 @@ interface SignerInternals {
 
 /**
  * The SDK's SigV4 signer with two costs of every request removed; what it signs and how is the
- * same (test/clouds/aws-lean-sdk.test.ts signs a table of requests with both and compares).
+ * same (test/clouds/aws-lean-signer.test.ts signs a table of requests with both and compares).
  *
  * - The key derivation (four HMACs, plus a fifth for the key of the SDK's own 50-entry cache,
- *   on every request) is looked up as described at `signingKeys` instead. The derivation itself
- *   is still the signer's own.
+ *   on every request) is looked up as described at `signingKeys` instead. With the clients' own
+ *   SHA-256 a missing key is derived by `deriveSigningKey` (the same four HMACs in node:crypto);
+ *   with any other hash, by the signer's own code.
  * - A header-signed request (every call the clients make) is canonicalised by smithy's own code
  *   (`prepareRequest`, `getCanonicalHeaders`, the signer's `createCanonicalRequest`), but the
  *   canonical request's hash and the signature are computed in one node:crypto call each, as hex:
