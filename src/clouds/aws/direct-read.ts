@@ -244,10 +244,7 @@ function race<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<
   if (!signal) return promise;
   return new Promise<T>((resolve, reject) => {
     const onAbort = (): void => reject(Object.assign(new Error('Request aborted'), {name: 'AbortError'}));
-    if (signal.aborted) {
-      onAbort();
-      return;
-    }
+    // Rejects at once when the signal has aborted already; `promise` is handled either way (never an unhandled rejection).
     watchAbort(signal, onAbort);
     promise.then(
       (value) => {
