@@ -78,6 +78,25 @@ describe('the lean SigV4 signer', () => {
     expect(((await plain.sign(request(), {signingDate})) as HttpRequest).headers).toEqual(((await smithy.sign(request(), {signingDate})) as HttpRequest).headers);
   });
 
+  it('derives its signing keys as smithy does, for every secret, day, region and service', async () => {
+    const secrets = ['wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY', 'x', 'sëcret ✓ with non-ASCII', 'a'.repeat(200)];
+    const request = REQUESTS[3]?.request as () => HttpRequest;
+    for (const secretAccessKey of secrets) {
+      const credentials = {accessKeyId: 'AKIADERIVE0000000001', secretAccessKey};
+      const lean = await (leanSdkClient(new EKSClient({region: 'eu-west-1', credentials, sha256: NodeSha256})).config as unknown as {signer: () => Promise<SignatureV4>}).signer();
+      const smithy = new SignatureV4({credentials, region: 'eu-west-1', service: 'eks', sha256: NodeSha256});
+      for (const [signingDate, signingRegion, signingService] of [
+        [new Date('2026-11-24T23:59:59Z'), 'eu-west-1', 'eks'],
+        [new Date('2026-11-25T00:00:00Z'), 'eu-west-1', 'eks'],
+        [new Date('2026-11-25T00:00:00Z'), 'ap-southeast-2', 'tagging'],
+        [new Date('2026-11-25T00:00:00Z'), 'cn-north-1', 'eks'],
+      ] as const) {
+        const options = {signingDate, signingRegion, signingService};
+        expect(((await lean.sign(request(), options)) as HttpRequest).headers).toEqual(((await smithy.sign(request(), options)) as HttpRequest).headers);
+      }
+    }
+  });
+
   it('signs with the region and service of the call when given, as smithy does', async () => {
     const lean = await leanSignerFor(SESSION);
     const smithy = new SignatureV4({credentials: SESSION, region: 'eu-west-1', service: 'eks', sha256: NodeSha256});

@@ -235,18 +235,26 @@ function asSdkError(error: unknown): Error {
 
 const isAbortError = (error: unknown): boolean => typeof error === 'object' && error !== null && (error as {name?: unknown}).name === 'AbortError';
 
-/** As the SDK's retry middleware races its waits with the call's abort signal. */
+/**
+ * As the SDK's retry middleware races its waits with the call's abort signal: settles as `promise`
+ * does, or rejects with an AbortError when the signal aborts first. One promise and one watch per
+ * wait (this runs on every call, for its retry token): no second promise, race or finally.
+ */
 function race<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (!signal) return promise;
-  let cleanup = (): void => undefined;
-  const aborted = new Promise<never>((_, reject) => {
-    const handler = (): void => reject(Object.assign(new Error('Request aborted'), {name: 'AbortError'}));
-    if (signal.aborted) {
-      handler();
-    } else {
-      watchAbort(signal, handler);
-      cleanup = () => unwatchAbort(signal, handler);
-    }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(Object.assign(new Error('Request aborted'), {name: 'AbortError'}));
+    // Rejects at once when the signal has aborted already; `promise` is handled either way (never an unhandled rejection).
+    watchAbort(signal, onAbort);
+    promise.then(
+      (value) => {
+        unwatchAbort(signal, onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        unwatchAbort(signal, onAbort);
+        reject(error as Error);
+      },
+    );
   });
-  return Promise.race([promise, aborted]).finally(cleanup);
 }

@@ -19,9 +19,9 @@
  *   and recursion detection (copies the Lambda trace id from the environment; the service is
  *   never a Lambda function) are taken off the stack.
  */
-import {createHmac, createSecretKey, hash} from 'node:crypto';
+import {createHmac, hash} from 'node:crypto';
 import {userAgentMiddleware} from '@aws-sdk/core/client';
-import {ALGORITHM_IDENTIFIER, ALWAYS_UNSIGNABLE_HEADERS, AMZ_DATE_HEADER, AUTH_HEADER, createScope, getCanonicalHeaders, getCanonicalQuery, getPayloadHash, hasHeader, prepareRequest, PROXY_HEADER_PATTERN, SEC_HEADER_PATTERN, SHA256_HEADER, SignatureV4, TOKEN_HEADER} from '@smithy/signature-v4';
+import {ALGORITHM_IDENTIFIER, ALWAYS_UNSIGNABLE_HEADERS, KEY_TYPE_IDENTIFIER, AMZ_DATE_HEADER, AUTH_HEADER, createScope, getCanonicalHeaders, getCanonicalQuery, getPayloadHash, hasHeader, prepareRequest, PROXY_HEADER_PATTERN, SEC_HEADER_PATTERN, SHA256_HEADER, SignatureV4, TOKEN_HEADER} from '@smithy/signature-v4';
 import type {HttpRequest as SignableRequest, RequestSigningArguments} from '@smithy/types';
 import {invalidResponse} from './errors.ts';
 import {NodeSha256} from './sha256.ts';
@@ -182,6 +182,25 @@ function canonicalPathOf(signer: SignerInternals, path: string): string {
   return canonical;
 }
 
+/**
+ * Hex SHA-256 of small string bodies remembered: every source's first GetResources page sends the
+ * same body. Bounded: cleared when full (later pages carry their own tokens and rarely repeat).
+ */
+const payloadHashes = new Map<string, string>();
+const PAYLOAD_HASHES = 64;
+const PAYLOAD_HASH_MAX_LENGTH = 256;
+
+function payloadHashOf(body: string | Uint8Array): string {
+  if (typeof body !== 'string' || body.length > PAYLOAD_HASH_MAX_LENGTH) return hash('sha256', body, 'hex');
+  let digest = payloadHashes.get(body);
+  if (digest === undefined) {
+    digest = hash('sha256', body, 'hex');
+    if (payloadHashes.size >= PAYLOAD_HASHES) payloadHashes.clear();
+    payloadHashes.set(body, digest);
+  }
+  return digest;
+}
+
 /** SHA-256 of an empty payload (smithy's constant for a request without a body). */
 const EMPTY_PAYLOAD_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 
@@ -203,11 +222,12 @@ interface SignerInternals {
 
 /**
  * The SDK's SigV4 signer with two costs of every request removed; what it signs and how is the
- * same (test/clouds/aws-lean-sdk.test.ts signs a table of requests with both and compares).
+ * same (test/clouds/aws-lean-signer.test.ts signs a table of requests with both and compares).
  *
  * - The key derivation (four HMACs, plus a fifth for the key of the SDK's own 50-entry cache,
- *   on every request) is looked up as described at `signingKeys` instead. The derivation itself
- *   is still the signer's own.
+ *   on every request) is looked up as described at `signingKeys` instead. With the clients' own
+ *   SHA-256 a missing key is derived by `deriveSigningKey` (the same four HMACs in node:crypto);
+ *   with any other hash, by the signer's own code.
  * - A header-signed request (every call the clients make) is canonicalised by smithy's own code
  *   (`prepareRequest`, `getCanonicalHeaders`, the signer's `createCanonicalRequest`), but the
  *   canonical request's hash and the signature are computed in one node:crypto call each, as hex:
@@ -219,29 +239,24 @@ interface SignerInternals {
 function leanSigner(signer: SignatureV4): SignatureV4 {
   const target = signer as unknown as SignerInternals;
   const derive = target.getSigningKey.bind(signer);
+  // As the signer does: the call's signing service, else its own. The cache is shared by every client.
   target.getSigningKey = async (credentials, region, shortDate, signingService) => {
-    // As the signer does: the call's signing service, else its own. The cache is shared by every client.
     const service = signingService || target.service;
-    let kept = signingKeys.get(credentials);
-    if (kept?.secret !== credentials.secretAccessKey) {
-      kept = {secret: credentials.secretAccessKey, keys: new Map()};
-      signingKeys.set(credentials, kept);
-    }
-    const name = `${shortDate}\n${region}\n${service}`;
-    const hit = kept.keys.get(name);
+    const hit = rememberedKey(credentials, region, shortDate, service);
     // A fresh copy per call: the signature's HMAC may hold on to the key object it is given.
     if (hit !== undefined) return Buffer.from(hit, 'latin1');
     // A failed derivation is not remembered (it throws before the set).
-    const key = await derive(credentials, region, shortDate, service);
-    // Keys of another day are dropped when a new day's first key is derived.
-    for (const old of kept.keys.keys()) if (!old.startsWith(shortDate)) kept.keys.delete(old);
-    let shared = scopeNames.get(name);
-    if (shared === undefined) {
-      if (scopeNames.size >= SCOPE_NAMES) scopeNames.clear();
-      scopeNames.set(name, name);
-      shared = name;
+    const key = target.sha256 === NodeSha256 ? deriveSigningKey(credentials.secretAccessKey, shortDate, region, service) : latin1Of(await derive(credentials, region, shortDate, service));
+    rememberKey(credentials, region, shortDate, service, key);
+    return Buffer.from(key, 'latin1');
+  };
+  /** The key signRequest signs with (its clients hash with NodeSha256): no promise, no Buffer, no KeyObject per call. */
+  const signingKeyOf = (credentials: Credentials, region: string, shortDate: string, service: string): string => {
+    let key = rememberedKey(credentials, region, shortDate, service);
+    if (key === undefined) {
+      key = deriveSigningKey(credentials.secretAccessKey, shortDate, region, service);
+      rememberKey(credentials, region, shortDate, service, key);
     }
-    kept.keys.set(shared, Buffer.from(key.buffer, key.byteOffset, key.byteLength).toString('latin1'));
     return key;
   };
 
@@ -264,7 +279,7 @@ function leanSigner(signer: SignatureV4): SignatureV4 {
     // smithy's payload hash: the header's value when set, its constant for no body, else the body's SHA-256.
     const {body} = request;
     const preset = hasHeader(SHA256_HEADER, request.headers);
-    const payloadHash = preset ? await getPayloadHash(request, target.sha256 as never) : body === undefined || body === null ? EMPTY_PAYLOAD_SHA256 : hash('sha256', body as string | Uint8Array, 'hex');
+    const payloadHash = preset ? await getPayloadHash(request, target.sha256 as never) : body === undefined || body === null ? EMPTY_PAYLOAD_SHA256 : payloadHashOf(body as string | Uint8Array);
     if (!preset && target.applyChecksum) request.headers[SHA256_HEADER] = payloadHash;
     const headers = request.headers;
     const plan = headerPlanOf(headers);
@@ -282,9 +297,10 @@ function leanSigner(signer: SignatureV4): SignatureV4 {
       signedHeaders = target.getCanonicalHeaderList(canonicalHeaders);
     }
     const stringToSign = `${ALGORITHM_IDENTIFIER}\n${longDate}\n${scope}\n${hash('sha256', canonicalRequest, 'hex')}`;
-    const key = await target.getSigningKey(credentials, region, shortDate, signingService);
-    // A KeyObject: createHmac on raw key bytes runs two failing key-type checks first (sha256.ts).
-    const signature = createHmac('sha256', createSecretKey(key)).update(stringToSign).digest('hex');
+    const key = signingKeyOf(credentials, region, shortDate, signingService || target.service);
+    // The key as a latin1 string: createHmac on raw key bytes runs two failing key-type checks
+    // first (sha256.ts), and a KeyObject per call costs a native handle the collector finalises.
+    const signature = createHmac('sha256', key, LATIN1).update(stringToSign).digest('hex');
     request.headers[AUTH_HEADER] = `${ALGORITHM_IDENTIFIER} Credential=${credentials.accessKeyId}/${scope}, SignedHeaders=${signedHeaders}, Signature=${signature}`;
     return request;
   };
@@ -305,6 +321,53 @@ function leanSigner(signer: SignatureV4): SignatureV4 {
     return common ? signRequest(request as SignableRequest, o) : sign(toSign, options);
   };
   return signer;
+}
+
+/** The signing key of (credentials, day, region, service) remembered, as a latin1 string (see `signingKeys`). */
+function rememberedKey(credentials: Credentials, region: string, shortDate: string, service: string): string | undefined {
+  const kept = signingKeys.get(credentials);
+  return kept?.secret === credentials.secretAccessKey ? kept.keys.get(`${shortDate}\n${region}\n${service}`) : undefined;
+}
+
+/** Remembers a derived key (a secret rotated under the same object starts a new map; keys of another day go). */
+function rememberKey(credentials: Credentials, region: string, shortDate: string, service: string, key: string): void {
+  let kept = signingKeys.get(credentials);
+  if (kept?.secret !== credentials.secretAccessKey) {
+    kept = {secret: credentials.secretAccessKey, keys: new Map()};
+    signingKeys.set(credentials, kept);
+  }
+  const name = `${shortDate}\n${region}\n${service}`;
+  for (const old of kept.keys.keys()) if (!old.startsWith(shortDate)) kept.keys.delete(old);
+  let shared = scopeNames.get(name);
+  if (shared === undefined) {
+    if (scopeNames.size >= SCOPE_NAMES) scopeNames.clear();
+    scopeNames.set(name, name);
+    shared = name;
+  }
+  kept.keys.set(shared, key);
+}
+
+const latin1Of = (bytes: Uint8Array): string => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1');
+
+/** createHmac's option for a key given as a latin1 string of its bytes. */
+const LATIN1 = {encoding: 'latin1'} as const;
+
+/**
+ * SigV4's signing key (kSigning = HMAC(HMAC(HMAC(HMAC("AWS4" + secret, day), region), service),
+ * "aws4_request")), what smithy's `getSigningKey` computes with the clients' SHA-256, in four
+ * node:crypto calls. smithy's way also builds a cache key (a fifth HMAC and a string holding the
+ * session token, ~1 KB) for a 50-entry cache that an organization's ~34,000 keys a day always miss,
+ * and each step through sha256.ts passes its bounded memo, which they overflow as well: a second
+ * cycle derives every tagging key (~17,000) and that garbage made its young collections twice as
+ * slow.
+ * Keys are latin1 strings of their bytes: createHmac takes them without the failing key-type
+ * checks raw bytes run (sha256.ts) and without a KeyObject per HMAC.
+ */
+function deriveSigningKey(secret: string, shortDate: string, region: string, service: string): string {
+  // The secret is UTF-8, as smithy encodes it; each derived key a latin1 ('binary') string of its bytes.
+  let key = createHmac('sha256', `AWS4${secret}`).update(shortDate, 'utf8').digest('binary');
+  for (const step of [region, service, KEY_TYPE_IDENTIFIER]) key = createHmac('sha256', key, LATIN1).update(step, 'utf8').digest('binary');
+  return key;
 }
 
 /** Distinct (day, region, service) names kept for sharing: a few days of every region and service. */

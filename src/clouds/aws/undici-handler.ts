@@ -212,10 +212,23 @@ class Exchange implements Dispatcher.DispatchHandler {
   onResponseStart(_controller: Controller, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
     this.#status = statusCode;
     this.#reason = statusMessage;
+    // undici's object is this answer's own: kept as it is unless a header repeats or is absent
+    // (then a copy, as smithy's handler makes it: repeated headers joined with commas).
+    let plain = true;
+    for (const name in headers) {
+      const value = headers[name];
+      if (typeof value !== 'string') {
+        plain = false;
+        break;
+      }
+    }
+    if (plain) {
+      this.#headers = headers as Record<string, string>;
+      return;
+    }
     const out: Record<string, string> = {};
     for (const name in headers) {
       const value = headers[name];
-      // As smithy's handler: repeated headers joined with commas.
       if (value !== undefined) out[name] = Array.isArray(value) ? value.join(',') : value;
     }
     this.#headers = out;
