@@ -79,8 +79,8 @@ export class AwsSources {
   readonly #clients = new Map<string, EksApi>();
   readonly #credentials = new Map<string, AwsCredentialProvider>();
   readonly #queues = new Map<string, CallLimiter>();
-  /** The default credentials' account, with the access key it was looked up with. */
-  #defaultAccount: {readonly accessKeyId: string; readonly account: string} | undefined;
+  /** The default credentials' account, with the access key it was looked up with and the region whose STS answered. */
+  #defaultAccount: {readonly accessKeyId: string; readonly account: string; readonly region: string} | undefined;
   /** Accounts of default keys met while listing (see #signingProvider), by access key. */
   readonly #keyAccounts = new Map<string, Promise<string>>();
   #organizations: OrganizationPlanner | undefined;
@@ -224,7 +224,7 @@ export class AwsSources {
     if (cached?.accessKeyId === accessKeyId) return cached.account;
     const lookup = this.#options.callerAccount ?? ((c, r) => this.#callerAccount(c, r));
     const account = await lookup(credentials, region);
-    this.#defaultAccount = {accessKeyId, account};
+    this.#defaultAccount = {accessKeyId, account, region};
     return account;
   }
 
@@ -338,13 +338,15 @@ export class AwsSources {
       if (planned === undefined || credentials.accessKeyId === planned.accessKeyId) return credentials;
       // A new key: a refreshed session of the same role (temporary keys change at every refresh),
       // or another account's. Its account is looked up once (the SDK asks again only at refresh).
-      const account = await this.#accountOfKey(credentials, region);
+      // In the region whose STS answered the plan's lookup, not this call's: every region's calls
+      // share the one lookup, and an opt-in region the account has not enabled refuses the key there.
+      const account = await this.#accountOfKey(credentials, planned.region);
       if (account !== planned.account) {
         throw Object.assign(new Error(`the default AWS credentials changed to another account's after account ${planned.account} was looked up; its sources fail this cycle and the next one looks the account up again`), {
           name: 'CredentialsChanged',
         });
       }
-      if (this.#defaultAccount === planned) this.#defaultAccount = {accessKeyId: credentials.accessKeyId, account};
+      if (this.#defaultAccount === planned) this.#defaultAccount = {accessKeyId: credentials.accessKeyId, account, region: planned.region};
       return credentials;
     };
   }
