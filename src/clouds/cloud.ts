@@ -129,21 +129,10 @@ export class Clouds {
 
   /** The first module that reads a registered document's cloud block, with what it read. */
   registeredCluster(server: KubeServerDraft): {readonly module: CloudModule; readonly cluster: RegisteredCluster} | undefined {
-    // Documents are not changed once made, and a registered entry is the same object from cycle to
-    // cycle until it is written again: read once, not once per entry per cycle by reconcile's checks.
-    const known = this.#registered.get(server);
-    if (known !== undefined) return known.found;
-    let found: {readonly module: CloudModule; readonly cluster: RegisteredCluster} | undefined;
     for (const module of this.#byName.values()) {
       const cluster = module.registeredCluster(server);
-      if (cluster) {
-        found = {module, cluster};
-        break;
-      }
+      if (cluster) return {module, cluster};
     }
-    this.#registered.set(server, {found});
-    return found;
+    return undefined;
   }
-
-  readonly #registered = new WeakMap<KubeServerDraft, {readonly found: {readonly module: CloudModule; readonly cluster: RegisteredCluster} | undefined}>();
 }
