@@ -9,7 +9,7 @@
  *
  *   node bench/aws-call-cpu.ts [--accounts 200] [--cycles 4] [--latency 20]
  *
- * Run it with the service's Node flags to see their GC cost: `node --max-semi-space-size=8 bench/aws-call-cpu.ts`.
+ * Run it with the service's Node flags to see their GC cost: `node --max-semi-space-size=12 bench/aws-call-cpu.ts`.
  */
 import {fork} from 'node:child_process';
 import {writeFile} from 'node:fs/promises';

@@ -12,7 +12,7 @@
  * `--compare` runs both in this process, one cycle each in turn (the same machine load for both),
  * and prints the median steady CPU of each.
  *
- * Run it with the service's Node flags to see their GC cost: `node --max-semi-space-size=2 bench/azure-call-cpu.ts`.
+ * Run it with the service's Node flags to see their GC cost: `node --max-semi-space-size=12 bench/azure-call-cpu.ts`.
  */
 import {fork} from 'node:child_process';
 import {readFile} from 'node:fs/promises';

@@ -2,7 +2,7 @@
  * A full garbage collection right after each cycle, while the service idles until the next one.
  *
  * A cycle leaves most of what it allocated behind as garbage in the old generation (with the
- * image's small young generation, `--max-semi-space-size=8`, many objects of ~100 requests in flight outlive two
+ * image's small young generation, `--max-semi-space-size=12`, many objects of ~100 requests in flight outlive two
  * scavenges and are promoted). V8 collects it only when the old generation reaches its limit,
  * which a steady cycle reaches about once — so the mark-compact of the previous cycle's garbage
  * ran inside the next cycle: 50–300 ms of a W5 steady cycle (500 subscriptions, ~77 MB live
