@@ -7,7 +7,10 @@
  *
  *   npm run bench [-- --workloads W0,W1,W2,W3] [--cycles 6] [--peers] [--profile]
  *                 [--keepalive-sizes 10,1000,10000] [--backends sqlite,etcd] [--skip keepalive,tokens,watchers]
- *                 [--node-args "--max-semi-space-size=4"] [--env AWS_RETRY_MODE=standard] [--no-write]
+ *                 [--node-args="--max-semi-space-size=4"] [--env AWS_RETRY_MODE=standard] [--no-write]
+ *
+ * The service and the SDK floor run with the Node flags the service ships with (`npm start`, the
+ * image) unless `--node-args` names others (`--node-args=""`: none); the peer runs with its own defaults.
  *                 [--discovery '{"refresh_interval":"0s"}']
  *   npm run bench -- --markdown bench/results/<timestamp>.json   (reprints a saved run's README table)
  */
@@ -18,6 +21,7 @@ import {parseArgs} from 'node:util';
 import {parseConfig} from '../src/config/load.ts';
 import {cycleBounds} from './bounds.ts';
 import {runChild} from './child.ts';
+import {shippedNodeFlags} from './memory.ts';
 import type {DriverRequest, DriverResult} from './cycle-driver.ts';
 import type {KeepaliveResult, KeepaliveSkipped} from './keepalive.ts';
 import {installPeers, runPeer, type PeerInstall} from './peers/peers.ts';
@@ -201,7 +205,7 @@ async function main(argv: readonly string[]): Promise<void> {
       'backends': {type: 'string', default: 'sqlite,etcd'},
       'skip': {type: 'string', default: ''},
       'no-write': {type: 'boolean', default: false},
-      'node-args': {type: 'string', default: ''},
+      'node-args': {type: 'string'},
       'env': {type: 'string', multiple: true, default: []},
       'discovery': {type: 'string'},
       'markdown': {type: 'string'},
@@ -221,7 +225,8 @@ async function main(argv: readonly string[]): Promise<void> {
     cycles,
     peers: values.peers,
     profile: values.profile,
-    nodeArgs: values['node-args'].split(' ').filter(Boolean),
+    // The service as it ships (`npm start`, the image) unless told otherwise; `--node-args=""` runs it without flags.
+    nodeArgs: values['node-args'] !== undefined ? values['node-args'].split(' ').filter(Boolean) : await shippedNodeFlags(),
     env: Object.fromEntries(values.env.map((kv) => {
       const i = kv.indexOf('=');
       if (i < 1) throw new Error(`expected --env NAME=VALUE, got ${kv}`);
