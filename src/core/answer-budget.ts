@@ -4,11 +4,15 @@
  * flight over their pools: without a shared cap, an endpoint answering every call with a body
  * just under the per-answer cap could hold gigabytes at once (64 AWS answers of 8 MiB: ~890 MiB
  * of RSS measured). The largest answer a healthy cloud gives here is ~2.5 MB (a GetResources
- * page of 100 clusters with 50 tags each), so the default leaves room for a hundred of those.
+ * page of 100 clusters with 50 tags each), and bytes are held only while an answer arrives, so
+ * 64 MiB leaves room for two dozen of those at the same instant. It must fit in the shipped pods'
+ * memory limits above the service's own peak (320Mi against ≤ 256 MB at 10,000 clusters;
+ * test/deploy/answer-budget-fits.test.ts): a larger budget would end a hostile endpoint's flood in
+ * an OOM kill instead of failed sources.
  */
 
-/** Bytes of answers the process reads at once, all clouds together (256 MiB). */
-export const MAX_ANSWER_BYTES_IN_FLIGHT = 256 * 1024 * 1024;
+/** Bytes of answers the process reads at once, all clouds together (64 MiB). */
+export const MAX_ANSWER_BYTES_IN_FLIGHT = 64 * 1024 * 1024;
 
 /** A count of answer bytes held by calls still reading, against a limit. */
 export class AnswerBudget {
