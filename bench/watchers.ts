@@ -5,6 +5,8 @@
  * rounds). It reports the child's RSS idle, with the watchers, and after they left (read from
  * /proc, after a full GC), its live memory (V8 heap used + external, after a full GC) idle and
  * after they left, and /healthz latency percentiles and the server's event-loop delay per round.
+ * "After they left" is once the server's own memory-reducing collection has run (the service's,
+ * src/http/watch-reclaim.ts, a second after the last watcher left); the report gives its pause.
  *
  *   npm run bench:watchers [-- --entries 10000] [--watchers 200] [--rounds 2] [--cpu-prof DIR]
  */
@@ -17,6 +19,7 @@ import {Heartbeat} from '../heartbeats/heartbeat.ts';
 import {systemClock} from '../src/core/clock.ts';
 import {evaluate} from '../src/discovery/evaluate.ts';
 import {startHttpServer} from '../src/http/server.ts';
+import {exposedMemoryReclaim} from '../src/http/watch-reclaim.ts';
 import {Inventory} from '../src/inventory/inventory.ts';
 import {MemoryBackend} from '../src/registry/memory.ts';
 import {context, eksCluster, okResult} from '../test/discovery/builders.ts';
@@ -37,7 +40,17 @@ async function serve(entries: number): Promise<void> {
   }
   const inventory = new Inventory({backend, group: 'bench', clock: systemClock});
   await inventory.start();
-  const server = await startHttpServer({listenAddr: '127.0.0.1:0', inventory, readiness: async () => ({ready: true, status: 'ready'}), status: () => ({})});
+  // The service's reclaim (its default under --expose-gc), saying when it ran and how long it paused.
+  const reclaim = exposedMemoryReclaim();
+  const memoryReclaim = reclaim && {
+    clock: systemClock,
+    run: () => {
+      const started = performance.now();
+      reclaim();
+      process.stdout.write(`RECLAIMED ${performance.now() - started}\n`);
+    },
+  };
+  const server = await startHttpServer({listenAddr: '127.0.0.1:0', inventory, readiness: async () => ({ready: true, status: 'ready'}), status: () => ({}), memoryReclaim: memoryReclaim ?? null});
   globalThis.gc?.();
   process.stdout.write(`URL ${server.url}\n`);
   // GC on request, so "after they left" measures what is still held, not what awaits collection.
@@ -58,6 +71,11 @@ async function serve(entries: number): Promise<void> {
       return;
     }
     if (command === 'exit') process.exit(0);
+    if (command === 'reclaim') {
+      reclaim?.();
+      process.stdout.write('RECLAIM done\n');
+      return;
+    }
     globalThis.gc?.();
     const m = process.memoryUsage();
     const mb = (n: number): number => Math.round(n / 1e5) / 10;
@@ -124,6 +142,8 @@ export interface WatchersRound {
   readonly after_they_left_rss_mb: number;
   /** Live memory (V8 heap used + external) after a full GC once they left, MB. */
   readonly after_they_left_live_mb: number;
+  /** The server's memory-reducing collection after they left: its pause, ms (null: it did not run within 20 s). */
+  readonly reclaim_pause_ms: number | null;
   readonly all_snapshots_ms: number;
   readonly server_event_loop_delay_ms: {readonly p50: number; readonly p99: number; readonly max: number};
   readonly healthz_ms: {readonly samples: number; readonly p50: number; readonly p99: number; readonly max: number};
@@ -134,12 +154,14 @@ export interface WatchersReport {
   readonly entries: number;
   readonly watchers: number;
   readonly node_args: readonly string[];
-  readonly idle: {readonly rss_mb: number; readonly live_mb: number};
+  readonly idle: {readonly rss_mb: number; readonly rss_after_reclaim_mb: number; readonly live_mb: number};
   readonly rounds: readonly WatchersRound[];
   /** Highest RSS with the watchers over idle, MB. */
   readonly added_rss_mb: number;
   /** RSS after the first round left / idle RSS. */
   readonly after_vs_idle: number;
+  /** The same over idle after the memory-reducing collection (the strictest baseline). */
+  readonly after_vs_idle_after_reclaim: number;
   /** RSS after the last round left / after the first: above 1 would be memory growing per round. */
   readonly last_vs_first_round: number;
   /** Live memory after the last round left / idle live memory: what is really still held. */
@@ -178,6 +200,11 @@ export async function measureWatchers(options: {entries: number; watchers: numbe
     const pid = child.pid ?? 0;
     const idleMemory = await gc();
     const idle = await rssMb(pid);
+    // The strictest baseline as well: idle after the same memory-reducing collection (it also
+    // returns what building the inventory left, which the plain idle level still holds).
+    child.stdin.write('reclaim\n');
+    await line('RECLAIM done');
+    const idleReclaimed = await rssMb(pid);
     const rounds: WatchersRound[] = [];
     let afterMemory = idleMemory;
     for (let r = 0; r < options.rounds; r++) {
@@ -210,14 +237,15 @@ export async function measureWatchers(options: {entries: number; watchers: numbe
       prober.stdin.end();
       await proberDone;
       const latencies = probed.split('\n').filter(Boolean).map(Number).sort((a, b) => a - b);
-      // Let the server see every close before measuring what it still holds.
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // Let the server see every close and run its reclaim before measuring what it still holds.
+      const reclaimed = await Promise.race([line('RECLAIMED '), new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 20_000))]);
       afterMemory = await gc();
       rounds.push({
         peak_rss_mb: peak,
         connected_rss_mb: connected,
         after_they_left_rss_mb: await rssMb(pid),
         after_they_left_live_mb: live(afterMemory),
+        reclaim_pause_ms: reclaimed === undefined ? null : round(Number(reclaimed.slice('RECLAIMED '.length))),
         all_snapshots_ms: Math.round(snapshotsMs),
         server_event_loop_delay_ms: {p50: round(eld.p50), p99: round(eld.p99), max: round(eld.max)},
         healthz_ms: {samples: latencies.length, p50: round(percentile(latencies, 50)), p99: round(percentile(latencies, 99)), max: round(latencies.at(-1) ?? 0)},
@@ -229,10 +257,11 @@ export async function measureWatchers(options: {entries: number; watchers: numbe
       entries,
       watchers: count,
       node_args: flags,
-      idle: {rss_mb: idle, live_mb: live(idleMemory)},
+      idle: {rss_mb: idle, rss_after_reclaim_mb: idleReclaimed, live_mb: live(idleMemory)},
       rounds,
       added_rss_mb: round(Math.max(...rounds.map((x) => x.peak_rss_mb)) - idle),
       after_vs_idle: Math.round(((first?.after_they_left_rss_mb ?? idle) / idle) * 1000) / 1000,
+      after_vs_idle_after_reclaim: Math.round(((first?.after_they_left_rss_mb ?? idle) / idleReclaimed) * 1000) / 1000,
       last_vs_first_round: Math.round(((last?.after_they_left_rss_mb ?? idle) / (first?.after_they_left_rss_mb ?? idle)) * 1000) / 1000,
       live_after_vs_idle: Math.round((live(afterMemory) / live(idleMemory)) * 1000) / 1000,
       after_gc_mb: {idle: idleMemory, after_they_left: afterMemory},

@@ -6,12 +6,14 @@
 import {createServer, type IncomingMessage, type Server, type ServerResponse} from 'node:http';
 import type {AddressInfo} from 'node:net';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
+import {systemClock} from '../core/clock.ts';
 import {AuthenticationError, InputError, NotFoundError} from '../core/errors.ts';
 import type {Inventory} from '../inventory/inventory.ts';
 import type {Logger} from '../observability/logger.ts';
 import {redactText} from '../observability/redact.ts';
 import type {Authenticator} from './auth.ts';
 import {DEFAULT_WATCH_LIMITS, WatchStreams, type WatchLimits, type WatchStats} from './watch.ts';
+import {exposedMemoryReclaim, type MemoryReclaim} from './watch-reclaim.ts';
 
 /** Readiness as /readyz reports it. */
 export interface Readiness {
@@ -38,6 +40,11 @@ export interface HttpServerOptions {
   readonly metricsOnly?: boolean;
   /** Bounds of /v1/watch (defaults: DEFAULT_WATCH_LIMITS). */
   readonly watch?: Partial<WatchLimits>;
+  /**
+   * The memory-reducing collection once a burst of watchers has left (watch-reclaim.ts);
+   * default V8's under `--expose-gc` on the system clock, else none. `null`: none.
+   */
+  readonly memoryReclaim?: MemoryReclaim | null;
 }
 
 /** A listening API server. */
@@ -76,6 +83,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     options.inventory,
     {...DEFAULT_WATCH_LIMITS, ...(options.sseKeepaliveMs === undefined ? {} : {keepaliveMs: options.sseKeepaliveMs}), ...options.watch},
     matchesSelector,
+    options.memoryReclaim === null ? undefined : (options.memoryReclaim ?? defaultMemoryReclaim(options.logger)),
   );
   const server: Server = createServer((req, res) => {
     handle(req, res, options, watchers).catch((error: unknown) => sendError(res, error, options.logger));
@@ -99,6 +107,20 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** V8's memory-reducing collection on the system clock, when the process may call it; each run logged with its pause and what it returned. */
+function defaultMemoryReclaim(logger: Logger | undefined): MemoryReclaim | undefined {
+  const reclaim = exposedMemoryReclaim();
+  if (reclaim === undefined) return undefined;
+  const run = (): void => {
+    const rss = process.memoryUsage.rss();
+    const started = performance.now();
+    reclaim();
+    const mb = (bytes: number): number => Math.round(bytes / 104_857.6) / 10;
+    logger?.info({event: 'watch_memory_reclaimed', pause_ms: Math.round(performance.now() - started), rss_before_mb: mb(rss), rss_after_mb: mb(process.memoryUsage.rss())}, 'watchers left: memory returned to the system');
+  };
+  return {run, clock: systemClock};
 }
 
 /** `host:port` → parts; `[::1]:3000` works too. */

@@ -19,6 +19,7 @@ import type {IncomingMessage, ServerResponse} from 'node:http';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import type {Inventory, InventoryEvent} from '../inventory/inventory.ts';
 import type {LoggedChange} from '../inventory/change-log.ts';
+import {WatchReclaim, type MemoryReclaim} from './watch-reclaim.ts';
 
 /** Limits of /v1/watch. */
 export interface WatchLimits {
@@ -69,6 +70,12 @@ const TURN_BYTES = 1024 * 1024;
 class Pump {
   readonly #ready = new Set<WatchStream>();
   #scheduled = false;
+  #sent = 0;
+
+  /** Bytes written to watchers' sockets so far. */
+  get sent(): number {
+    return this.#sent;
+  }
 
   /** Marks `stream` as having frames to write. */
   schedule(stream: WatchStream): void {
@@ -103,6 +110,7 @@ class Pump {
       if (written > 0) this.#ready.add(stream);
       if (bytes >= TURN_BYTES || performance.now() - started >= TURN_MS) break;
     }
+    this.#sent += bytes;
     if (this.#ready.size > 0 && !this.#scheduled) {
       this.#scheduled = true;
       setImmediate(this.#run);
@@ -175,12 +183,15 @@ export class WatchStreams {
   readonly #pump = new Pump();
   readonly #slices = new SlicePool();
   readonly #frames: SnapshotFrames;
+  readonly #reclaim: WatchReclaim | undefined;
 
-  constructor(inventory: Inventory, limits: WatchLimits, matches: (server: KubeServer, selector: Selector) => boolean) {
+  /** `reclaim`: the memory-reducing collection run once a burst of watchers has left (watch-reclaim.ts). */
+  constructor(inventory: Inventory, limits: WatchLimits, matches: (server: KubeServer, selector: Selector) => boolean, reclaim?: MemoryReclaim) {
     this.#inventory = inventory;
     this.#limits = limits;
     this.#matches = matches;
     this.#frames = new SnapshotFrames(inventory);
+    this.#reclaim = reclaim && new WatchReclaim(reclaim, () => this.#pump.sent, () => this.#open.size === 0);
   }
 
   /** Watchers currently connected. */
@@ -210,7 +221,10 @@ export class WatchStreams {
       frames: this.#frames,
       pump: this.#pump,
       slices: this.#slices,
-      onClosed: () => this.#open.delete(stream),
+      onClosed: () => {
+        this.#open.delete(stream);
+        if (this.#open.size === 0) this.#reclaim?.allLeft();
+      },
       ...(stillAuthorized ? {stillAuthorized} : {}),
     });
     this.#open.add(stream);
@@ -234,6 +248,7 @@ export class WatchStreams {
   /** Ends every stream (server shutdown). */
   closeAll(): void {
     for (const stream of this.#open) stream.end();
+    this.#reclaim?.stop();
   }
 }
 
