@@ -169,11 +169,20 @@ export interface WatchersReport {
   readonly after_gc_mb: {readonly idle: ServerMemory; readonly after_they_left: ServerMemory};
 }
 
-/** Runs the measurement: a server child with the shipped Node flags, `rounds` rounds of `watchers` watchers. */
-export async function measureWatchers(options: {entries: number; watchers: number; rounds: number; cpuProfileDir?: string}): Promise<WatchersReport> {
-  const {entries, watchers: count} = options;
-  const flags = await shippedNodeFlags();
-  const profile = options.cpuProfileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir];
+/** A server child (`--serve`) run with the shipped Node flags, and its command channel. */
+interface ServerChild {
+  readonly pid: number;
+  /** Sends one command line (`gc`, `reclaim`, `eld-start`, …). */
+  send(command: string): void;
+  /** The child's next stdout line starting with `prefix`. */
+  line(prefix: string): Promise<string>;
+  /** A full GC in the child, then its memory as process.memoryUsage() sees it (MB). */
+  gc(): Promise<ServerMemory>;
+  /** A graceful exit, so a --cpu-prof profile gets written. */
+  exit(): Promise<void>;
+}
+
+function startServerChild(entries: number, flags: readonly string[], profile: readonly string[] = []): ServerChild {
   const child = spawn(process.execPath, ['--expose-gc', ...profile, ...flags, import.meta.filename, '--serve', '--entries', String(entries)], {stdio: ['pipe', 'pipe', 'inherit']});
   const lines: string[] = [];
   const waiters: (() => void)[] = [];
@@ -189,22 +198,57 @@ export async function measureWatchers(options: {entries: number; watchers: numbe
       await new Promise<void>((r) => waiters.push(r));
     }
   };
-  /** A full GC in the child, then its memory as process.memoryUsage() sees it (MB). */
-  const gc = async (): Promise<ServerMemory> => {
-    child.stdin.write('gc\n');
-    return JSON.parse((await line('GC ')).slice(3)) as ServerMemory;
+  return {
+    pid: child.pid ?? 0,
+    send: (command) => void child.stdin.write(`${command}\n`),
+    line,
+    gc: async () => {
+      child.stdin.write('gc\n');
+      return JSON.parse((await line('GC ')).slice(3)) as ServerMemory;
+    },
+    exit: async () => {
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      child.stdin.write('exit\n');
+      const timer = setTimeout(() => child.kill(), 5000);
+      await exited;
+      clearTimeout(timer);
+    },
   };
+}
+
+/**
+ * The strictest idle baseline: RSS of a twin server, idle, after the same memory-reducing
+ * collection the server runs once watchers left (it also returns what building the inventory
+ * left behind, which the plain idle level still holds). A twin, so the measured server's rounds
+ * start from the plain idle level as before.
+ */
+async function reclaimedIdleRss(entries: number, flags: readonly string[]): Promise<number> {
+  const twin = startServerChild(entries, flags);
+  try {
+    await twin.line('URL ');
+    await twin.gc();
+    twin.send('reclaim');
+    await twin.line('RECLAIM done');
+    return await rssMb(twin.pid);
+  } finally {
+    await twin.exit();
+  }
+}
+
+/** Runs the measurement: a server child with the shipped Node flags, `rounds` rounds of `watchers` watchers. */
+export async function measureWatchers(options: {entries: number; watchers: number; rounds: number; cpuProfileDir?: string}): Promise<WatchersReport> {
+  const {entries, watchers: count} = options;
+  const flags = await shippedNodeFlags();
+  const idleReclaimed = await reclaimedIdleRss(entries, flags);
+  const profile = options.cpuProfileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir];
+  const server = startServerChild(entries, flags, profile);
+  const {send, line, gc} = server;
   const live = (m: ServerMemory): number => round(m.heap_used + m.external);
   try {
     const url = (await line('URL ')).slice(4);
-    const pid = child.pid ?? 0;
+    const {pid} = server;
     const idleMemory = await gc();
     const idle = await rssMb(pid);
-    // The strictest baseline as well: idle after the same memory-reducing collection (it also
-    // returns what building the inventory left, which the plain idle level still holds).
-    child.stdin.write('reclaim\n');
-    await line('RECLAIM done');
-    const idleReclaimed = await rssMb(pid);
     const rounds: WatchersRound[] = [];
     let afterMemory = idleMemory;
     for (let r = 0; r < options.rounds; r++) {
@@ -223,13 +267,13 @@ export async function measureWatchers(options: {entries: number; watchers: numbe
           await new Promise((resolve) => setTimeout(resolve, 20));
         }
       })();
-      child.stdin.write('eld-start\n');
+      send('eld-start');
       await line('ELD started');
       const started = process.hrtime.bigint();
       const open = await Promise.all(Array.from({length: count}, () => watcher(url)));
       const snapshotsMs = Number(process.hrtime.bigint() - started) / 1e6;
       const connected = await rssMb(pid);
-      child.stdin.write('eld-stop\n');
+      send('eld-stop');
       const eld = JSON.parse((await line('ELD ')).slice(4)) as {p50: number; p99: number; max: number};
       for (const w of open) w.close();
       stop = true;
@@ -267,12 +311,7 @@ export async function measureWatchers(options: {entries: number; watchers: numbe
       after_gc_mb: {idle: idleMemory, after_they_left: afterMemory},
     };
   } finally {
-    // A graceful exit, so a --cpu-prof profile gets written.
-    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-    child.stdin.write('exit\n');
-    const timer = setTimeout(() => child.kill(), 5000);
-    await exited;
-    clearTimeout(timer);
+    await server.exit();
   }
 }
 
