@@ -198,6 +198,10 @@ export class OrganizationPlanner {
    * or external id changed lists nothing early (its plan would not take those listings anyway).
    */
   startEarly(early: EarlyListings, matchers: ReadonlyMap<number, OrganizationSourceMatcher>): void {
+    early.feed(this.#earlyListings(matchers));
+  }
+
+  *#earlyListings(matchers: ReadonlyMap<number, OrganizationSourceMatcher>): Generator<readonly [string, ClusterFetcher]> {
     const now = (this.#options.clock ?? systemClock).now();
     for (const [matcherIndex, last] of this.#lastPlans) {
       const matcher = matchers.get(matcherIndex);
@@ -207,7 +211,7 @@ export class OrganizationPlanner {
         for (const ready of fresh) {
           if (!ready.regions.includes(region)) continue;
           const listing = this.#listing(matcherIndex, region, ready, last.externalId, last.wildcard);
-          early.start(earlyKey(listing.source, ready.roleArn, last.externalId, last.wildcard), listing);
+          yield [earlyKey(listing.source, ready.roleArn, last.externalId, last.wildcard), listing];
         }
       }
     }
@@ -311,15 +315,21 @@ export class OrganizationPlanner {
         const key = earlyKey(listing.source, account.roleArn, matcher.external_id, wildcard);
         const lateHere = early !== undefined && !early.started(key);
         const taken = early ? early.take(key, listing) : listing;
-        (lateHere ? late : fetchers).push({
-          source: listing.source,
-          fetch: async (signal) => {
-            const result = await taken.fetch(signal);
-            // Only a listing the plan handed on teaches anything about held regions.
-            this.#releaseHeld(account.account, region, result);
-            return result;
-          },
-        });
+        // Only a listing the plan handed on tells whether a held region still has clusters (none
+        // dropped does); a region is held only by planning, so one not held now needs no wrapper.
+        const held = this.#heldRegions.get(account.account)?.has(region) === true;
+        (lateHere ? late : fetchers).push(
+          held
+            ? {
+                source: listing.source,
+                fetch: async (signal) => {
+                  const result = await taken.fetch(signal);
+                  this.#releaseHeld(account.account, region, result);
+                  return result;
+                },
+              }
+            : taken,
+        );
       }
     }
     this.#lastPlans.set(matcherIndex, {roleName, externalId: matcher.external_id, wildcard, regions: allRegions, accounts: ready});
