@@ -1,6 +1,6 @@
 /**
  * A FIFO bound on tasks in flight, without a listener, timer, symbol or event per task. The
- * early listings (src/clouds/azure/early-listings.ts) queue every subscription of a plan — W5:
+ * early listings (src/clouds/early-listings.ts) queue every subscription of a plan — W5:
  * 500 a cycle over 100 slots — and p-queue's bookkeeping per task (a running-task record, a
  * Promise.race with an abort listener while queued and another while running, four events) was
  * some 25 µs a task. An aborted task is not run: it settles with its signal's reason when its

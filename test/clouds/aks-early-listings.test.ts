@@ -1,4 +1,4 @@
-// Early listings (src/clouds/azure/early-listings.ts): from the second plan of a `management_groups`
+// Early listings (src/clouds/early-listings.ts): from the second plan of a `management_groups`
 // matcher on, the subscriptions of the last good walk are listed while the walk runs; a listing
 // counts only once the walk has finished well and still has its subscription (same tenant).
 import {getEventListeners} from 'node:events';

@@ -197,7 +197,7 @@ describe('management group walk faults delete nothing', () => {
 });
 
 // From the second cycle of a process on, the subscriptions of the last walk are listed while the
-// walk runs (src/clouds/azure/early-listings.ts): the same faults, hitting a running service
+// walk runs (src/clouds/early-listings.ts): the same faults, hitting a running service
 // after a clean cycle, must still delete nothing, and a listing must count only after a good walk.
 const STEADY_ROWS = ROWS.filter((row) => ['descendants: 500', 'descendants later page: 200 {}', 'descendants: hang', 'descendants later page: an item of an unknown type', 'one subscription of the group: managedClusters 200 cut off mid-JSON', 'one subscription of the group: managedClusters 403'].includes(row.fault));
 

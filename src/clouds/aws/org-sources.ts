@@ -14,6 +14,7 @@ import {OrganizationsClient} from '@aws-sdk/client-organizations';
 import {GetResourcesCommand, ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import PQueue from 'p-queue';
 import type {ClusterFetcher, PlanContext} from '../fetcher.ts';
+import type {EarlyListings} from '../early-listings.ts';
 import {WalkGrace} from '../walk-grace.ts';
 import {LABEL} from '../../core/label-names.ts';
 import {systemClock, type Clock} from '../../core/clock.ts';
@@ -91,6 +92,32 @@ export interface OrganizationPlannerOptions {
 /** What the skipped source of an account one walk missed says; its entries' stale reason carries it to the next walk (walk-grace.ts). */
 const WALK_MISSED = 'account missing from this organization walk only';
 
+/**
+ * How long before its credentials expire an account is no longer listed early: the credential
+ * cache renews them from then on, and an early listing must not put an AssumeRole ahead of the walk.
+ */
+const EARLY_CREDENTIAL_MARGIN_MS = 5 * 60_000;
+
+/** One member account of a plan, with what its sources are built from. */
+interface ReadyAccount {
+  readonly account: string;
+  readonly roleArn: string;
+  readonly provider: AwsCredentialProvider;
+  readonly regions: readonly string[];
+  /** When the credentials planning got expire (epoch ms), if they say. */
+  readonly expiresAt: number | undefined;
+}
+
+/** A matcher's last good plan: its accounts are listed early by the next (early-listings.ts). */
+interface LastPlan {
+  readonly roleName: string;
+  readonly externalId: string | undefined;
+  readonly wildcard: boolean;
+  /** In the plan's order: region-major, accounts sorted. */
+  readonly regions: readonly string[];
+  readonly accounts: readonly ReadyAccount[];
+}
+
 /** Sources of one organization matcher for one cycle. */
 export interface PlannedOrganization {
   readonly fetchers: ClusterFetcher[];
@@ -152,16 +179,51 @@ export class OrganizationPlanner {
    * goes once its first region list is in, so the registry is read once per process, not per cycle.
    */
   #registeredRegions: Map<string, ReadonlySet<string>> | undefined;
+  /** Per matcher, its last good plan (early-listings.ts). */
+  readonly #lastPlans = new Map<number, LastPlan>();
 
   constructor(options: OrganizationPlannerOptions) {
     this.#options = options;
   }
 
+  /** Whether some matcher has a last good plan whose sources the next plan can list early. */
+  get hasEarlyListings(): boolean {
+    return this.#lastPlans.size > 0;
+  }
+
+  /**
+   * Starts listing the (account, region) sources of each matcher's last good plan whose
+   * credentials are still cached (a steady cycle: no STS call), in that plan's order, while the
+   * walk runs. `matchers` are this cycle's organization matchers by index; a matcher whose role
+   * or external id changed lists nothing early (its plan would not take those listings anyway).
+   */
+  startEarly(early: EarlyListings, matchers: ReadonlyMap<number, OrganizationSourceMatcher>): void {
+    early.feed(this.#earlyListings(matchers));
+  }
+
+  *#earlyListings(matchers: ReadonlyMap<number, OrganizationSourceMatcher>): Generator<readonly [string, ClusterFetcher]> {
+    const now = (this.#options.clock ?? systemClock).now();
+    for (const [matcherIndex, last] of this.#lastPlans) {
+      const matcher = matchers.get(matcherIndex);
+      if (!matcher || (matcher.assume_role_name ?? '') !== last.roleName || matcher.external_id !== last.externalId || matcher.regions.includes('*') !== last.wildcard) continue;
+      const fresh = last.accounts.filter((a) => a.expiresAt === undefined || now < a.expiresAt - EARLY_CREDENTIAL_MARGIN_MS);
+      for (const region of last.regions) {
+        for (const ready of fresh) {
+          if (!ready.regions.includes(region)) continue;
+          const listing = this.#listing(matcherIndex, region, ready, last.externalId, last.wildcard);
+          yield [earlyKey(listing.source, ready.roleArn, last.externalId, last.wildcard), listing];
+        }
+      }
+    }
+  }
+
   /**
    * Walks the organization and builds one fetcher per (account, region); see the file comment for
    * failures. `context` reads the registry when this planner has no previous walk or region list.
+   * With `early`, the listings started before the walk (startEarly) of sources this plan still has
+   * with the same inputs are handed on; the others are left to the caller's `dropRest`.
    */
-  async plan(matcherIndex: number, matcher: OrganizationSourceMatcher, signal?: AbortSignal, context?: PlanContext): Promise<PlannedOrganization> {
+  async plan(matcherIndex: number, matcher: OrganizationSourceMatcher, signal?: AbortSignal, context?: PlanContext, early?: EarlyListings): Promise<PlannedOrganization> {
     const org = matcher.organization;
     let walk: OrganizationWalk;
     try {
@@ -183,7 +245,7 @@ export class OrganizationPlanner {
     const failed: SourceResult[] = [];
     // A registry that cannot be read throws here: the catch-all source `eks:*` fails, deleting nothing.
     if (wildcard && context && !this.#registeredRegions) this.#registeredRegions = regionsByAccount(await context.registered());
-    const ready: {account: string; roleArn: string; provider: AwsCredentialProvider; regions: readonly string[]}[] = [];
+    const ready: ReadyAccount[] = [];
     const assumeQueue = new PQueue({concurrency: this.#options.assumeConcurrency ?? 20});
     await Promise.all(
       walk.accounts.map((account) =>
@@ -192,8 +254,14 @@ export class OrganizationPlanner {
           const provider = this.#options.roleCredentials({roleArn, ...(matcher.external_id ? {externalId: matcher.external_id} : {}), region: homeRegion});
           try {
             // Cached until near expiry: steady-state cycles make no STS call here.
-            await provider();
-            ready.push({account: account.id, roleArn, provider, regions: wildcard ? await this.#regionsOf(account.id, provider, regions, signal) : regions});
+            const credentials = await provider();
+            ready.push({
+              account: account.id,
+              roleArn,
+              provider,
+              regions: wildcard ? await this.#regionsOf(account.id, provider, regions, signal) : regions,
+              expiresAt: credentials.expiration?.getTime(),
+            });
           } catch (error) {
             // One failed source per account (not per region): one log line naming account, role and error.
             failed.push({source: accountSource(matcherIndex, account.id), ok: false, clusters: [], malformed: [], error: awsFailure(error, 'AssumeRole')});
@@ -236,40 +304,65 @@ export class OrganizationPlanner {
 
     // Region-major order: the cycle's FIFO source queue then spreads its slots over every account.
     const fetchers: ClusterFetcher[] = [];
+    // Sources not listed early (an account or region that joined, a role that changed) go first:
+    // the cycle starts its sources in this order, and theirs is the listing still to start.
+    const late: ClusterFetcher[] = [];
     const allRegions = [...new Set(ready.flatMap((r) => r.regions))].sort();
     for (const region of allRegions) {
-      for (const {account, roleArn, provider, regions: enabled} of ready) {
-        if (!enabled.includes(region)) continue;
-        const source = regionSource(matcherIndex, region, account);
-        // The (account, region)'s client, describe cap and tag reader live only while its source runs
-        // (one source uses them): 17,000 idle queues kept across cycles were ~12 MB of heap, readers
-        // ~7 MB, and the options and client wrappers of every source planned at once ~3 MB.
-        const perRegion = this.#options.perRegionConcurrency ?? 10;
-        fetchers.push({
-          source,
-          fetch: async (signal) => {
-            const tagReader = this.#tagReader(source, provider);
-            let result: SourceResult;
-            try {
-              result = await createEksFetcher({
-                source,
-                client: this.#accountClient(region, account, provider),
-                skipNotEnabledRegion: wildcard,
-                roleArn,
-                ...(matcher.external_id ? {externalId: matcher.external_id} : {}),
-                describeQueue: new CallLimiter(perRegion),
-                ...(tagReader ? {tagReader} : {}),
-              }).fetch(signal);
-            } finally {
-              if (this.#tagMemory.get(source.id)?.memory.empty) this.#tagMemory.delete(source.id);
-            }
-            this.#releaseHeld(account, region, result);
-            return result;
-          },
-        });
+      for (const account of ready) {
+        if (!account.regions.includes(region)) continue;
+        const listing = this.#listing(matcherIndex, region, account, matcher.external_id, wildcard);
+        const key = earlyKey(listing.source, account.roleArn, matcher.external_id, wildcard);
+        const lateHere = early !== undefined && !early.started(key);
+        const taken = early ? early.take(key, listing) : listing;
+        // Only a listing the plan handed on tells whether a held region still has clusters (none
+        // dropped does); a region is held only by planning, so one not held now needs no wrapper.
+        const held = this.#heldRegions.get(account.account)?.has(region) === true;
+        (lateHere ? late : fetchers).push(
+          held
+            ? {
+                source: listing.source,
+                fetch: async (signal) => {
+                  const result = await taken.fetch(signal);
+                  this.#releaseHeld(account.account, region, result);
+                  return result;
+                },
+              }
+            : taken,
+        );
       }
     }
-    return {fetchers, failed, walk};
+    this.#lastPlans.set(matcherIndex, {roleName, externalId: matcher.external_id, wildcard, regions: allRegions, accounts: ready});
+    return {fetchers: late.length > 0 ? [...late, ...fetchers] : fetchers, failed, walk};
+  }
+
+  /**
+   * The listing of one (account, region) source. Its client, describe cap and tag reader live only
+   * while it runs (one source uses them): 17,000 idle queues kept across cycles were ~12 MB of
+   * heap, readers ~7 MB, and the options and client wrappers of every source planned at once ~3 MB.
+   */
+  #listing(matcherIndex: number, region: string, ready: ReadyAccount, externalId: string | undefined, wildcard: boolean): ClusterFetcher {
+    const source = regionSource(matcherIndex, region, ready.account);
+    const {account, roleArn, provider} = ready;
+    return {
+      source,
+      fetch: async (signal) => {
+        const tagReader = this.#tagReader(source, provider);
+        try {
+          return await createEksFetcher({
+            source,
+            client: this.#accountClient(region, account, provider),
+            skipNotEnabledRegion: wildcard,
+            roleArn,
+            ...(externalId ? {externalId} : {}),
+            describeQueue: new CallLimiter(this.#options.perRegionConcurrency ?? 10),
+            ...(tagReader ? {tagReader} : {}),
+          }).fetch(signal);
+        } finally {
+          if (this.#tagMemory.get(source.id)?.memory.empty) this.#tagMemory.delete(source.id);
+        }
+      },
+    };
   }
 
   /**
@@ -498,6 +591,11 @@ function regionsByAccount(entries: readonly KubeServer[]): Map<string, Set<strin
     regions.add(region);
   }
   return byAccount;
+}
+
+/** What an early listing was built from: its source, role, external id and whether regions not enabled are skipped. */
+function earlyKey(source: SourceRef, roleArn: string, externalId: string | undefined, wildcard: boolean): string {
+  return `${source.id}|${roleArn}|${externalId ?? ''}|${wildcard ? '*' : ''}`;
 }
 
 /** The region whose STS endpoint the member roles are assumed through. */

@@ -11,6 +11,7 @@ import {AwsDispatcher, UndiciHttpHandler} from './undici-handler.ts';
 import {createEksFetcher, listClusterNames, type EksApi} from './eks-fetcher.ts';
 import {awsFailure} from './errors.ts';
 import {OrganizationPlanner, type OrganizationPlannerOptions, type OrganizationSourceMatcher} from './org-sources.ts';
+import {EarlyListings} from '../early-listings.ts';
 import {TagReader, type TaggingApi, type TagReadFallback} from './tag-reader.ts';
 import {shapeClient, type RateShaper, type ShapeableClient} from './rate-shaper.ts';
 import {leanSdkClient} from './lean-sdk.ts';
@@ -101,70 +102,97 @@ export class AwsSources {
     const failed: SourceResult[] = [];
     // Listings started while STS answers, within the cycle's bound on sources in flight.
     let earlyBudget = context?.signal ? (context.sourceConcurrency ?? 0) : 0;
+    const organizations = new Map<number, OrganizationSourceMatcher>();
     for (const [matcherIndex, matcher] of matchers.entries()) {
-      if (!matcher.types.includes('eks')) continue;
-      if (matcher.organization) {
-        // The cycle's signal: a walk cut off by the cycle's deadline stops calling Organizations.
-        const planned = await this.#organizationPlanner().plan(matcherIndex, {...matcher, organization: matcher.organization}, context?.signal, context);
-        fetchers.push(...planned.fetchers);
-        failed.push(...planned.failed);
-        continue;
-      }
-      const partition = this.#partition(matcher);
-      const regions = expandRegions(matcher.regions, partition);
-      const wildcard = matcher.regions.includes('*');
-      const homeRegion = regions[0] ?? 'us-east-1';
-      const role = {
-        ...(matcher.assume_role_arn ? {roleArn: matcher.assume_role_arn} : {}),
-        ...(matcher.external_id ? {externalId: matcher.external_id} : {}),
-      };
-      let account: string;
-      const listings = new Map<string, Promise<string[]>>();
-      // Stops this matcher's early listings when the lookup fails: their sources fail anyway.
-      const stopListings = new AbortController();
-      try {
-        const waiting = !this.#accountKnown(role);
-        const lookup = this.#account(role, homeRegion);
-        // Awaited below; this only keeps a client that fails to build from leaving it unhandled.
-        lookup.catch(() => undefined);
-        // The clients do not depend on the account: a first cycle builds them while STS answers.
-        for (const region of regions) this.#client(region, role);
-        // Nor does ListClusters: the first sources' listings start now instead of one round trip
-        // later (a first cycle's only idle wait). Their fetchers take them; if STS fails, every
-        // source of the matcher fails as before and what was listed is dropped.
-        if (waiting && context?.signal) {
-          for (const region of regions) {
-            if (earlyBudget <= 0) break;
-            earlyBudget--;
-            listings.set(region, earlyListing(this.#client(region, role), context.signal, stopListings.signal));
-          }
+      if (matcher.types.includes('eks') && matcher.organization) organizations.set(matcherIndex, {...matcher, organization: matcher.organization});
+    }
+    // While the organization walks run, the accounts of their last good plans are listed already (early-listings.ts).
+    const planner = organizations.size > 0 ? this.#organizationPlanner() : undefined;
+    const early =
+      planner?.hasEarlyListings && context?.signal && context.sourceConcurrency
+        ? new EarlyListings(context.sourceConcurrency, context.signal, (error) => awsFailure(error, 'ListClusters'))
+        : undefined;
+    // The walks go out first, the early listings one turn of the event loop later, as for Azure
+    // (azure/sources.ts): started together, their requests were written ahead of the walk's first page.
+    const startEarly = early && planner ? setImmediate(() => planner.startEarly(early, organizations)) : undefined;
+    try {
+      for (const [matcherIndex, matcher] of matchers.entries()) {
+        if (!matcher.types.includes('eks')) continue;
+        const organization = organizations.get(matcherIndex);
+        if (organization && planner) {
+          // The cycle's signal: a walk cut off by the cycle's deadline stops calling Organizations.
+          const planned = await planner.plan(matcherIndex, organization, context?.signal, context, early);
+          fetchers.push(...planned.fetchers);
+          failed.push(...planned.failed);
+          continue;
         }
-        account = await lookup;
-      } catch (error) {
-        stopListings.abort(error);
-        for (const region of regions) {
-          const source = eksSource(matcherIndex, region, '');
-          failed.push({source, ok: false, clusters: [], malformed: [], error: awsFailure(error, 'GetCallerIdentity')});
-        }
-        continue;
+        earlyBudget = await this.#planAccount(matcherIndex, matcher, context, earlyBudget, fetchers, failed);
       }
-      for (const region of regions) {
-        const source = eksSource(matcherIndex, region, account);
-        const tagReader = this.#tagReader(source, role);
-        fetchers.push(
-          createEksFetcher({
-            source,
-            client: this.#client(region, role),
-            describeQueue: this.#queue(region),
-            skipNotEnabledRegion: wildcard,
-            ...role,
-            ...(tagReader ? {tagReader} : {}),
-            ...(listings.has(region) ? {listing: listings.get(region) as Promise<string[]>} : {}),
-          }),
-        );
-      }
+    } finally {
+      clearImmediate(startEarly);
+      // Listings of sources no plan took (an account the walk lacks, a failed walk, a changed role) are aborted, never used.
+      early?.dropRest();
     }
     return {fetchers, failed};
+  }
+
+  /** Plans the sources of a single-account matcher; returns what is left of the budget of listings started early. */
+  async #planAccount(matcherIndex: number, matcher: AwsSourceMatcher, context: PlanContext | undefined, budget: number, fetchers: ClusterFetcher[], failed: SourceResult[]): Promise<number> {
+    let earlyBudget = budget;
+    const partition = this.#partition(matcher);
+    const regions = expandRegions(matcher.regions, partition);
+    const wildcard = matcher.regions.includes('*');
+    const homeRegion = regions[0] ?? 'us-east-1';
+    const role = {
+      ...(matcher.assume_role_arn ? {roleArn: matcher.assume_role_arn} : {}),
+      ...(matcher.external_id ? {externalId: matcher.external_id} : {}),
+    };
+    let account: string;
+    const listings = new Map<string, Promise<string[]>>();
+    // Stops this matcher's early listings when the lookup fails: their sources fail anyway.
+    const stopListings = new AbortController();
+    try {
+      const waiting = !this.#accountKnown(role);
+      const lookup = this.#account(role, homeRegion);
+      // Awaited below; this only keeps a client that fails to build from leaving it unhandled.
+      lookup.catch(() => undefined);
+      // The clients do not depend on the account: a first cycle builds them while STS answers.
+      for (const region of regions) this.#client(region, role);
+      // Nor does ListClusters: the first sources' listings start now instead of one round trip
+      // later (a first cycle's only idle wait). Their fetchers take them; if STS fails, every
+      // source of the matcher fails as before and what was listed is dropped.
+      if (waiting && context?.signal) {
+        for (const region of regions) {
+          if (earlyBudget <= 0) break;
+          earlyBudget--;
+          listings.set(region, earlyListing(this.#client(region, role), context.signal, stopListings.signal));
+        }
+      }
+      account = await lookup;
+    } catch (error) {
+      stopListings.abort(error);
+      for (const region of regions) {
+        const source = eksSource(matcherIndex, region, '');
+        failed.push({source, ok: false, clusters: [], malformed: [], error: awsFailure(error, 'GetCallerIdentity')});
+      }
+      return earlyBudget;
+    }
+    for (const region of regions) {
+      const source = eksSource(matcherIndex, region, account);
+      const tagReader = this.#tagReader(source, role);
+      fetchers.push(
+        createEksFetcher({
+          source,
+          client: this.#client(region, role),
+          describeQueue: this.#queue(region),
+          skipNotEnabledRegion: wildcard,
+          ...role,
+          ...(tagReader ? {tagReader} : {}),
+          ...(listings.has(region) ? {listing: listings.get(region) as Promise<string[]>} : {}),
+        }),
+      );
+    }
+    return earlyBudget;
   }
 
   #organizationPlanner(): OrganizationPlanner {

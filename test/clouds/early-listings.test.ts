@@ -1,0 +1,76 @@
+// The early listings of a plan (src/clouds/early-listings.ts) fed from a list of sources: only as
+// many run as the cycle's bound allows, the next starts as one settles, and none starts once the
+// plan is final (an organization's plan has 16,677 sources; queued at once, each held a
+// controller, a promise and a waiting task).
+import {describe, expect, it} from 'vitest';
+import {EarlyListings} from '../../src/clouds/early-listings.ts';
+import type {ClusterFetcher} from '../../src/clouds/fetcher.ts';
+import type {SourceResult} from '../../src/core/types.ts';
+import {flushMicrotasks} from '../helpers/fake-clock.ts';
+
+/** Fetchers whose listings answer when the test says so, recording which were started. */
+function sources(count: number): {entries: [string, ClusterFetcher][]; started: string[]; answer(id: string): void} {
+  const started: string[] = [];
+  const answers = new Map<string, () => void>();
+  const entries = Array.from({length: count}, (_, i): [string, ClusterFetcher] => {
+    const source = {id: `eks:us-east-1:${String(i).padStart(12, '0')}`, cloud: 'AWS', type: 'eks', region: 'us-east-1', account: String(i).padStart(12, '0'), matcherIndex: 0};
+    return [
+      `${source.id}|role`,
+      {
+        source,
+        fetch: (signal) =>
+          new Promise<SourceResult>((resolve, reject) => {
+            started.push(source.id);
+            answers.set(source.id, () => resolve({source, ok: true, clusters: [], malformed: []}));
+            signal.addEventListener('abort', () => reject(signal.reason as Error), {once: true});
+          }),
+      },
+    ];
+  });
+  return {entries, started, answer: (id) => answers.get(id)?.()};
+}
+
+const failure = (error: unknown) => ({reason: 'other' as const, code: 'Error', operation: 'ListClusters', message: String(error)});
+
+describe('EarlyListings.feed', () => {
+  it('runs as many listings as the bound allows, starts the next as one settles, and none once the plan takes its first source', async () => {
+    const cycle = new AbortController();
+    const early = new EarlyListings(2, cycle.signal, failure);
+    const {entries, started, answer} = sources(5);
+    early.feed(entries);
+    await flushMicrotasks();
+    expect(started).toEqual([entries[0]![1].source.id, entries[1]![1].source.id]);
+
+    answer(entries[0]![1].source.id);
+    await flushMicrotasks();
+    expect(started).toHaveLength(3);
+
+    // The walk is done: the plan asks for its sources; nothing more is fed.
+    expect(early.started(entries[1]![0])).toBe(true);
+    expect(early.started(entries[4]![0])).toBe(false);
+    answer(entries[1]![1].source.id);
+    await flushMicrotasks();
+    expect(started).toHaveLength(3);
+
+    // What was listed early is handed on; a source never fed is listed when the cycle runs it.
+    const handed = early.take(entries[1]![0], entries[1]![1]);
+    expect(await handed.fetch(cycle.signal)).toMatchObject({ok: true});
+    const late = early.take(entries[4]![0], entries[4]![1]);
+    const lateResult = late.fetch(cycle.signal);
+    await flushMicrotasks();
+    expect(started).toContain(entries[4]![1].source.id);
+    answer(entries[4]![1].source.id);
+    expect(await lateResult).toMatchObject({ok: true});
+    early.dropRest();
+  });
+
+  it('feeds nothing once the cycle is aborted', async () => {
+    const cycle = new AbortController();
+    cycle.abort(new Error('shutdown'));
+    const early = new EarlyListings(2, cycle.signal, failure);
+    const {entries, started} = sources(3);
+    early.feed(entries);
+    await flushMicrotasks();
+    expect(started).toEqual([]);
+  });
+});
