@@ -75,19 +75,21 @@ function labelsOf(context: HandlerContext): {readonly service: string; readonly 
  */
 export function instrumentAwsClient(client: InstrumentableAwsClient, metrics: Pick<Metrics, 'cloudApiCall'>): void {
   (client.middlewareStack as unknown as MiddlewareStackLike).add(
-    (next, context) => async (args) => {
+    (next, context) => {
+      // The handler is built per (client, command) context, whose names are set before it is.
       const {service, operation} = labelsOf(context);
-      const started = performance.now();
-      const seconds = (): number => (performance.now() - started) / 1000;
-      try {
-        const result = await next(args);
-        metrics.cloudApiCall({service, operation, code: 'OK', durationSeconds: seconds(), throttled: false});
-        return result;
-      } catch (error) {
-        const throttled = classifyAwsError(error) === 'throttled';
-        metrics.cloudApiCall({service, operation, code: awsAttemptCode(error), durationSeconds: seconds(), throttled});
-        throw error;
-      }
+      return async (args) => {
+        const started = performance.now();
+        try {
+          const result = await next(args);
+          metrics.cloudApiCall({service, operation, code: 'OK', durationSeconds: (performance.now() - started) / 1000, throttled: false});
+          return result;
+        } catch (error) {
+          const throttled = classifyAwsError(error) === 'throttled';
+          metrics.cloudApiCall({service, operation, code: awsAttemptCode(error), durationSeconds: (performance.now() - started) / 1000, throttled});
+          throw error;
+        }
+      };
     },
     {step: 'finalizeRequest', priority: 'low', name: AWS_METRICS_MIDDLEWARE, tags: ['METRICS'], override: true},
   );

@@ -172,7 +172,9 @@ export class Metrics {
   /** Codes with series of their own in the cloud API request counter (at most MAX_API_CODES). */
   readonly #apiCodes = new Set<string>();
   /** Label objects per (service, operation, code) of cloud calls (see #apiLabels). */
-  readonly #apiCallLabels = new Map<string, ApiCallLabels>();
+  readonly #apiCallLabels = new Map<string, Map<string, Map<string, ApiCallLabels>>>();
+  /** Entries in #apiCallLabels (all levels' leaves). */
+  #apiCallLabelCount = 0;
   readonly #clouds: Clouds;
 
   constructor(options: MetricsOptions = {}) {
@@ -489,14 +491,24 @@ export class Metrics {
    * a W0 first cycle) otherwise ran three label checks and built three objects.
    */
   #apiLabels(service: string, operation: string, code: string): ApiCallLabels {
-    const key = `${service}\u0000${operation}\u0000${code}`;
-    let labels = this.#apiCallLabels.get(key);
+    // By service, then operation, then code: a lookup builds no key string (this runs on every cloud call).
+    let byOperation = this.#apiCallLabels.get(service);
+    if (byOperation === undefined) this.#apiCallLabels.set(service, (byOperation = new Map()));
+    let byCode = byOperation.get(operation);
+    if (byCode === undefined) byOperation.set(operation, (byCode = new Map()));
+    let labels = byCode.get(code);
     if (labels === undefined) {
       const call = {service: metricCode(service), operation: metricCode(operation)};
       labels = {call, request: {...call, code: this.#boundedCode(metricCode(code))}, throttledShown: false};
       // Codes are bounded by metricCode's rule but not few: start over rather than grow without bound.
-      if (this.#apiCallLabels.size >= 4_096) this.#apiCallLabels.clear();
-      this.#apiCallLabels.set(key, labels);
+      if (this.#apiCallLabelCount >= 4_096) {
+        this.#apiCallLabels.clear();
+        this.#apiCallLabelCount = 0;
+        this.#apiCallLabels.set(service, (byOperation = new Map()));
+        byOperation.set(operation, (byCode = new Map()));
+      }
+      byCode.set(code, labels);
+      this.#apiCallLabelCount++;
     }
     return labels;
   }

@@ -2,6 +2,8 @@
 import type {SourceFailure, SourceResult} from '../core/types.ts';
 import type {CycleReport, CycleResult} from '../discovery/cycle.ts';
 
+type Writable<T> = {-readonly [K in keyof T]: T[K]};
+
 /** What /v1/status says about one source. */
 export interface SourceStatus {
   readonly id: string;
@@ -35,27 +37,30 @@ export class StatusTracker {
   readonly #sources = new Map<string, SourceStatus>();
   #lastCycle: CycleStatus | undefined;
   #lastSuccess: string | undefined;
+  /** The last time recordSource formatted, and its text. */
+  #lastNow = Number.NaN;
+  #lastIso = '';
 
   /** Records one source's outcome at `now`. */
   recordSource(result: SourceResult, now: number): void {
-    const at = new Date(now).toISOString();
-    const prev = this.#sources.get(result.source.id);
-    const base = {id: result.source.id, cloud: result.source.cloud, region: result.source.region, account: result.source.account};
+    const at = this.#isoAt(now);
+    const {source} = result;
+    const prev = this.#sources.get(source.id);
+    // Literals in the order /v1/status shows the fields (this runs for every source of every cycle).
     if (result.ok) {
-      this.#sources.set(result.source.id, {
-        ...base,
-        ok: true,
-        last_success: at,
-        ...(prev?.last_error ? {last_error: prev.last_error} : {}),
-        clusters: result.clusters.length,
-        stale: false,
-        consecutive_failures: 0,
-        ...(result.skippedReason ? {skipped: result.skippedReason} : {}),
-      });
+      const clusters = result.clusters.length;
+      const status: Writable<SourceStatus> = prev?.last_error
+        ? {id: source.id, cloud: source.cloud, region: source.region, account: source.account, ok: true, last_success: at, last_error: prev.last_error, clusters, stale: false, consecutive_failures: 0}
+        : {id: source.id, cloud: source.cloud, region: source.region, account: source.account, ok: true, last_success: at, clusters, stale: false, consecutive_failures: 0};
+      if (result.skippedReason) status.skipped = result.skippedReason;
+      this.#sources.set(source.id, status);
       return;
     }
-    this.#sources.set(result.source.id, {
-      ...base,
+    this.#sources.set(source.id, {
+      id: source.id,
+      cloud: source.cloud,
+      region: source.region,
+      account: source.account,
       ok: false,
       ...(prev?.last_success ? {last_success: prev.last_success} : {}),
       ...(result.error ? {last_error: {...result.error, at}} : {}),
@@ -63,6 +68,15 @@ export class StatusTracker {
       stale: true,
       consecutive_failures: (prev?.consecutive_failures ?? 0) + 1,
     });
+  }
+
+  /** `now` in RFC 3339, formatted once for the sources that finish in the same millisecond. */
+  #isoAt(now: number): string {
+    if (now !== this.#lastNow) {
+      this.#lastIso = new Date(now).toISOString();
+      this.#lastNow = now;
+    }
+    return this.#lastIso;
   }
 
   /** Records a finished cycle; sources not seen in it (config changed) are forgotten. */

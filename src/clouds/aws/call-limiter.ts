@@ -29,15 +29,29 @@ export class CallLimiter {
   }
 
   /** Runs `task` when a slot is free; settles as it does. A task that throws frees its slot too. */
-  async add<T>(task: () => Promise<T>): Promise<T> {
-    if (this.#active >= this.#concurrency) await new Promise<void>((start) => this.#waiting.push(start));
-    else this.#active++;
-    try {
-      return await task();
-    } finally {
-      this.#release();
-    }
+  add<T>(task: () => Promise<T>): Promise<T> {
+    if (this.#active >= this.#concurrency) return new Promise<void>((start) => this.#waiting.push(start)).then(() => this.#run(task));
+    this.#active++;
+    return this.#run(task);
   }
+
+  /**
+   * Runs a task holding a slot; the slot is handed on when it settles. The task's own promise is
+   * returned (no async wrapper and await per call: every SDK call of a member account passes here).
+   */
+  #run<T>(task: () => Promise<T>): Promise<T> {
+    let running: Promise<T>;
+    try {
+      running = task();
+    } catch (error) {
+      this.#release();
+      return Promise.reject(error as Error);
+    }
+    running.then(this.#onSettled, this.#onSettled);
+    return running;
+  }
+
+  readonly #onSettled = (): void => this.#release();
 
   /** Hands the slot to the next waiting task (which keeps `#active` as it is), else frees it. */
   #release(): void {

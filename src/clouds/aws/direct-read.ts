@@ -92,6 +92,9 @@ export interface DirectClient {
 /** finalizeRequest middlewares the direct way runs per attempt with a shared context (they read only its names). */
 export const DIRECT_SAFE_MIDDLEWARES: ReadonlySet<string> = new Set(['kubeDiscoveryErrorTypeOn2xx', 'kubeDiscoveryMetrics']);
 
+/** The callback that holds a signal's watch during a call (never called for anything: an abort is answered by the waits). */
+const HOLD = (): void => {};
+
 const INVOCATION_ID_HEADER = 'amz-sdk-invocation-id';
 const REQUEST_HEADER = 'amz-sdk-request';
 
@@ -127,37 +130,57 @@ export class DirectReader {
     if (this.#strategy === undefined && !(await this.#resolve())) return otherwise();
     const strategy = this.#strategy as RetryStrategyV2;
     const maxAttempts = this.#maxAttempts;
-    let token: RetryToken = await race(strategy.acquireInitialRetryToken(this.#scope), abortSignal);
-    const headers = request.headers;
-    headers[INVOCATION_ID_HEADER] = randomUUID();
-    const call: CallState = {abortSignal, read};
-    let attempts = 0;
-    let totalRetryDelay = 0;
-    for (;;) {
-      try {
-        headers[REQUEST_HEADER] = `attempt=${attempts + 1}; max=${maxAttempts}`;
-        const {output} = await this.#signed(input, request, call);
-        strategy.recordSuccess(token);
-        output.$metadata['attempts'] = attempts + 1;
-        output.$metadata['totalRetryDelay'] = totalRetryDelay;
-        return output;
-      } catch (error) {
-        const info = retryErrorInfo(error);
-        const lastError = asSdkError(error);
+    const {signer, signingProperties: clientSigningProperties, context} = this.#client;
+    // The call's waits (retry token, socket, answer) each watch the signal; held for the whole
+    // call, the signal's one listener is added once, not once per wait (abort-watch.ts).
+    if (abortSignal) watchAbort(abortSignal, HOLD);
+    try {
+      let token: RetryToken = await race(strategy.acquireInitialRetryToken(this.#scope), abortSignal);
+      const headers = request.headers;
+      headers[INVOCATION_ID_HEADER] = randomUUID();
+      const call: CallState = {abortSignal, read};
+      let attempts = 0;
+      let totalRetryDelay = 0;
+      for (;;) {
         try {
-          token = await race(strategy.refreshRetryTokenForRetry(token, info), abortSignal);
-        } catch (refreshError) {
-          if (abortSignal?.aborted && isAbortError(refreshError)) throw refreshError;
-          const metadata = ((lastError as {$metadata?: Record<string, unknown>}).$metadata ??= {});
-          metadata['attempts'] = attempts + 1;
-          metadata['totalRetryDelay'] = totalRetryDelay;
-          throw lastError;
+          headers[REQUEST_HEADER] = `attempt=${attempts + 1}; max=${maxAttempts}`;
+          // One attempt as the SDK's signing middleware makes it: signed, sent, its answer's clock
+          // sampled (in this loop rather than a method of its own: one promise less per call).
+          const signingProperties: Record<string, unknown> = {...clientSigningProperties, context};
+          const signed = (await signer.sign(request, undefined, signingProperties)) as SignedRequest;
+          let result: AttemptResult;
+          try {
+            result = await this.#attempt({input, request: signed, call});
+          } catch (error) {
+            if (signer.errorHandler) signer.errorHandler(signingProperties)(error);
+            throw error;
+          }
+          signer.successHandler?.(result.response, signingProperties);
+          const {output} = result;
+          strategy.recordSuccess(token);
+          output.$metadata['attempts'] = attempts + 1;
+          output.$metadata['totalRetryDelay'] = totalRetryDelay;
+          return output;
+        } catch (error) {
+          const info = retryErrorInfo(error);
+          const lastError = asSdkError(error);
+          try {
+            token = await race(strategy.refreshRetryTokenForRetry(token, info), abortSignal);
+          } catch (refreshError) {
+            if (abortSignal?.aborted && isAbortError(refreshError)) throw refreshError;
+            const metadata = ((lastError as {$metadata?: Record<string, unknown>}).$metadata ??= {});
+            metadata['attempts'] = attempts + 1;
+            metadata['totalRetryDelay'] = totalRetryDelay;
+            throw lastError;
+          }
+          attempts = token.getRetryCount();
+          const delay = token.getRetryDelay();
+          totalRetryDelay += ((token as {$retryLog?: {acquisitionDelay?: number}}).$retryLog?.acquisitionDelay ?? 0) + delay;
+          if (delay > 0) await race(new Promise((resolve) => setTimeout(resolve, delay)), abortSignal);
         }
-        attempts = token.getRetryCount();
-        const delay = token.getRetryDelay();
-        totalRetryDelay += ((token as {$retryLog?: {acquisitionDelay?: number}}).$retryLog?.acquisitionDelay ?? 0) + delay;
-        if (delay > 0) await race(new Promise((resolve) => setTimeout(resolve, delay)), abortSignal);
       }
+    } finally {
+      if (abortSignal) unwatchAbort(abortSignal, HOLD);
     }
   }
 
@@ -178,22 +201,6 @@ export class DirectReader {
       return true;
     })();
     return this.#resolving;
-  }
-
-  /** One attempt as the SDK's signing middleware makes it: signed, sent, its answer's clock sampled. */
-  async #signed(input: object, request: DirectRequest, call: CallState): Promise<AttemptResult> {
-    const {signer} = this.#client;
-    const signingProperties: Record<string, unknown> = {...this.#client.signingProperties, context: this.#client.context};
-    const signed = (await signer.sign(request, undefined, signingProperties)) as SignedRequest;
-    let result: AttemptResult;
-    try {
-      result = await this.#attempt({input, request: signed, call});
-    } catch (error) {
-      if (signer.errorHandler) signer.errorHandler(signingProperties)(error);
-      throw error;
-    }
-    signer.successHandler?.(result.response, signingProperties);
-    return result;
   }
 
   /** The innermost step: the signed request on the wire, its answer read. */

@@ -61,19 +61,22 @@ export function leanSdkClient<C extends LeanableClient>(client: C): C {
   const stack = client.middlewareStack as unknown as StackLike;
   // The SDK's resolver wrapped our credentials (memoized, attributed): the shared signer reads
   // them the same way the per-call signers did, once per request.
-  let signer: SignatureV4 | undefined;
+  // Built on first use, then the same settled promise for every request (the SDK awaits it per call).
+  let signer: Promise<SignatureV4> | undefined;
   config.signer = () => {
-    signer ??= leanSigner(
-      new SignatureV4({
-        credentials: config.credentials as never,
-        region: config.region as never,
-        service: config.signingName ?? config.defaultSigningName ?? config.serviceId ?? '',
-        sha256: config.sha256 as never,
-        uriEscapePath: config.signingEscapePath ?? true,
-        ...(config.applyChecksum === undefined ? {} : {applyChecksum: config.applyChecksum}),
-      }),
+    signer ??= Promise.resolve(
+      leanSigner(
+        new SignatureV4({
+          credentials: config.credentials as never,
+          region: config.region as never,
+          service: config.signingName ?? config.defaultSigningName ?? config.serviceId ?? '',
+          sha256: config.sha256 as never,
+          uriEscapePath: config.signingEscapePath ?? true,
+          ...(config.applyChecksum === undefined ? {} : {applyChecksum: config.applyChecksum}),
+        }),
+      ),
     );
-    return Promise.resolve(signer);
+    return signer;
   };
   stack.remove('loggerMiddleware');
   stack.remove('recursionDetectionMiddleware');
@@ -114,9 +117,12 @@ type DeriveKey = (credentials: Credentials, region: string, shortDate: string, s
  * lives as long as the account's cached credentials; it is used only for the same secret key,
  * so a secret rotated under the same object derives anew.
  */
-const signingKeys = new WeakMap<object, {secret: string; readonly keys: Map<string, string>}>();
-/** One string per (day, region, service), shared by every account's map. */
-const scopeNames = new Map<string, string>();
+const signingKeys = new WeakMap<object, {readonly secret: string; readonly day: string; readonly keys: Map<string, string>}>();
+/**
+ * One name per (region, service), shared by every account's map, by service then region: found
+ * from the two strings a request has, so a lookup on every call builds no key string.
+ */
+const scopeNames = new Map<string, Map<string, string>>();
 
 /**
  * Which headers smithy's `getCanonicalHeaders` signs for one set of header names, and in which
@@ -126,6 +132,8 @@ const scopeNames = new Map<string, string>();
  */
 interface HeaderPlan {
   readonly order: readonly (readonly [string, string])[];
+  /** Per entry of `order`, its canonical line's start (`name:`). */
+  readonly prefixes: readonly string[];
   readonly signed: string;
 }
 
@@ -133,16 +141,41 @@ interface HeaderPlan {
 const headerPlans = new Map<string, HeaderPlan | null>();
 const HEADER_PLANS = 256;
 
+/** The header sets met last, with their plans: checked name by name first, so a call builds no lookup key. */
+interface RecentPlan {
+  readonly names: readonly string[];
+  readonly plan: HeaderPlan | null;
+}
+const recentPlans: RecentPlan[] = [];
+const RECENT_PLANS = 8;
+
+/** Whether `headers` has exactly `names` (with a value), in that order. */
+function hasNames(headers: Record<string, string | undefined>, names: readonly string[]): boolean {
+  let i = 0;
+  for (const name in headers) {
+    if (headers[name] === undefined || headers[name] === null) continue;
+    if (names[i] !== name) return false;
+    i++;
+  }
+  return i === names.length;
+}
+
 /** The plan of a request's headers, or null when smithy's own functions must canonicalise them. */
 function headerPlanOf(headers: Record<string, string | undefined>): HeaderPlan | null {
-  let id = '';
-  for (const name in headers) if (headers[name] !== undefined && headers[name] !== null) id += `${name}\n`;
+  for (let i = 0; i < recentPlans.length; i++) {
+    const recent = recentPlans[i] as RecentPlan;
+    if (hasNames(headers, recent.names)) return recent.plan;
+  }
+  const names = Object.keys(headers).filter((name) => headers[name] !== undefined && headers[name] !== null);
+  const id = names.map((name) => `${name}\n`).join('');
   let plan = headerPlans.get(id);
   if (plan === undefined) {
-    plan = buildHeaderPlan(Object.keys(headers).filter((name) => headers[name] !== undefined && headers[name] !== null));
+    plan = buildHeaderPlan(names);
     if (headerPlans.size >= HEADER_PLANS) headerPlans.clear();
     headerPlans.set(id, plan);
   }
+  if (recentPlans.length >= RECENT_PLANS) recentPlans.pop();
+  recentPlans.unshift({names, plan});
   return plan;
 }
 
@@ -158,7 +191,7 @@ function buildHeaderPlan(names: readonly string[]): HeaderPlan | null {
   }
   if (byLower.size === 0) return null;
   const lowers = [...byLower.keys()].sort();
-  return {order: lowers.map((lower) => [byLower.get(lower) as string, lower] as const), signed: lowers.join(';')};
+  return {order: lowers.map((lower) => [byLower.get(lower) as string, lower] as const), prefixes: lowers.map((lower) => `${lower}:`), signed: lowers.join(';')};
 }
 
 /** smithy's canonical header value: line breaks to spaces, runs of spaces and tabs to one space, trimmed of one space each end. */
@@ -200,6 +233,15 @@ function payloadHashOf(body: string | Uint8Array): string {
   }
   return digest;
 }
+
+/** A query without members, whose canonical form is the empty string (smithy's getCanonicalQuery of `{}`, without its arrays). */
+function isEmptyQuery(query: SignableRequest['query'] | undefined): boolean {
+  for (const key in query) if (Object.hasOwn(query, key)) return false;
+  return true;
+}
+
+/** The pieces of the canonical request being built (signRequest fills and joins it without awaiting in between). */
+const canonicalParts: string[] = [];
 
 /** SHA-256 of an empty payload (smithy's constant for a request without a body). */
 const EMPTY_PAYLOAD_SHA256 = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
@@ -287,9 +329,15 @@ function leanSigner(signer: SignatureV4): SignatureV4 {
     let signedHeaders: string;
     if (plan) {
       // smithy's canonical request (createCanonicalRequest over getCanonicalHeaders), without re-sorting the same names on every call.
-      let lines = '';
-      for (const [name, lower] of plan.order) lines += `${lower}:${canonicalValue(headers[name] as string)}\n`;
-      canonicalRequest = `${request.method}\n${canonicalPathOf(target, request.path)}\n${getCanonicalQuery(request)}\n${lines}\n${plan.signed}\n${payloadHash}`;
+      // Joined once from its parts: concatenated, its ~40 pieces were as many strings, then copied flat to be hashed.
+      const parts = canonicalParts;
+      parts.length = 0;
+      parts.push(request.method, '\n', canonicalPathOf(target, request.path), '\n', isEmptyQuery(request.query) ? '' : getCanonicalQuery(request), '\n');
+      const {order, prefixes} = plan;
+      for (let i = 0; i < order.length; i++) parts.push(prefixes[i] as string, canonicalValue(headers[(order[i] as readonly [string, string])[0]] as string), '\n');
+      parts.push('\n', plan.signed, '\n', payloadHash);
+      canonicalRequest = parts.join('');
+      parts.length = 0;
       signedHeaders = plan.signed;
     } else {
       const canonicalHeaders = getCanonicalHeaders(request);
@@ -326,25 +374,34 @@ function leanSigner(signer: SignatureV4): SignatureV4 {
 /** The signing key of (credentials, day, region, service) remembered, as a latin1 string (see `signingKeys`). */
 function rememberedKey(credentials: Credentials, region: string, shortDate: string, service: string): string | undefined {
   const kept = signingKeys.get(credentials);
-  return kept?.secret === credentials.secretAccessKey ? kept.keys.get(`${shortDate}\n${region}\n${service}`) : undefined;
+  return kept?.secret === credentials.secretAccessKey && kept.day === shortDate ? kept.keys.get(scopeName(region, service)) : undefined;
 }
 
-/** Remembers a derived key (a secret rotated under the same object starts a new map; keys of another day go). */
+/** Remembers a derived key (a secret rotated under the same object, or another day, starts a new map). */
 function rememberKey(credentials: Credentials, region: string, shortDate: string, service: string, key: string): void {
   let kept = signingKeys.get(credentials);
-  if (kept?.secret !== credentials.secretAccessKey) {
-    kept = {secret: credentials.secretAccessKey, keys: new Map()};
+  if (kept?.secret !== credentials.secretAccessKey || kept.day !== shortDate) {
+    kept = {secret: credentials.secretAccessKey, day: shortDate, keys: new Map()};
     signingKeys.set(credentials, kept);
   }
-  const name = `${shortDate}\n${region}\n${service}`;
-  for (const old of kept.keys.keys()) if (!old.startsWith(shortDate)) kept.keys.delete(old);
-  let shared = scopeNames.get(name);
-  if (shared === undefined) {
-    if (scopeNames.size >= SCOPE_NAMES) scopeNames.clear();
-    scopeNames.set(name, name);
-    shared = name;
+  kept.keys.set(scopeName(region, service), key);
+}
+
+/** The shared name of (region, service) (see `scopeNames`). */
+function scopeName(region: string, service: string): string {
+  let byRegion = scopeNames.get(service);
+  if (byRegion === undefined) {
+    if (scopeNames.size >= SCOPE_SERVICES) scopeNames.clear();
+    byRegion = new Map();
+    scopeNames.set(service, byRegion);
   }
-  kept.keys.set(shared, key);
+  let name = byRegion.get(region);
+  if (name === undefined) {
+    if (byRegion.size >= SCOPE_NAMES) byRegion.clear();
+    name = `${region}\n${service}`;
+    byRegion.set(region, name);
+  }
+  return name;
 }
 
 const latin1Of = (bytes: Uint8Array): string => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1');
@@ -370,8 +427,10 @@ function deriveSigningKey(secret: string, shortDate: string, region: string, ser
   return key;
 }
 
-/** Distinct (day, region, service) names kept for sharing: a few days of every region and service. */
+/** Regions per service whose names are kept for sharing (every region of every partition, with room). */
 const SCOPE_NAMES = 4_096;
+/** Services whose names are kept for sharing (the clients sign for a handful). */
+const SCOPE_SERVICES = 64;
 
 /** The SDK's user-agent middleware for the first request; its two header values for the later ones. */
 function memoizedUserAgent(config: object): Middleware {
