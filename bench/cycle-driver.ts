@@ -184,7 +184,7 @@ async function measuredCycles(request: DriverRequest, service: RunningService, c
       result: report.result,
       failedSources: report.failedSources,
     });
-    process.stderr.write(`[driver] service cycle ${i + 1}/${request.cycles}: ${wallMs.toFixed(0)} ms, ${(usage.cpuUserMs + usage.cpuSystemMs).toFixed(0)} ms CPU, ${verdict.found}/${verdict.expected} registered\n`);
+    process.stderr.write(`[driver] service cycle ${i + 1}/${request.cycles}: ${wallMs.toFixed(0)} ms, ${(usage.cpuUserMs + usage.cpuSystemMs).toFixed(0)} ms CPU, ${verdict.found}/${verdict.expected} registered, peak RSS so far ${Math.round(process.resourceUsage().maxRSS / 1024)} MB\n`);
   }
   if (profiler && request.steadyProfile !== undefined) {
     if (request.steadyProfile.endsWith('.heapprofile')) {
