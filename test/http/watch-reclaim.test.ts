@@ -34,7 +34,7 @@ interface World {
 }
 
 /** A server over 40 entries (~20 KB of snapshot) whose collection is counted, on a test clock. */
-async function world(policy: Partial<ReclaimPolicy>): Promise<World> {
+async function world(policy: Partial<ReclaimPolicy>, options: {heapUsed?: number; cycleRunning?: () => boolean} = {}): Promise<World> {
   const backend = new MemoryBackend({clock: systemClock});
   const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g1', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
   await heartbeat.start();
@@ -49,7 +49,13 @@ async function world(policy: Partial<ReclaimPolicy>): Promise<World> {
     inventory,
     readiness: async () => ({ready: true, status: 'ready'}),
     status: () => ({}),
-    memoryReclaim: {run: () => void runs++, clock, policy: {delayMs: 1_000, minIntervalMs: 10_000, ...policy}},
+    memoryReclaim: {
+      run: () => void runs++,
+      clock,
+      policy: {minWatchers: 1, afterHeapMultiple: 0, delayMs: 1_000, minIntervalMs: 10_000, ...policy},
+      heapUsed: () => options.heapUsed ?? 0,
+      ...(options.cycleRunning ? {deferWhile: options.cycleRunning} : {}),
+    },
   });
   stops.push(async () => {
     await server.close();
@@ -157,6 +163,49 @@ describe('memory reclaim after watchers leave', () => {
     expect(w.runs()).toBe(2);
     await w.clock.advance(1);
     expect(w.runs()).toBe(3);
+  });
+
+  it('one client coming and going is no burst: nothing runs until enough watchers were connected at once', async () => {
+    const w = await world({afterBytes: 1, minWatchers: 3});
+    for (let i = 0; i < 5; i++) {
+      await (await watcher(w.server)).leave();
+      await w.clock.advance(20_000);
+    }
+    expect(w.runs()).toBe(0);
+    const burst = await Promise.all([watcher(w.server), watcher(w.server), watcher(w.server)]);
+    for (const x of burst) await x.leave();
+    await w.clock.advance(1_000);
+    expect(w.runs()).toBe(1);
+    // The burst is spent: one client again is not one.
+    await (await watcher(w.server)).leave();
+    await w.clock.advance(60_000);
+    expect(w.runs()).toBe(1);
+  });
+
+  it('what must be streamed first grows with the heap (the pause does)', async () => {
+    const probe = await world({afterBytes: Infinity});
+    const snapshot = (await watcher(probe.server)).bytes;
+    // A heap of 3 snapshots at 1x: two snapshots are not enough, four are.
+    const w = await world({afterBytes: 1, afterHeapMultiple: 1}, {heapUsed: snapshot * 3});
+    const two = await Promise.all([watcher(w.server), watcher(w.server)]);
+    for (const x of two) await x.leave();
+    await w.clock.advance(30_000);
+    expect(w.runs()).toBe(0);
+    const more = await Promise.all([watcher(w.server), watcher(w.server)]);
+    for (const x of more) await x.leave();
+    await w.clock.advance(1_000);
+    expect(w.runs()).toBe(1);
+  });
+
+  it('waits while a discovery cycle runs, then runs after it', async () => {
+    let cycle = true;
+    const w = await world({afterBytes: 1}, {cycleRunning: () => cycle});
+    await (await watcher(w.server)).leave();
+    await w.clock.advance(30_000);
+    expect(w.runs()).toBe(0);
+    cycle = false;
+    await w.clock.advance(1_000);
+    expect(w.runs()).toBe(1);
   });
 
   it('nothing runs after the server closed', async () => {
