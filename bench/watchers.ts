@@ -6,7 +6,8 @@
  * /proc, after a full GC), its live memory (V8 heap used + external, after a full GC) idle and
  * after they left, and /healthz latency percentiles and the server's event-loop delay per round.
  * "After they left" is once the server's own memory-reducing collection has run (the service's,
- * src/http/watch-reclaim.ts, a second after the last watcher left); the report gives its pause.
+ * src/http/watch-reclaim.ts, a second after the last watcher left); the report gives its pause,
+ * and /healthz and the event-loop delay are followed through it.
  *
  *   npm run bench:watchers [-- --entries 10000] [--watchers 200] [--rounds 2] [--cpu-prof DIR]
  */
@@ -273,16 +274,18 @@ export async function measureWatchers(options: {entries: number; watchers: numbe
       const open = await Promise.all(Array.from({length: count}, () => watcher(url)));
       const snapshotsMs = Number(process.hrtime.bigint() - started) / 1e6;
       const connected = await rssMb(pid);
+      for (const w of open) w.close();
+      // /healthz, the event-loop delay and RSS are followed through the server's reclaim (its
+      // pause) and one second past it, not only while the watchers stream.
+      const reclaimed = await Promise.race([line('RECLAIMED '), new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 20_000))]);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
       send('eld-stop');
       const eld = JSON.parse((await line('ELD ')).slice(4)) as {p50: number; p99: number; max: number};
-      for (const w of open) w.close();
       stop = true;
       await sampler;
       prober.stdin.end();
       await proberDone;
       const latencies = probed.split('\n').filter(Boolean).map(Number).sort((a, b) => a - b);
-      // Let the server see every close and run its reclaim before measuring what it still holds.
-      const reclaimed = await Promise.race([line('RECLAIMED '), new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 20_000))]);
       afterMemory = await gc();
       rounds.push({
         peak_rss_mb: peak,

@@ -45,6 +45,8 @@ export interface HttpServerOptions {
    * default V8's under `--expose-gc` on the system clock, else none. `null`: none.
    */
   readonly memoryReclaim?: MemoryReclaim | null;
+  /** Whether a discovery cycle runs now: the default memory reclaim waits for its end. */
+  readonly cycleRunning?: () => boolean;
 }
 
 /** A listening API server. */
@@ -83,7 +85,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
     options.inventory,
     {...DEFAULT_WATCH_LIMITS, ...(options.sseKeepaliveMs === undefined ? {} : {keepaliveMs: options.sseKeepaliveMs}), ...options.watch},
     matchesSelector,
-    options.memoryReclaim === null ? undefined : (options.memoryReclaim ?? defaultMemoryReclaim(options.logger)),
+    options.memoryReclaim === null ? undefined : (options.memoryReclaim ?? defaultMemoryReclaim(options.logger, options.cycleRunning)),
   );
   const server: Server = createServer((req, res) => {
     handle(req, res, options, watchers).catch((error: unknown) => sendError(res, error, options.logger));
@@ -110,7 +112,7 @@ export async function startHttpServer(options: HttpServerOptions): Promise<HttpS
 }
 
 /** V8's memory-reducing collection on the system clock, when the process may call it; each run logged with its pause and what it returned. */
-function defaultMemoryReclaim(logger: Logger | undefined): MemoryReclaim | undefined {
+function defaultMemoryReclaim(logger: Logger | undefined, cycleRunning: (() => boolean) | undefined): MemoryReclaim | undefined {
   const reclaim = exposedMemoryReclaim();
   if (reclaim === undefined) return undefined;
   const run = (): void => {
@@ -120,7 +122,7 @@ function defaultMemoryReclaim(logger: Logger | undefined): MemoryReclaim | undef
     const mb = (bytes: number): number => Math.round(bytes / 104_857.6) / 10;
     logger?.info({event: 'watch_memory_reclaimed', pause_ms: Math.round(performance.now() - started), rss_before_mb: mb(rss), rss_after_mb: mb(process.memoryUsage.rss())}, 'watchers left: memory returned to the system');
   };
-  return {run, clock: systemClock};
+  return {run, clock: systemClock, ...(cycleRunning ? {deferWhile: cycleRunning} : {})};
 }
 
 /** `host:port` → parts; `[::1]:3000` works too. */

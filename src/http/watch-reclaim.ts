@@ -8,17 +8,25 @@
  * collection (V8's "last resort" flavour: full collections that also shrink the young
  * generation and give free pages back to the system) returns them.
  *
- * That collection stops the event loop for a while (~115 ms at 10,000 entries), so it runs only
- * when nobody is watching any more, only once enough has been streamed since the last one to
- * matter, a moment after the last watcher left (a client that reconnects at once is not made to
- * wait), and at most once per `minIntervalMs`.
+ * That collection stops the event loop for a while — about twice a plain full collection: ~115–
+ * 190 ms at 10,000 entries, 0.6–1 s at 50,000 — so it runs only after a real burst: at least
+ * `minWatchers` watchers connected at once since the last one, and more streamed since then
+ * than both `afterBytes` and `afterHeapMultiple` times the live heap (the pause grows with the
+ * heap, so must what it pays for). It runs a moment after the last watcher left (a client that
+ * reconnects at once is not made to wait), never while a discovery cycle runs (it waits for the
+ * cycle's end, as the cycle's own collection does, idle-gc.ts), and at most once per `minIntervalMs`.
  */
+import {getHeapStatistics} from 'node:v8';
 import type {Clock} from '../core/clock.ts';
 
 /** When a memory-reducing collection follows watchers leaving. */
 export interface ReclaimPolicy {
+  /** Watchers that must have been connected at once since the last collection: a burst, not one client coming and going. */
+  readonly minWatchers: number;
   /** Bytes the watchers must have been sent since the last collection for another to be worth its pause. */
   readonly afterBytes: number;
+  /** …and at least this many times the heap in use when they left. */
+  readonly afterHeapMultiple: number;
   /** Wait after the last watcher left. */
   readonly delayMs: number;
   /** Least time between two collections. */
@@ -26,10 +34,12 @@ export interface ReclaimPolicy {
 }
 
 /**
- * 64 MiB is about five snapshots of 10,000 entries; streaming it costs several times the pause
- * that follows, so bursts cannot make the pauses a large share of the event loop's time.
+ * 16 watchers at once is a burst; 64 MiB is about five snapshots of 10,000 entries, and eight
+ * times the heap is about eight snapshots of any size (an entry's frame is about its share of
+ * the heap): streaming that costs several times the pause that follows, so bursts cannot make
+ * the pauses a large share of the event loop's time.
  */
-export const DEFAULT_RECLAIM_POLICY: ReclaimPolicy = {afterBytes: 64 * 1024 * 1024, delayMs: 1_000, minIntervalMs: 10_000};
+export const DEFAULT_RECLAIM_POLICY: ReclaimPolicy = {minWatchers: 16, afterBytes: 64 * 1024 * 1024, afterHeapMultiple: 8, delayMs: 1_000, minIntervalMs: 10_000};
 
 /** What a server reclaims with. */
 export interface MemoryReclaim {
@@ -37,6 +47,10 @@ export interface MemoryReclaim {
   readonly run: () => void;
   readonly clock: Clock;
   readonly policy?: Partial<ReclaimPolicy>;
+  /** Bytes of heap in use (default V8's). */
+  readonly heapUsed?: () => number;
+  /** While true (a discovery cycle runs), the collection waits. */
+  readonly deferWhile?: () => boolean;
 }
 
 /**
@@ -59,7 +73,11 @@ export class WatchReclaim {
   readonly #sent: () => number;
   /** Whether no watcher is connected, read when the wait is over. */
   readonly #idle: () => boolean;
+  readonly #heapUsed: () => number;
+  readonly #deferWhile: () => boolean;
   #sentAtLast = 0;
+  /** Most watchers connected at once since the last collection. */
+  #peak = 0;
   #lastAt: number | undefined;
   #cancel: (() => void) | undefined;
 
@@ -69,18 +87,36 @@ export class WatchReclaim {
     this.#policy = {...DEFAULT_RECLAIM_POLICY, ...reclaim.policy};
     this.#sent = sent;
     this.#idle = idle;
+    this.#heapUsed = reclaim.heapUsed ?? (() => getHeapStatistics().used_heap_size);
+    this.#deferWhile = reclaim.deferWhile ?? (() => false);
+  }
+
+  /** A watcher connected; `watchers` are connected now. */
+  opened(watchers: number): void {
+    if (watchers > this.#peak) this.#peak = watchers;
   }
 
   /** The last watcher left. */
   allLeft(): void {
-    if (this.#cancel !== undefined || this.#sent() - this.#sentAtLast < this.#policy.afterBytes) return;
+    if (this.#cancel !== undefined || this.#peak < this.#policy.minWatchers) return;
+    const streamed = this.#sent() - this.#sentAtLast;
+    if (streamed < this.#policy.afterBytes || streamed < this.#policy.afterHeapMultiple * this.#heapUsed()) return;
     const sinceLast = this.#lastAt === undefined ? Infinity : this.#clock.now() - this.#lastAt;
-    const wait = Math.max(this.#policy.delayMs, this.#policy.minIntervalMs - sinceLast);
+    this.#schedule(Math.max(this.#policy.delayMs, this.#policy.minIntervalMs - sinceLast));
+  }
+
+  #schedule(wait: number): void {
     this.#cancel = this.#clock.setTimeout(() => {
       this.#cancel = undefined;
       // A watcher came back meanwhile: its leaving asks again.
       if (!this.#idle()) return;
+      // A cycle runs: after it, as its own collection does.
+      if (this.#deferWhile()) {
+        this.#schedule(this.#policy.delayMs);
+        return;
+      }
       this.#sentAtLast = this.#sent();
+      this.#peak = 0;
       this.#lastAt = this.#clock.now();
       this.#run();
     }, wait);

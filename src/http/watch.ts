@@ -228,6 +228,7 @@ export class WatchStreams {
       ...(stillAuthorized ? {stillAuthorized} : {}),
     });
     this.#open.add(stream);
+    this.#reclaim?.opened(this.#open.size);
     const done = (): void => stream.close();
     req.on('close', done);
     res.on('close', done);

@@ -162,6 +162,8 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
 
   // The cycle's garbage is collected in the idle time after it, not by the next cycle (idle-gc.ts).
   const collectAfterCycle = idleCollector(options.gc);
+  // Cycles running now: the HTTP server's memory reclaim waits for them to end (watch-reclaim.ts).
+  let cyclesRunning = 0;
   const makeScheduler = (writer: Writer): Scheduler =>
     new Scheduler({
       clock,
@@ -169,12 +171,17 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       onOverrun: cycles.overrun,
       onError: cycles.failed,
       run: async (signal) => {
-        const report = await runtime.discovery.runCycle(cycleRegistrar(writer), signal);
-        cycles.applied(report);
-        // Access set-up, then probes, run after registration, inside the cycle's slot so their writes never race the next cycle.
-        // Through the term's fenced view: a deposed leader's markers and records are refused like its entries.
-        await accessSetup.run(report, signal, writer.backend);
-        cycles.completed(report, await probe(report, writer.registrar, signal));
+        cyclesRunning++;
+        try {
+          const report = await runtime.discovery.runCycle(cycleRegistrar(writer), signal);
+          cycles.applied(report);
+          // Access set-up, then probes, run after registration, inside the cycle's slot so their writes never race the next cycle.
+          // Through the term's fenced view: a deposed leader's markers and records are refused like its entries.
+          await accessSetup.run(report, signal, writer.backend);
+          cycles.completed(report, await probe(report, writer.registrar, signal));
+        } finally {
+          cyclesRunning--;
+        }
         collectAfterCycle();
       },
     });
@@ -242,6 +249,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
       ...(auth ? {auth} : {}),
       logger: log,
       watch: {maxWatchers: config.http.watch.max_watchers, maxBufferedBytes: config.http.watch.max_buffered_bytes},
+      cycleRunning: () => cyclesRunning > 0,
     });
     if (config.metrics.listen_addr) {
       metricsHttp = await startHttpServer({listenAddr: config.metrics.listen_addr, inventory, readiness, status: () => ({}), metrics: () => metrics.render(), logger: log, metricsOnly: true});
