@@ -7,7 +7,9 @@
  * listing of every source it still has with the same inputs (same tenant; same role, external id
  * and regions) and aborts the others, whose answers reach no cycle. A listing only ever counts
  * once the walk and the list have finished well: what may be deleted is still decided by them
- * (walk-grace.ts).
+ * (walk-grace.ts). Sources are fed per group (an AWS organization matcher): when one matcher's
+ * plan is final or failed, its feeding stops and its listings not taken are aborted at once, while
+ * the matchers still walking go on being listed early.
  */
 import type {SourceFailure, SourceRef, SourceResult} from '../core/types.ts';
 import type {ClusterFetcher} from './fetcher.ts';
@@ -19,6 +21,8 @@ export type EarlyFailure = (error: unknown, source: SourceRef) => SourceFailure;
 interface Started {
   readonly controller: AbortController;
   readonly result: Promise<SourceResult>;
+  /** The group it was fed under (feed), if any. */
+  readonly group: number | undefined;
 }
 
 /** The listings one plan started early, and the bound they share with the sources it plans late. */
@@ -27,8 +31,10 @@ export class EarlyListings {
   readonly #concurrency: number;
   readonly #signal: AbortSignal;
   readonly #failure: EarlyFailure;
-  /** Sources still to start early (feed), pulled as listings settle, until the plan is final. */
-  #pending: Iterator<readonly [string, ClusterFetcher]> | undefined;
+  /** Per group, sources still to start early (feed), pulled as listings settle until that group's plan is final; groups in the order fed. */
+  readonly #pending = new Map<number, Iterator<readonly [string, ClusterFetcher]>>();
+  /** Groups whose plan is final or failed: nothing more of them is fed. */
+  readonly #closed = new Set<number>();
   readonly #started = new Map<string, Started>();
   /** Every listing started and not yet settled, handed on or not: the cycle's abort (deadline, shutdown) stops them all. */
   readonly #controllers = new Set<AbortController>();
@@ -43,6 +49,7 @@ export class EarlyListings {
     this.#listening = false;
     for (const controller of this.#controllers) controller.abort(this.#signal.reason);
     this.#started.clear();
+    this.#pending.clear();
   };
 
   /**
@@ -57,30 +64,39 @@ export class EarlyListings {
   }
 
   /**
-   * Starts listing the sources `entries` yields (key, fetcher: see start), as many at a time as the
-   * bound allows and the next as one settles, until the plan asks for its first source (started,
-   * take) or drops the rest. Queued all at once, an organization's 16,677 sources each held a
-   * controller, a promise and a waiting task (W4: ~20 MB more peak RSS), most of them started only
-   * after the walk anyway.
+   * Starts listing the sources `entries` yields (key, fetcher: see start) for `group` (a matcher),
+   * as many at a time as the bound allows and the next as one settles, until that group's plan is
+   * final (stopFeeding) or drops its rest; groups fed earlier go first, as their plans are awaited
+   * first. Queued all at once, an organization's 16,677 sources each held a controller, a promise
+   * and a waiting task (W4: ~20 MB more peak RSS), most of them started only after the walk anyway.
    */
-  feed(entries: Iterable<readonly [string, ClusterFetcher]>): void {
-    this.#pending = entries[Symbol.iterator]();
+  feed(entries: Iterable<readonly [string, ClusterFetcher]>, group = 0): void {
+    // A plan done before its listings were fed (a walk that failed at once) takes none of them.
+    if (this.#closed.has(group)) return;
+    this.#pending.set(group, entries[Symbol.iterator]());
     this.#pull();
   }
 
   #pull(): void {
-    while (this.#pending !== undefined && this.#controllers.size < this.#concurrency) {
-      const next = this.#signal.aborted ? undefined : this.#pending.next();
-      if (next === undefined || next.done === true) {
-        this.#pending = undefined;
-        return;
+    if (this.#signal.aborted) {
+      this.#pending.clear();
+      return;
+    }
+    for (const [group, pending] of this.#pending) {
+      while (this.#controllers.size < this.#concurrency) {
+        const next = pending.next();
+        if (next.done === true) {
+          this.#pending.delete(group);
+          break;
+        }
+        this.start(next.value[0], next.value[1], group);
       }
-      this.start(next.value[0], next.value[1]);
+      if (this.#controllers.size >= this.#concurrency) return;
     }
   }
 
-  /** Starts listing `fetcher`'s source, under `key` (its source and every input it was built with). */
-  start(key: string, fetcher: ClusterFetcher): void {
+  /** Starts listing `fetcher`'s source, under `key` (its source and every input it was built with), for `group` if given. */
+  start(key: string, fetcher: ClusterFetcher, group?: number): void {
     if (this.#signal.aborted || this.#started.has(key)) return;
     const controller = new AbortController();
     this.#controllers.add(controller);
@@ -93,7 +109,7 @@ export class EarlyListings {
       // Settles to a result: a dropped listing leaves no rejection behind.
       .catch((error: unknown): SourceResult => this.#failed(fetcher.source, error));
     void result.then(() => this.#settled(controller));
-    this.#started.set(key, {controller, result});
+    this.#started.set(key, {controller, result, group});
   }
 
   /** A listing settled: the next one fed starts; the last one takes the listener off the cycle's signal. */
@@ -106,9 +122,17 @@ export class EarlyListings {
     }
   }
 
+  /**
+   * `group`'s plan is final: none more of its sources starts early, so what `started` says of them
+   * holds while the plan takes them. The other groups are still fed (their walks may still run).
+   */
+  stopFeeding(group: number): void {
+    this.#closed.add(group);
+    this.#pending.delete(group);
+  }
+
   /** Whether a listing was started under `key` and not yet taken or dropped. */
   started(key: string): boolean {
-    this.#pending = undefined;
     return this.#started.has(key);
   }
 
@@ -117,7 +141,6 @@ export class EarlyListings {
    * there is one, else `fetcher` itself, run within the same bound as the early listings.
    */
   take(key: string, fetcher: ClusterFetcher): ClusterFetcher {
-    this.#pending = undefined;
     const started = this.#started.get(key);
     if (started === undefined) return this.#bounded(fetcher);
     this.#started.delete(key);
@@ -136,11 +159,19 @@ export class EarlyListings {
     };
   }
 
-  /** Aborts every listing not taken (the plan no longer has its source with the same inputs, or failed): its answer is never used. */
-  dropRest(): void {
-    this.#pending = undefined;
-    for (const {controller} of this.#started.values()) controller.abort(new Error('the plan no longer lists this source'));
-    this.#started.clear();
+  /**
+   * Aborts every listing not taken (the plan no longer has its source with the same inputs, or
+   * failed), of `group` only when given, and feeds that group (or any) no more: its answers are never
+   * used, and the calls it no longer makes leave the bound (and the accounts' rate) to the others.
+   */
+  dropRest(group?: number): void {
+    if (group === undefined) this.#pending.clear();
+    else this.stopFeeding(group);
+    for (const [key, started] of this.#started) {
+      if (group !== undefined && started.group !== group) continue;
+      started.controller.abort(new Error('the plan no longer lists this source'));
+      this.#started.delete(key);
+    }
   }
 
   #failed(source: SourceRef, error: unknown): SourceResult {

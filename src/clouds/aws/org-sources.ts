@@ -196,23 +196,24 @@ export class OrganizationPlanner {
    * credentials are still cached (a steady cycle: no STS call), in that plan's order, while the
    * walk runs. `matchers` are this cycle's organization matchers by index; a matcher whose role
    * or external id changed lists nothing early (its plan would not take those listings anyway).
+   * Each matcher is fed apart (its index is its group): its plan stops its own feeding only.
    */
   startEarly(early: EarlyListings, matchers: ReadonlyMap<number, OrganizationSourceMatcher>): void {
-    early.feed(this.#earlyListings(matchers));
-  }
-
-  *#earlyListings(matchers: ReadonlyMap<number, OrganizationSourceMatcher>): Generator<readonly [string, ClusterFetcher]> {
     const now = (this.#options.clock ?? systemClock).now();
     for (const [matcherIndex, last] of this.#lastPlans) {
       const matcher = matchers.get(matcherIndex);
       if (!matcher || (matcher.assume_role_name ?? '') !== last.roleName || matcher.external_id !== last.externalId || matcher.regions.includes('*') !== last.wildcard) continue;
-      const fresh = last.accounts.filter((a) => a.expiresAt === undefined || now < a.expiresAt - EARLY_CREDENTIAL_MARGIN_MS);
-      for (const region of last.regions) {
-        for (const ready of fresh) {
-          if (!ready.regions.includes(region)) continue;
-          const listing = this.#listing(matcherIndex, region, ready, last.externalId, last.wildcard);
-          yield [earlyKey(listing.source, ready.roleArn, last.externalId, last.wildcard), listing];
-        }
+      early.feed(this.#earlyListings(matcherIndex, last, now), matcherIndex);
+    }
+  }
+
+  *#earlyListings(matcherIndex: number, last: LastPlan, now: number): Generator<readonly [string, ClusterFetcher]> {
+    const fresh = last.accounts.filter((a) => a.expiresAt === undefined || now < a.expiresAt - EARLY_CREDENTIAL_MARGIN_MS);
+    for (const region of last.regions) {
+      for (const ready of fresh) {
+        if (!ready.regions.includes(region)) continue;
+        const listing = this.#listing(matcherIndex, region, ready, last.externalId, last.wildcard);
+        yield [earlyKey(listing.source, ready.roleArn, last.externalId, last.wildcard), listing];
       }
     }
   }
@@ -221,7 +222,8 @@ export class OrganizationPlanner {
    * Walks the organization and builds one fetcher per (account, region); see the file comment for
    * failures. `context` reads the registry when this planner has no previous walk or region list.
    * With `early`, the listings started before the walk (startEarly) of sources this plan still has
-   * with the same inputs are handed on; the others are left to the caller's `dropRest`.
+   * with the same inputs are handed on; the others are left to the caller's `dropRest(matcherIndex)`,
+   * called once this plan is done (failed or not).
    */
   async plan(matcherIndex: number, matcher: OrganizationSourceMatcher, signal?: AbortSignal, context?: PlanContext, early?: EarlyListings): Promise<PlannedOrganization> {
     const org = matcher.organization;
@@ -308,6 +310,9 @@ export class OrganizationPlanner {
     // the cycle starts its sources in this order, and theirs is the listing still to start.
     const late: ClusterFetcher[] = [];
     const allRegions = [...new Set(ready.flatMap((r) => r.regions))].sort();
+    // The plan is final: none more of this matcher's sources starts early (what `started` says holds
+    // below); the other organization matchers, still walking, go on being listed early.
+    early?.stopFeeding(matcherIndex);
     for (const region of allRegions) {
       for (const account of ready) {
         if (!account.regions.includes(region)) continue;

@@ -120,10 +120,16 @@ export class AwsSources {
         if (!matcher.types.includes('eks')) continue;
         const organization = organizations.get(matcherIndex);
         if (organization && planner) {
-          // The cycle's signal: a walk cut off by the cycle's deadline stops calling Organizations.
-          const planned = await planner.plan(matcherIndex, organization, context?.signal, context, early);
-          fetchers.push(...planned.fetchers);
-          failed.push(...planned.failed);
+          try {
+            // The cycle's signal: a walk cut off by the cycle's deadline stops calling Organizations.
+            const planned = await planner.plan(matcherIndex, organization, context?.signal, context, early);
+            fetchers.push(...planned.fetchers);
+            failed.push(...planned.failed);
+          } finally {
+            // Its plan takes no more listings (or failed): the rest of this matcher's stop now, not when
+            // every matcher is planned, leaving the bound and the accounts' rate to the others.
+            early?.dropRest(matcherIndex);
+          }
           continue;
         }
         earlyBudget = await this.#planAccount(matcherIndex, matcher, context, earlyBudget, fetchers, failed);
