@@ -95,6 +95,46 @@ describe('incremental EKS discovery', () => {
     expect(calls('GetResources')).toBe(6);
   });
 
+  it("a steady source's tag read goes out beside its listing, not after it; a first cycle reads no tags", async () => {
+    populate(3);
+    const clock = new FakeClock();
+    const sources = new AwsSources({clock});
+    fake.latencyMs = (c) => (c.operation === 'ListClusters' || c.operation === 'GetResources' ? 50 : 0);
+    try {
+      await cycle(sources);
+      expect(calls('GetResources')).toBe(0);
+      fake.stats.reset();
+      await clock.advance(2 * 60_000);
+      await cycle(sources);
+      expect(calls('GetResources')).toBe(2);
+      expect(fake.stats.overlapped({operation: 'ListClusters'}, {operation: 'GetResources'})).toBe(true);
+    } finally {
+      fake.latencyMs = undefined;
+    }
+  });
+
+  it('a listing that fails while its tag read answered fails the source: the tags are not used, no cluster is dropped', async () => {
+    populate(3);
+    const clock = new FakeClock();
+    const sources = new AwsSources({clock});
+    const first = inventory(await cycle(sources));
+    fake.fault = (ctx) => (ctx.operation === 'ListClusters' && ctx.region === 'eu-west-1' ? {code: 'InternalFailure', status: 500} : undefined);
+    fake.stats.reset();
+    await clock.advance(2 * 60_000);
+    const results = await cycle(sources);
+    const byRegion = new Map(results.map((r) => [r.source.region, r]));
+    expect(byRegion.get('eu-west-1')?.ok).toBe(false);
+    expect(byRegion.get('eu-west-1')?.clusters).toEqual([]);
+    expect(byRegion.get('us-east-1')?.ok).toBe(true);
+    expect(calls('DescribeCluster')).toBe(0);
+    // The next good listing finds everything, and what the source remembered is intact.
+    fake.fault = undefined;
+    fake.stats.reset();
+    await clock.advance(2 * 60_000);
+    expect(inventory(await cycle(sources))).toEqual(first);
+    expect(calls('DescribeCluster')).toBe(0);
+  });
+
   it('describes exactly the new, retagged and not-yet-active clusters, and drops none', async () => {
     populate(5);
     world.addCluster(ACCOUNT, 'us-east-1', {name: 'creating', status: 'CREATING', tags: {env: 'prod'}});
