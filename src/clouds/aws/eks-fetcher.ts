@@ -77,11 +77,16 @@ export function createEksFetcher(options: EksFetcherOptions): ClusterFetcher {
 }
 
 async function fetchSource(options: EksFetcherOptions, signal: AbortSignal): Promise<SourceResult> {
-  const {source} = options;
+  const {source, tagReader} = options;
+  // With descriptions remembered (a steady cycle), the tag read goes out beside the listing: it
+  // does not depend on it, and a source's two round trips overlap instead of following each other.
+  // Only the listing decides what exists; the read is judged afterwards as before (tag-reader.ts).
+  const ahead = tagReader?.readAhead(source.region, signal);
   let names: string[];
   try {
     names = await (options.listing ?? listClusterNames(options.client, signal, options.pageSize));
   } catch (error) {
+    ahead?.abort(error);
     if (options.skipNotEnabledRegion && OPT_IN_REGIONS.has(source.region) && REGION_NOT_ENABLED_CODES.has(awsErrorCode(error))) {
       return {source, ok: true, clusters: [], malformed: [], skippedReason: 'region not enabled for this account', notAListing: true};
     }
@@ -90,11 +95,10 @@ async function fetchSource(options: EksFetcherOptions, signal: AbortSignal): Pro
   const clusters: DiscoveredCluster[] = [];
   const malformed: MalformedCluster[] = [];
   let failure: SourceResult['error'];
-  const {tagReader} = options;
   let toDescribe: readonly string[] = names;
   if (tagReader) {
     try {
-      const plan = await tagReader.plan(source.region, names, signal);
+      const plan = await tagReader.plan(source.region, names, signal, ahead);
       toDescribe = plan.describe;
       clusters.push(...plan.reuse);
     } catch (error) {

@@ -63,6 +63,14 @@ export interface DescribePlan {
   readonly reuse: readonly DiscoveredCluster[];
 }
 
+/** A tag read started beside the listing (`TagReader.readAhead`). */
+export interface TagReadAhead {
+  /** The read's tags, or its error. */
+  readonly result: Promise<Map<string, Record<string, string>>>;
+  /** Stops the read (the listing failed: nothing will use it). */
+  abort(reason: unknown): void;
+}
+
 /** One remembered description and when it is due for a refresh. */
 export interface Remembered {
   readonly cluster: DiscoveredCluster;
@@ -108,16 +116,36 @@ export class TagReader {
     this.#known = memory.known;
   }
 
-  /** Splits the listed names into those to describe and those whose description is reused. */
-  async plan(region: string, names: readonly string[], signal: AbortSignal): Promise<DescribePlan> {
+  /**
+   * Starts this cycle's tag read now, beside the source's listing, when the reader will read tags
+   * at all (it remembers descriptions): the read does not depend on the listing, so the source's
+   * two round trips overlap instead of following each other. `plan` then takes its answer; what
+   * it answers is judged exactly as a read started by `plan` (a failure describes everything).
+   */
+  readAhead(region: string, signal: AbortSignal): TagReadAhead | undefined {
+    if (this.#options.refreshMs <= 0 || this.#known.size === 0) return undefined;
+    const read = this.#startRead(region, signal);
+    // Settled by `plan` (or dropped with the failed listing): never an unhandled rejection meanwhile.
+    read.result.catch(() => undefined);
+    return read;
+  }
+
+  /**
+   * Splits the listed names into those to describe and those whose description is reused;
+   * `ahead` is this source's tag read started beside the listing, else the read starts here.
+   */
+  async plan(region: string, names: readonly string[], signal: AbortSignal, ahead?: TagReadAhead): Promise<DescribePlan> {
     // Forget what the listing no longer has: a deleted cluster that comes back is new.
     const listed = new Set(names);
     for (const name of this.#known.keys()) if (!listed.has(name)) this.#known.delete(name);
-    if (this.#options.refreshMs <= 0 || this.#known.size === 0) return {describe: names, reuse: []};
+    if (this.#options.refreshMs <= 0 || this.#known.size === 0) {
+      ahead?.abort(new Error('tag read not needed: nothing listed is remembered'));
+      return {describe: names, reuse: []};
+    }
 
     let tags: Map<string, Record<string, string>>;
     try {
-      tags = await this.#readTags(region, signal);
+      tags = await (ahead ? ahead.result : this.#startRead(region, signal).result);
       this.#memory.denied = false;
     } catch (error) {
       if (signal.aborted) throw error;
@@ -173,8 +201,8 @@ export class TagReader {
     this.#known.delete(name);
   }
 
-  /** Reads every page of `eks:cluster` tags in the region; throws on anything but a well-formed answer. */
-  async #readTags(region: string, signal: AbortSignal): Promise<Map<string, Record<string, string>>> {
+  /** Starts reading every page of `eks:cluster` tags in the region; the result rejects on anything but a well-formed answer. */
+  #startRead(region: string, signal: AbortSignal): TagReadAhead {
     // One controller and one timer, ended with the read: `AbortSignal.any` of the source's signal
     // and `AbortSignal.timeout` cost two signals, weak references and a timer left to GC per source.
     const bounded = new AbortController();
@@ -184,12 +212,15 @@ export class TagReader {
     else signal.addEventListener('abort', onAbort, {once: true});
     // The reason `AbortSignal.timeout` gives, so the failure reads (and is classified) the same.
     const timer = setTimeout(() => bounded.abort(new DOMException('The operation was aborted due to timeout', 'TimeoutError')), this.#options.timeoutMs ?? 30_000);
-    try {
-      return await this.#readPages(region, abortSignal);
-    } finally {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
-    }
+    const result = (async () => {
+      try {
+        return await this.#readPages(region, abortSignal);
+      } finally {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+      }
+    })();
+    return {result, abort: (reason) => bounded.abort(reason)};
   }
 
   /** The pages of one tag read, under the read's signal. */
