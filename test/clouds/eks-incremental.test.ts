@@ -135,6 +135,25 @@ describe('incremental EKS discovery', () => {
     expect(calls('DescribeCluster')).toBe(0);
   });
 
+  it('a source whose listing keeps failing stops reading tags ahead: at most the first failed cycle reads', async () => {
+    populate(3);
+    const clock = new FakeClock();
+    const sources = new AwsSources({clock});
+    await cycle(sources);
+    fake.fault = (ctx) => (ctx.operation === 'ListClusters' && ctx.region === 'eu-west-1' ? {code: 'AccessDeniedException'} : undefined);
+    fake.stats.reset();
+    for (let i = 0; i < 4; i++) {
+      await clock.advance(2 * 60_000);
+      const results = await cycle(sources);
+      expect(results.find((r) => r.source.region === 'eu-west-1')?.ok).toBe(false);
+    }
+    // The first failed cycle's read went out beside its listing (it may even be cut off before it
+    // reached the fake); the source's later cycles read no tags while its listing fails.
+    expect(fake.stats.find({operation: 'GetResources', region: 'eu-west-1'}).length).toBeLessThanOrEqual(1);
+    expect(fake.stats.find({operation: 'GetResources', region: 'us-east-1'})).toHaveLength(4);
+    fake.fault = undefined;
+  });
+
   it('describes exactly the new, retagged and not-yet-active clusters, and drops none', async () => {
     populate(5);
     world.addCluster(ACCOUNT, 'us-east-1', {name: 'creating', status: 'CREATING', tags: {env: 'prod'}});
