@@ -92,8 +92,6 @@ export interface DirectClient {
 /** finalizeRequest middlewares the direct way runs per attempt with a shared context (they read only its names). */
 export const DIRECT_SAFE_MIDDLEWARES: ReadonlySet<string> = new Set(['kubeDiscoveryErrorTypeOn2xx', 'kubeDiscoveryMetrics']);
 
-/** The callback that holds a signal's watch during a call (never called for anything: an abort is answered by the waits). */
-const HOLD = (): void => {};
 
 const INVOCATION_ID_HEADER = 'amz-sdk-invocation-id';
 const REQUEST_HEADER = 'amz-sdk-request';
@@ -133,7 +131,9 @@ export class DirectReader {
     const {signer, signingProperties: clientSigningProperties, context} = this.#client;
     // The call's waits (retry token, socket, answer) each watch the signal; held for the whole
     // call, the signal's one listener is added once, not once per wait (abort-watch.ts).
-    if (abortSignal) watchAbort(abortSignal, HOLD);
+    // One hold per call (a Set entry): calls sharing a signal must not end each other's hold.
+    const hold = (): void => {};
+    if (abortSignal) watchAbort(abortSignal, hold);
     try {
       let token: RetryToken = await race(strategy.acquireInitialRetryToken(this.#scope), abortSignal);
       const headers = request.headers;
@@ -180,7 +180,7 @@ export class DirectReader {
         }
       }
     } finally {
-      if (abortSignal) unwatchAbort(abortSignal, HOLD);
+      if (abortSignal) unwatchAbort(abortSignal, hold);
     }
   }
 

@@ -87,6 +87,7 @@ async function fetchSource(options: EksFetcherOptions, signal: AbortSignal): Pro
     names = await (options.listing ?? listClusterNames(options.client, signal, options.pageSize));
   } catch (error) {
     ahead?.abort(error);
+    tagReader?.listingFailed();
     if (options.skipNotEnabledRegion && OPT_IN_REGIONS.has(source.region) && REGION_NOT_ENABLED_CODES.has(awsErrorCode(error))) {
       return {source, ok: true, clusters: [], malformed: [], skippedReason: 'region not enabled for this account', notAListing: true};
     }

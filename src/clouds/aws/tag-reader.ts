@@ -97,6 +97,8 @@ export class TagMemory {
   readonly known = new Map<string, Remembered>();
   /** The last tag read was denied (warn once per denial, not every cycle). */
   denied = false;
+  /** The source's last listing failed: its next tag read waits for a listing again (`readAhead`). */
+  listingFailed = false;
 
   /** Nothing remembered: dropping this memory loses nothing. */
   get empty(): boolean {
@@ -123,7 +125,9 @@ export class TagReader {
    * it answers is judged exactly as a read started by `plan` (a failure describes everything).
    */
   readAhead(region: string, signal: AbortSignal): TagReadAhead | undefined {
-    if (this.#options.refreshMs <= 0 || this.#known.size === 0) return undefined;
+    // A source whose listing failed last time reads after its listing again: while the listing
+    // keeps failing, a read beside it would be one thrown-away call a cycle against that account.
+    if (this.#options.refreshMs <= 0 || this.#known.size === 0 || this.#memory.listingFailed) return undefined;
     const read = this.#startRead(region, signal);
     // Settled by `plan` (or dropped with the failed listing): never an unhandled rejection meanwhile.
     read.result.catch(() => undefined);
@@ -135,6 +139,7 @@ export class TagReader {
    * `ahead` is this source's tag read started beside the listing, else the read starts here.
    */
   async plan(region: string, names: readonly string[], signal: AbortSignal, ahead?: TagReadAhead): Promise<DescribePlan> {
+    this.#memory.listingFailed = false;
     // Forget what the listing no longer has: a deleted cluster that comes back is new.
     const listed = new Set(names);
     for (const name of this.#known.keys()) if (!listed.has(name)) this.#known.delete(name);
@@ -194,6 +199,11 @@ export class TagReader {
     // cycles right after a first full describe stay cheap), later ones a period apart: refreshes stay spread.
     const refreshAt = previous ? now + this.#options.refreshMs : now + Math.floor(this.#options.refreshMs * (0.05 + 0.95 * spread(name)));
     this.#known.set(name, {cluster, refreshAt});
+  }
+
+  /** The source's listing failed: its next cycle reads tags only once a listing succeeds. */
+  listingFailed(): void {
+    this.#memory.listingFailed = true;
   }
 
   /** Forgets a cluster (its describe failed: describe it next cycle). */
