@@ -17,7 +17,21 @@ export interface WorkloadReport {
   readonly description: string;
   readonly clusters: {readonly total: number; readonly expected: number; readonly found: number; readonly all_found: boolean; readonly missing_sample: readonly string[]};
   readonly cycles: number;
-  readonly cycle_wall_ms: {readonly cold: number; readonly median: number; readonly all: readonly number[]};
+  /**
+   * `cold`: the first cycle of the measured run; `median`: its later cycles'; `first_runs`: the
+   * first cycle of every fresh start (the measured run's and, for W0, the extra starts), and
+   * `first_median` their median, which W0's target judges.
+   */
+  readonly cycle_wall_ms: {readonly cold: number; readonly median: number; readonly all: readonly number[]; readonly first_runs: readonly number[]; readonly first_median: number};
+  /** Against the peer, when it ran: each ratio is ours / the peer's (below 1: we are faster). */
+  readonly vs_peer?: {
+    /** Our first cycles' median against the peer's warm cycles' median (the target). */
+    readonly first_vs_peer_warm: number;
+    /** Our first cycles' median against the peer's first cycle (cold against cold). */
+    readonly first_vs_peer_first: number;
+    /** Our later cycles against the peer's warm cycles (each side's steady state). */
+    readonly steady_vs_peer_warm: number;
+  };
   readonly latency_bound_ms: number;
   readonly rate_limit_bound_ms: number;
   readonly bound_ms: number;
@@ -89,6 +103,8 @@ export function workloadReport(input: {
   totalClusters: number;
   bounds: Bounds;
   service: DriverResult;
+  /** The first cycle of every fresh start, the measured run's first; default: the measured run's. */
+  firstCycles?: readonly DriverCycle[];
   floor: DriverResult;
   peer?: PeerReport;
   profile?: ProfileSummary;
@@ -107,13 +123,18 @@ export function workloadReport(input: {
   const throttled = (c: DriverCycle): number => (c.stats.aws_throttled + c.stats.arm_throttled) / Math.max(1, calls(c));
   const medianCycle = [...warm(cycles)].sort((a, b) => calls(a) - calls(b))[Math.floor((warm(cycles).length - 1) / 2)];
   const sum = (key: 'create' | 'update' | 'delete' | 'stale'): number => cycles.reduce((a, c) => a + (c.counts?.[key] ?? 0), 0);
-  const allFound = cycles.length > 0 && cycles.every((c) => c.verdict.missing === 0 && c.verdict.unexpected === 0);
+  const firstCycles = input.firstCycles ?? cycles.slice(0, 1);
+  const firstMedian = median(firstCycles.map((c) => c.wallMs));
+  const allFound = cycles.length > 0 && [...cycles, ...firstCycles].every((c) => c.verdict.missing === 0 && c.verdict.unexpected === 0);
+  const peer = input.peer?.ran ? input.peer : undefined;
+  const ratio = (a: number, b: number | undefined): number => round(a / Math.max(1e-9, b ?? 0), 3);
   return {
     name: input.name,
     description: input.description,
     clusters: {total: input.totalClusters, expected, found: last?.verdict.found ?? 0, all_found: allFound, missing_sample: cycles.flatMap((c) => c.verdict.missing_sample).slice(0, 5)},
     cycles: cycles.length,
-    cycle_wall_ms: {cold: round(walls[0] ?? 0), median: round(warmWall), all: walls.map((w) => round(w))},
+    cycle_wall_ms: {cold: round(walls[0] ?? 0), median: round(warmWall), all: walls.map((w) => round(w)), first_runs: firstCycles.map((c) => round(c.wallMs)), first_median: round(firstMedian)},
+    ...(peer ? {vs_peer: {first_vs_peer_warm: ratio(firstMedian, peer.wall_ms_median), first_vs_peer_first: ratio(firstMedian, peer.wall_ms_all[0]), steady_vs_peer_warm: ratio(warmWall, peer.wall_ms_median)}} : {}),
     latency_bound_ms: round(bounds.latencyMs),
     rate_limit_bound_ms: round(bounds.rateLimitMs),
     bound_ms: round(bounds.boundMs),
@@ -207,9 +228,10 @@ export function judgeTargets(
   }
   const w0 = w('W0');
   const w0peer = w0?.peer?.ran ? w0.peer : undefined;
-  // The first cycle (service start, every cluster described and registered) against the peer's
-  // cycle, which describes everything every time: warm cycles would flatter the comparison.
-  out.push(numericTarget('W0 first cycle wall / peer wall', w0 && w0peer ? w0.cycle_wall_ms.cold / Math.max(1e-9, w0peer.wall_ms_median) : undefined, '<=', 1, '×'));
+  // Our first cycle (service start, every cluster described and registered; the median of the
+  // fresh starts) against the peer's warm cycles, which describe everything every time: our own
+  // warm cycles, which describe only what changed, would flatter the comparison.
+  out.push(numericTarget(`W0 first cycle wall${w0 && w0.cycle_wall_ms.first_runs.length > 1 ? ` (median of ${w0.cycle_wall_ms.first_runs.length} starts)` : ''} / peer wall`, w0 && w0peer ? w0.cycle_wall_ms.first_median / Math.max(1e-9, w0peer.wall_ms_median) : undefined, '<=', 1, '×'));
   const watch = 'skipped' in watchers ? undefined : watchers;
   const healthzP99 = watch ? Math.max(...watch.rounds.map((r) => r.healthz_ms.p99)) : undefined;
   out.push(numericTarget(`200 watchers at 10,000 entries: added RSS (MB)${watch && watch.entries !== 10_000 ? ` [measured at ${watch.watchers} x ${watch.entries}]` : ''}`, watch?.added_rss_mb, '<=', 64, ' MB'));
@@ -229,10 +251,14 @@ export function formatSummary(report: BenchReport): string {
   for (const w of report.workloads) {
     const peer = w.peer ? (w.peer.ran ? `${w.peer.wall_ms_median} ms, ${w.peer.clusters_found}/${w.peer.clusters_expected}` : `not run: ${w.peer.reason}`) : '';
     lines.push(
-      pad(w.name, 9) + pad(`${w.clusters.found}/${w.clusters.expected}`, 14) + pad(String(w.cycle_wall_ms.cold), 9) + pad(String(w.cycle_wall_ms.median), 10) + pad(String(w.sdk_floor_ms.median), 10) +
+      pad(w.name, 9) + pad(`${w.clusters.found}/${w.clusters.expected}`, 14) + pad(String(w.cycle_wall_ms.first_median), 9) + pad(String(w.cycle_wall_ms.median), 10) + pad(String(w.sdk_floor_ms.median), 10) +
         pad(String(w.bound_ms), 10) + pad(String(w.cpu_ms_per_cluster.service), 11) + pad(String(w.peak_rss_mb.service), 8) + pad(String(w.heap_after_gc_mb.service ?? '-'), 9) +
         pad(String(w.api_calls_per_cycle.median), 8) + pad(String(w.throttled_share.first_cycle_early), 9) + peer,
     );
+  }
+  for (const w of report.workloads) {
+    if (!w.vs_peer || !w.peer?.ran) continue;
+    lines.push(`${w.name} against the peer: our first cycles ${w.cycle_wall_ms.first_runs.join(' / ')} ms (median ${w.cycle_wall_ms.first_median}), the peer's cycles ${w.peer.wall_ms_all.join(' / ')} ms; first / peer warm ${w.vs_peer.first_vs_peer_warm}x, first / peer first ${w.vs_peer.first_vs_peer_first}x, steady / peer warm ${w.vs_peer.steady_vs_peer_warm}x`);
   }
   if ('skipped' in report.watchers) lines.push(`watchers: ${report.watchers.skipped}`);
   else {

@@ -4,6 +4,8 @@
  * in their own processes, report assembly. Keeps `npm run bench` working; its numbers are
  * never asserted against targets here.
  */
+import {mkdtemp, readFile, rm, writeFile} from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import {describe, expect, it} from 'vitest';
 import {runBench} from '../../bench/bench.ts';
@@ -68,5 +70,33 @@ describe('npm run bench', () => {
     }
     expect(report.targets.find((t) => t.name.startsWith('token mints'))?.value).toBe((report.tokens as {cold_mints_per_second: number}).cold_mints_per_second);
     expect(lines.some((l) => l.startsWith('smoke: 10 clusters'))).toBe(true);
+  }, 120_000);
+
+  it('measures the first cycle of a workload judged on it (W0) in fresh starts and judges their median', async () => {
+    // The smoke world under W0's name: W0's target is its first cycle, so the bench starts the
+    // service again, each time with a new registry, and the report keeps every first cycle.
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'kd-bench-first-'));
+    try {
+      const scenario = {...(JSON.parse(await readFile(SMOKE, 'utf8')) as object), name: 'W0'};
+      const file = path.join(dir, 'w0-small.json');
+      await writeFile(file, JSON.stringify(scenario));
+      const lines: string[] = [];
+      const report = await runBench({workloads: [file], cycles: 2, coldRuns: 3, keepalive: false, tokens: false, watchers: false, log: (line) => lines.push(line)});
+      const [w] = report.workloads;
+      if (!w) throw new Error('no workload in the report');
+      expect(w.cycle_wall_ms.first_runs).toHaveLength(3);
+      expect(w.cycle_wall_ms.first_runs[0]).toBe(w.cycle_wall_ms.cold);
+      const sorted = [...w.cycle_wall_ms.first_runs].sort((a, b) => a - b);
+      expect(w.cycle_wall_ms.first_median).toBe(sorted[1]);
+      // Each fresh start registered every cluster (a new registry: nothing carried over).
+      expect(w.clusters).toMatchObject({expected: 10, found: 10, all_found: true});
+      expect(lines.filter((l) => l.includes('first cycle again'))).toHaveLength(2);
+      // Without the peer there is nothing to compare: the target says so instead of a value.
+      const target = report.targets.find((t) => t.name.startsWith('W0 first cycle wall'));
+      expect(target).toMatchObject({name: 'W0 first cycle wall (median of 3 starts) / peer wall', met: null});
+      expect(w.vs_peer).toBeUndefined();
+    } finally {
+      await rm(dir, {recursive: true, force: true});
+    }
   }, 120_000);
 });
