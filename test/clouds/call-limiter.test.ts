@@ -64,6 +64,16 @@ describe('CallLimiter', () => {
     expect(limiter.active).toBe(0);
   });
 
+  it('a task that returns a plain value (a caller outside the types) settles with it and frees its slot', async () => {
+    const limiter = new CallLimiter(1);
+    const plain = (): Promise<number> => 7 as unknown as Promise<number>;
+    await expect(limiter.add(plain)).resolves.toBe(7);
+    expect(limiter.active).toBe(0);
+    // The slot really is free: the next task runs.
+    await expect(limiter.add(async () => 8)).resolves.toBe(8);
+    expect([limiter.active, limiter.waiting]).toEqual([0, 0]);
+  });
+
   it('keeps the cap over thousands of queued tasks', async () => {
     const limiter = new CallLimiter(3);
     let inFlight = 0;
