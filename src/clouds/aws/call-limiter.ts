@@ -47,6 +47,11 @@ export class CallLimiter {
       this.#release();
       return Promise.reject(error as Error);
     }
+    // The types promise a promise; a caller outside them (a plain value) still gets its slot back.
+    if (typeof (running as Partial<Promise<T>> | null | undefined)?.then !== 'function') {
+      this.#release();
+      return Promise.resolve(running);
+    }
     running.then(this.#onSettled, this.#onSettled);
     return running;
   }
