@@ -21,7 +21,7 @@ import {parseArgs} from 'node:util';
 import {parseConfig} from '../src/config/load.ts';
 import {cycleBounds} from './bounds.ts';
 import {runChild} from './child.ts';
-import {shippedNodeFlags} from './memory.ts';
+import {shippedRuntime} from './memory.ts';
 import type {DriverCycle, DriverRequest, DriverResult} from './cycle-driver.ts';
 import type {KeepaliveResult, KeepaliveSkipped} from './keepalive.ts';
 import {installPeers, runPeer, type PeerInstall} from './peers/peers.ts';
@@ -241,6 +241,8 @@ async function main(argv: readonly string[]): Promise<void> {
   if (!Number.isInteger(cycles) || cycles < 1) throw new Error(`expected --cycles to be an integer >= 1, got ${values.cycles}`);
   const coldRuns = Number(values['cold-runs']);
   if (!Number.isInteger(coldRuns) || coldRuns < 1) throw new Error(`expected --cold-runs to be an integer >= 1, got ${values['cold-runs']}`);
+  // The service as it ships (`npm start`, the image: its flags and environment) unless `--node-args` names flags.
+  const runtime = await shippedRuntime(values['node-args']);
   const skip = new Set(values.skip.split(',').filter(Boolean));
   const report = await runBench({
     workloads: values.workloads.split(',').filter(Boolean),
@@ -248,13 +250,12 @@ async function main(argv: readonly string[]): Promise<void> {
     peers: values.peers,
     profile: values.profile,
     coldRuns,
-    // The service as it ships (`npm start`, the image) unless told otherwise; `--node-args=""` runs it without flags.
-    nodeArgs: values['node-args'] !== undefined ? values['node-args'].split(' ').filter(Boolean) : await shippedNodeFlags(),
-    env: Object.fromEntries(values.env.map((kv) => {
+    nodeArgs: runtime.nodeArgs,
+    env: Object.fromEntries([...Object.entries(runtime.env), ...values.env.map((kv) => {
       const i = kv.indexOf('=');
       if (i < 1) throw new Error(`expected --env NAME=VALUE, got ${kv}`);
       return [kv.slice(0, i), kv.slice(i + 1)];
-    })),
+    })]),
     keepalive: skip.has('keepalive') ? false : {sizes: values['keepalive-sizes'].split(',').map(Number), backends: values.backends.split(',').filter(Boolean)},
     tokens: skip.has('tokens') ? false : {cold: 20_000, cached: 500_000},
     watchers: skip.has('watchers') ? false : {entries: 10_000, watchers: 200, rounds: 2},

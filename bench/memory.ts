@@ -28,6 +28,24 @@ export async function shippedNodeFlags(): Promise<string[]> {
   return start.split(/\s+/).filter((word) => word.startsWith('--') && word.includes('='));
 }
 
+/**
+ * The environment `npm start` sets before `node` (`NAME=value` words; the image's `ENV` says the
+ * same, test/deploy/dockerfile.test.ts): glibc's allocator settings, which move RSS as much as a
+ * Node flag does.
+ */
+export async function shippedEnv(): Promise<Record<string, string>> {
+  const pkg = JSON.parse(await readFile(path.join(HERE, '..', 'package.json'), 'utf8')) as {scripts: Record<string, string>};
+  const words = (pkg.scripts['start'] ?? '').split(/\s+/);
+  const node = words.indexOf('node');
+  return Object.fromEntries(words.slice(0, Math.max(0, node)).map((w) => /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(w)).filter((m) => m !== null).map((m) => [m[1] as string, m[2] as string]));
+}
+
+/** The flags and environment the service ships with, or only the flags `--node-args` gives (no environment then). */
+export async function shippedRuntime(nodeArgsOption: string | undefined): Promise<{nodeArgs: string[]; env: Record<string, string>}> {
+  if (nodeArgsOption !== undefined) return {nodeArgs: nodeArgsOption.split(/\s+/).filter(Boolean), env: {}};
+  return {nodeArgs: await shippedNodeFlags(), env: await shippedEnv()};
+}
+
 /** One size's figures. */
 export interface MemoryRow {
   readonly clusters: number;
@@ -38,7 +56,7 @@ export interface MemoryRow {
   readonly registered: number;
 }
 
-async function measure(clusters: number, cycles: number, nodeArgs: readonly string[], compileCache: string | undefined): Promise<MemoryRow> {
+async function measure(clusters: number, cycles: number, nodeArgs: readonly string[], compileCache: string | undefined, runtimeEnv: Readonly<Record<string, string>> = {}): Promise<MemoryRow> {
   const regions = 20;
   const scenario = await loadScenario(
     await writeScenario({name: `M${clusters}`, seed: 7, aws: {accounts: 1, regions, clusters_per_region: Math.ceil(clusters / regions), page_size: 100, latency_ms: 20}}),
@@ -52,7 +70,7 @@ async function measure(clusters: number, cycles: number, nodeArgs: readonly stri
       serviceConfig(sim.description, {group: 'bench', pollInterval: '1h', storage: {type: 'sqlite', path: path.join(dir, 'registry.db')}, log: {level: 'warn', format: 'json'}, probe: false}),
     );
     const request: DriverRequest = {mode: 'service', config: configFile, cycles, controlUrl: sim.description.control_url};
-    const env = {...sim.description.env, ...(compileCache ? {NODE_COMPILE_CACHE: compileCache} : {})};
+    const env = {...runtimeEnv, ...sim.description.env, ...(compileCache ? {NODE_COMPILE_CACHE: compileCache} : {})};
     const out = await runChild<DriverResult>(path.join(HERE, 'cycle-driver.ts'), request, {env, nodeArgs, onProgress: (l) => process.stderr.write(`  ${l}\n`)});
     if (!out.ok) throw new Error(out.reason);
     const r = out.result;
@@ -81,19 +99,19 @@ if (import.meta.main) {
     args: process.argv.slice(2).filter((a) => a !== '--'),
     options: {sizes: {type: 'string', default: '10000'}, cycles: {type: 'string', default: '3'}, 'node-args': {type: 'string'}, cold: {type: 'boolean', default: false}},
   });
-  const nodeArgs = values['node-args'] !== undefined ? values['node-args'].split(/\s+/).filter(Boolean) : await shippedNodeFlags();
+  const {nodeArgs, env: runtimeEnv} = await shippedRuntime(values['node-args']);
   // The cache is keyed by Node version and flags: a run with the same flags fills it for the measured ones.
   const compileCache = values.cold ? undefined : path.join(os.tmpdir(), 'kube-discovery-bench-compile-cache');
   if (compileCache) {
     process.stderr.write(`memory: warming the compile cache (${compileCache})\n`);
-    await measure(20, 1, nodeArgs, compileCache);
+    await measure(20, 1, nodeArgs, compileCache, runtimeEnv);
   }
   const rows: MemoryRow[] = [];
   for (const size of values.sizes.split(',').map(Number)) {
-    process.stderr.write(`memory: ${size} clusters, node ${nodeArgs.join(' ') || '(no flags)'}${compileCache ? ', warm compile cache' : ', cold (no compile cache)'}\n`);
-    const row = await measure(size, Number(values.cycles), nodeArgs, compileCache);
+    process.stderr.write(`memory: ${size} clusters, ${Object.entries(runtimeEnv).map(([k, v]) => `${k}=${v} `).join('')}node ${nodeArgs.join(' ') || '(no flags)'}${compileCache ? ', warm compile cache' : ', cold (no compile cache)'}\n`);
+    const row = await measure(size, Number(values.cycles), nodeArgs, compileCache, runtimeEnv);
     process.stderr.write(`  peak RSS ${row.peak_rss_mb} MB, heap after GC ${row.heap_after_gc_mb} MB, cycles ${row.cycle_wall_ms.join(' / ')} ms, ${row.registered} registered\n`);
     rows.push(row);
   }
-  process.stdout.write(`${JSON.stringify({node_args: nodeArgs, compile_cache: compileCache !== undefined, rows}, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify({node_args: nodeArgs, env: runtimeEnv, compile_cache: compileCache !== undefined, rows}, null, 2)}\n`);
 }

@@ -60,6 +60,8 @@ export interface ServiceWorkload<Step extends object> {
   readonly banner: string;
   readonly cycles: number;
   readonly nodeArgs?: readonly string[] | undefined;
+  /** The environment the service ships with (`npm start`'s, e.g. glibc's allocator settings); the workload's `env` comes on top. */
+  readonly runtimeEnv?: Readonly<Record<string, string>> | undefined;
   /** A V8 CPU or heap profile of the steady cycles, written to this file. */
   readonly steadyProfile?: string | undefined;
   readonly log: (line: string) => void;
@@ -76,7 +78,7 @@ export async function runServiceWorkload<Step extends object>(w: ServiceWorkload
   const control = await startControl(w.control);
   const dir = await mkdtemp(path.join(os.tmpdir(), w.tmpPrefix));
   try {
-    const env = await w.env(dir);
+    const env = {...w.runtimeEnv, ...(await w.env(dir))};
     const config = {
       version: 'v1',
       discovery_service: {discovery_group: 'bench', poll_interval: '1h', concurrency: w.concurrency, ...w.matchers},

@@ -19,7 +19,7 @@ import path from 'node:path';
 import {parseArgs} from 'node:util';
 import {startFakeAws, type FakeAws} from '../test/fakes/aws-fakes.ts';
 import {EXTERNAL_ID, MANAGEMENT_KEY, OrgWorld, ROLE_NAME, orgScenarioSchema, type OrgScenario} from './org-world.ts';
-import {shippedNodeFlags} from './memory.ts';
+import {shippedRuntime} from './memory.ts';
 import {summarizeProfile} from './profile.ts';
 import {callStats, cpuOf, cyclesOption, median, runMain, runServiceWorkload, workloadReport} from './service-workload.ts';
 import {scriptArgs} from './sim.ts';
@@ -79,7 +79,7 @@ export function orgBounds(s: OrgScenario, world: OrgWorld): {coldMs: number; ste
 /** Runs W4 and returns its report. */
 export async function runOrgWorkload(
   scenario: OrgScenario,
-  options: {cycles: number; nodeArgs?: readonly string[]; log?: (l: string) => void; /** NODE_COMPILE_CACHE of the service. */ compileCache?: string; /** A CPU profile of the steady cycles goes here. */ steadyProfile?: string},
+  options: {cycles: number; nodeArgs?: readonly string[]; /** The shipped environment (`npm start`'s). */ runtimeEnv?: Readonly<Record<string, string>>; log?: (l: string) => void; /** NODE_COMPILE_CACHE of the service. */ compileCache?: string; /** A CPU profile of the steady cycles goes here. */ steadyProfile?: string},
 ): Promise<Record<string, unknown>> {
   const log = options.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const world = new OrgWorld(scenario);
@@ -111,6 +111,7 @@ export async function runOrgWorkload(
       banner: `${scenario.name}: ${scenario.accounts} accounts (${world.deniedAccounts} refusing AssumeRole) in ${scenario.top_units * Math.max(1, scenario.child_units)} OUs x ${scenario.regions.length} regions, ${world.size} clusters, ${world.expectedKeys().size} discoverable`,
       cycles: options.cycles,
       nodeArgs: options.nodeArgs,
+      runtimeEnv: options.runtimeEnv,
       steadyProfile: options.steadyProfile,
       log,
     });
@@ -123,6 +124,7 @@ export async function runOrgWorkload(
         name: scenario.name,
         description: scenario.description ?? '',
         node_args: options.nodeArgs ?? [],
+        env: options.runtimeEnv ?? {},
         compile_cache: options.compileCache !== undefined,
         accounts: {members: scenario.accounts, refusing_assume_role: world.deniedAccounts, joined_and_left: control.steps},
         clusters: {total: world.size, expected_last: cycles.at(-1)?.verdict.expected ?? 0, found_last: cycles.at(-1)?.verdict.found ?? 0},
@@ -158,16 +160,16 @@ async function main(argv: readonly string[]): Promise<void> {
   });
   const cycles = cyclesOption(values.cycles);
   const scenario = orgScenarioSchema.parse(JSON.parse(await readFile(values.scenario, 'utf8')));
-  const nodeArgs = values['node-args'] !== undefined ? values['node-args'].split(' ').filter(Boolean) : await shippedNodeFlags();
+  const {nodeArgs, env: runtimeEnv} = await shippedRuntime(values['node-args']);
   // The cache is keyed by Node version and flags: a tiny organization run with the same flags fills it.
   const compileCache = values.cold ? undefined : path.join(os.tmpdir(), 'kube-discovery-bench-compile-cache');
   if (compileCache) {
     process.stderr.write(`w4: warming the compile cache (${compileCache})\n`);
     const tiny = {...scenario, name: `${scenario.name}-warm-up`, accounts: 2, top_units: 1, child_units: 1, regions: scenario.regions.slice(0, 2), clusters: 4, denied_share: 0};
-    await runOrgWorkload(tiny, {cycles: 2, nodeArgs, compileCache, log: () => undefined});
+    await runOrgWorkload(tiny, {cycles: 2, nodeArgs, runtimeEnv, compileCache, log: () => undefined});
   }
   const steadyProfile = values['profile-steady'] === undefined ? undefined : path.resolve(values['profile-steady']);
-  const report = await runOrgWorkload(scenario, {cycles, nodeArgs, ...(compileCache ? {compileCache} : {}), ...(steadyProfile === undefined ? {} : {steadyProfile})});
+  const report = await runOrgWorkload(scenario, {cycles, nodeArgs, runtimeEnv, ...(compileCache ? {compileCache} : {}), ...(steadyProfile === undefined ? {} : {steadyProfile})});
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   if (steadyProfile !== undefined && !steadyProfile.endsWith('.heapprofile')) process.stderr.write(`${JSON.stringify(await summarizeProfile(steadyProfile, path.join(HERE, '..'), 40), null, 2)}\n`);
 }

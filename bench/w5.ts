@@ -16,7 +16,7 @@ import path from 'node:path';
 import {parseArgs} from 'node:util';
 import {startFakeArm, type FakeArm} from '../test/fakes/arm-server.ts';
 import {sharedServerTls} from '../test/fakes/tls-ca.ts';
-import {shippedNodeFlags} from './memory.ts';
+import {shippedRuntime} from './memory.ts';
 import {summarizeProfile} from './profile.ts';
 import {ManagementGroupWorld, ROOT_GROUP, mgScenarioSchema, type MgScenario} from './mg-world.ts';
 import {callStats, cpuOf, cyclesOption, runMain, runServiceWorkload, workloadReport} from './service-workload.ts';
@@ -61,7 +61,7 @@ export function mgBounds(s: MgScenario, world: ManagementGroupWorld): {coldMs: n
 }
 
 /** Runs W5 and returns its report. */
-export async function runManagementGroupWorkload(scenario: MgScenario, options: {cycles: number; nodeArgs?: readonly string[]; steadyProfile?: string; log?: (l: string) => void}): Promise<Record<string, unknown>> {
+export async function runManagementGroupWorkload(scenario: MgScenario, options: {cycles: number; nodeArgs?: readonly string[]; /** The shipped environment (`npm start`'s). */ runtimeEnv?: Readonly<Record<string, string>>; steadyProfile?: string; log?: (l: string) => void}): Promise<Record<string, unknown>> {
   const log = options.log ?? ((l: string) => process.stderr.write(`${l}\n`));
   const world = new ManagementGroupWorld(scenario);
   const identity = await startSimIdentity();
@@ -87,6 +87,7 @@ export async function runManagementGroupWorkload(scenario: MgScenario, options: 
       banner: `${scenario.name}: ${scenario.subscriptions} subscriptions (${world.deniedSubscriptions} denying) in ${world.nestedGroups} nested groups under ${ROOT_GROUP}, ${scenario.outside_subscriptions} outside, ${world.size} clusters, ${world.expectedKeys().size} discoverable`,
       cycles: options.cycles,
       nodeArgs: options.nodeArgs,
+      runtimeEnv: options.runtimeEnv,
       steadyProfile: options.steadyProfile,
       log,
     });
@@ -138,8 +139,8 @@ async function main(argv: readonly string[]): Promise<void> {
   const cycles = cyclesOption(values.cycles);
   const scenario = mgScenarioSchema.parse(JSON.parse(await readFile(values.scenario, 'utf8')));
   // Without --node-args the service runs with the flags it ships with, as W4 and bench:memory do.
-  const nodeArgs = values['node-args'] !== undefined ? values['node-args'].split(' ').filter(Boolean) : await shippedNodeFlags();
-  const report = await runManagementGroupWorkload(scenario, {cycles, nodeArgs, ...(values['profile-steady'] === undefined ? {} : {steadyProfile: path.resolve(values['profile-steady'])})});
+  const {nodeArgs, env: runtimeEnv} = await shippedRuntime(values['node-args']);
+  const report = await runManagementGroupWorkload(scenario, {cycles, nodeArgs, runtimeEnv, ...(values['profile-steady'] === undefined ? {} : {steadyProfile: path.resolve(values['profile-steady'])})});
   if (values['profile-steady'] !== undefined && !values['profile-steady'].endsWith('.heapprofile')) process.stderr.write(`${JSON.stringify(await summarizeProfile(path.resolve(values['profile-steady']), path.join(HERE, '..'), 25), null, 2)}\n`);
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
 }

@@ -24,7 +24,7 @@ import {exposedMemoryReclaim} from '../src/http/watch-reclaim.ts';
 import {Inventory} from '../src/inventory/inventory.ts';
 import {MemoryBackend} from '../src/registry/memory.ts';
 import {context, eksCluster, okResult} from '../test/discovery/builders.ts';
-import {shippedNodeFlags} from './memory.ts';
+import {shippedRuntime} from './memory.ts';
 
 async function serve(entries: number): Promise<void> {
   const backend = new MemoryBackend({clock: systemClock});
@@ -183,8 +183,8 @@ interface ServerChild {
   exit(): Promise<void>;
 }
 
-function startServerChild(entries: number, flags: readonly string[], profile: readonly string[] = []): ServerChild {
-  const child = spawn(process.execPath, ['--expose-gc', ...profile, ...flags, import.meta.filename, '--serve', '--entries', String(entries)], {stdio: ['pipe', 'pipe', 'inherit']});
+function startServerChild(entries: number, flags: readonly string[], env: Readonly<Record<string, string>>, profile: readonly string[] = []): ServerChild {
+  const child = spawn(process.execPath, ['--expose-gc', ...profile, ...flags, import.meta.filename, '--serve', '--entries', String(entries)], {stdio: ['pipe', 'pipe', 'inherit'], env: {...process.env, ...env}});
   const lines: string[] = [];
   const waiters: (() => void)[] = [];
   child.stdout.setEncoding('utf8');
@@ -223,8 +223,8 @@ function startServerChild(entries: number, flags: readonly string[], profile: re
  * left behind, which the plain idle level still holds). A twin, so the measured server's rounds
  * start from the plain idle level as before.
  */
-async function reclaimedIdleRss(entries: number, flags: readonly string[]): Promise<number> {
-  const twin = startServerChild(entries, flags);
+async function reclaimedIdleRss(entries: number, flags: readonly string[], env: Readonly<Record<string, string>>): Promise<number> {
+  const twin = startServerChild(entries, flags, env);
   try {
     await twin.line('URL ');
     await twin.gc();
@@ -239,10 +239,10 @@ async function reclaimedIdleRss(entries: number, flags: readonly string[]): Prom
 /** Runs the measurement: a server child with the shipped Node flags, `rounds` rounds of `watchers` watchers. */
 export async function measureWatchers(options: {entries: number; watchers: number; rounds: number; cpuProfileDir?: string}): Promise<WatchersReport> {
   const {entries, watchers: count} = options;
-  const flags = await shippedNodeFlags();
-  const idleReclaimed = await reclaimedIdleRss(entries, flags);
+  const {nodeArgs: flags, env} = await shippedRuntime(undefined);
+  const idleReclaimed = await reclaimedIdleRss(entries, flags, env);
   const profile = options.cpuProfileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', options.cpuProfileDir];
-  const server = startServerChild(entries, flags, profile);
+  const server = startServerChild(entries, flags, env, profile);
   const {send, line, gc} = server;
   const live = (m: ServerMemory): number => round(m.heap_used + m.external);
   try {
