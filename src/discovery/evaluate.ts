@@ -126,7 +126,7 @@ interface Judgement {
   readonly labels: Record<string, string>;
   readonly dropped: readonly string[];
   readonly decision: MatchDecision;
-  server?: KubeServerDraft;
+  server: KubeServerDraft | undefined;
 }
 
 /**
@@ -147,7 +147,8 @@ function judge(cluster: DiscoveredCluster, matcher: TagMatcher, settings: string
   if (known && known.settings === settings && known.clouds === clouds && known.matcher === matcher) return known;
   const {name, renamed} = kubeServerName(cluster, clouds);
   const {labels, dropped} = clusterLabels(cluster, ctx.discoveryGroup, renamed, clouds);
-  const judgement: Judgement = {settings, clouds, matcher, name, labels, dropped, decision: matchLabels(matcher, labels)};
+  // `server` is named up front (undefined until first read) so the object is built with all its slots: added later, it took a separate property array per cluster.
+  const judgement: Judgement = {settings, clouds, matcher, name, labels, dropped, decision: matchLabels(matcher, labels), server: undefined};
   judgements.set(cluster, judgement);
   return judgement;
 }
