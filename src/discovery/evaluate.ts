@@ -27,6 +27,11 @@ export interface Candidate {
    * the documents a few at a time, so 50,000 clusters never have a draft each alive at once.
    */
   readonly server: KubeServerDraft;
+  /**
+   * Lets go of the built document (built again if read again): once the registry holds it as it is,
+   * the registered entry stands for it, and a copy kept per cluster across cycles is ~200 bytes each.
+   */
+  releaseServer?(): void;
 }
 
 /** Why a listed cluster is not registered. */
@@ -223,6 +228,10 @@ class LazyCandidate implements Candidate {
 
   get server(): KubeServerDraft {
     return serverOf(this.#judgement, this.cluster, this.#ctx, this.#clouds);
+  }
+
+  releaseServer(): void {
+    this.#judgement.server = undefined;
   }
 }
 

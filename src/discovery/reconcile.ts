@@ -7,7 +7,7 @@
 import {sameAsStored, sameJson, statusWith, type KubeServer, type KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import {builtInClouds} from '../clouds/index.ts';
 import type {Clouds} from '../clouds/cloud.ts';
-import type {SourceRef, SourceResult} from '../core/types.ts';
+import type {DiscoveredCluster, SourceRef, SourceResult} from '../core/types.ts';
 import {clusterIdentity, DISCOVERY_HEALTH_REASONS, registeredIdentity, type Candidate, type Evaluation, type Skip, type SkipKind} from './evaluate.ts';
 import {LABEL} from './labels.ts';
 import {compareText} from '../core/collate.ts';
@@ -211,12 +211,14 @@ function findRenames(byName: ReadonlyMap<string, KubeServer>, evaluation: Evalua
 }
 
 /**
- * The decision last made for a candidate's document (a judgement keeps the same document object
- * while its cluster is unchanged: evaluate.ts): with the same registered entry object, source and
- * match, it is that decision again, and its document the same object, which the heartbeat then
- * knows to be unchanged without comparing it.
+ * The decision last made for a cluster object (a source hands on the same object while the cluster
+ * is unchanged, and evaluate keeps one judgement for it: evaluate.ts): with the same registered
+ * entry object, source, labels object (a new judgement makes new labels: other settings, matcher or
+ * cloud modules), match and name, it is that decision again, and its document the same object,
+ * which the heartbeat then knows to be unchanged without comparing it. Keyed by the cluster, not its
+ * document: the document is let go once the registry holds it (`settleUnchanged`).
  */
-const decisions = new WeakMap<KubeServerDraft, {readonly existing: KubeServer; readonly item: PlanItem}>();
+const decisions = new WeakMap<DiscoveredCluster, {readonly existing: KubeServer; readonly item: PlanItem}>();
 
 /**
  * After the cycle announced an unchanged decision and the registry kept the entry as it was, the
@@ -227,18 +229,17 @@ const decisions = new WeakMap<KubeServerDraft, {readonly existing: KubeServer; r
 export function settleUnchanged(pending: PendingItem, item: PlanItem): void {
   const {candidate, existing} = pending;
   if (item.action !== 'unchanged' || existing === undefined || item.server === undefined || item.server === existing) return;
-  const wanted = candidate.server;
-  if (decisions.get(wanted)?.item !== item || !sameAsStored(existing, item.server)) return;
-  decisions.set(wanted, {existing, item: {...item, server: existing}});
+  if (decisions.get(candidate.cluster)?.item !== item || !sameAsStored(existing, item.server)) return;
+  decisions.set(candidate.cluster, {existing, item: {...item, server: existing}});
+  candidate.releaseServer?.();
 }
 
 function decideCandidate(candidate: Candidate, existing: KubeServer | undefined): PlanItem {
   if (existing === undefined) return decideFresh(candidate, existing);
-  const wanted = candidate.server;
-  const last = decisions.get(wanted);
+  const last = decisions.get(candidate.cluster);
   if (last !== undefined && last.existing === existing && last.item.source === candidate.source.id && last.item.labels === candidate.labels && last.item.match === candidate.reason && last.item.name === candidate.name) return last.item;
   const item = decideFresh(candidate, existing);
-  decisions.set(wanted, {existing, item});
+  decisions.set(candidate.cluster, {existing, item});
   return item;
 }
 
