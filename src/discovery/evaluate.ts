@@ -148,13 +148,16 @@ function settingsKey(ctx: EvaluateContext): string {
   return `${ctx.discoveryGroup}\n${canonicalJson(ctx.staticLabels)}\n${canonicalJson(ctx.dynamicLabels ?? null)}`;
 }
 
+/** The dropped tag keys of the clusters that have none (nearly all): one shared empty list, not one each. */
+const NONE_DROPPED: readonly string[] = Object.freeze([]);
+
 function judge(cluster: DiscoveredCluster, matcher: TagMatcher, settings: string, ctx: EvaluateContext, clouds: Clouds): Judgement {
   const known = judgements.get(cluster);
   if (known && known.settings === settings && known.clouds === clouds && known.matcher === matcher) return known;
   const {name, renamed} = kubeServerName(cluster, clouds);
   const {labels, dropped} = clusterLabels(cluster, ctx.discoveryGroup, renamed, clouds);
   // `server` is named up front (undefined until first read) so the object is built with all its slots: added later, it took a separate property array per cluster.
-  const judgement: Judgement = {settings, clouds, matcher, name, labels, dropped, decision: matchLabels(matcher, labels), server: undefined};
+  const judgement: Judgement = {settings, clouds, matcher, name, labels, dropped: dropped.length > 0 ? dropped : NONE_DROPPED, decision: matchLabels(matcher, labels), server: undefined};
   judgements.set(cluster, judgement);
   return judgement;
 }
