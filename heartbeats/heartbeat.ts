@@ -205,10 +205,11 @@ export class Heartbeat {
     const lease = await this.#currentLease();
     const known = this.#entries.get(name);
     // The same draft object as the one last found equal to this entry (an unchanged cluster of a
-    // steady cycle: drafts are not changed once made) needs no comparing again.
-    const same = known !== undefined && known.lease === lease.id && known.equalDraft === draft;
+    // steady cycle: drafts are not changed once made), or the very copy this heartbeat stored (reconcile
+    // hands on the registered entry when nothing changed), needs no comparing again.
+    const same = known !== undefined && known.lease === lease.id && (known.equalDraft === draft || (known.mine && known.server === draft));
     // The identity leads the spec (first spread: key order) and wins over a draft's own (last spread).
-    const server = same ? undefined : withoutRegistryFields({...draft, spec: {...this.#identity, ...draft.spec, ...this.#identity}} as KubeServer);
+    const server = same ? undefined : withoutRegistryFields({...draft, spec: this.#spec(draft.spec)} as KubeServer);
     // Compared as documents first (the stored copy without its registry fields): the digest
     // (canonical JSON, then SHA-256) is only needed for a write.
     if (known && known.lease === lease.id && (server === undefined || sameJson(withoutRegistryFields(known.server), server))) {
@@ -217,7 +218,7 @@ export class Heartbeat {
       if (held !== known.server || !known.mine || known.equalDraft !== draft) this.#entries.set(name, {...known, server: held, mine: true, equalDraft: draft});
       return withRegistryFields(held, this.#leaseExpires, known.revision);
     }
-    return this.#write(name, this.#nextDoc(), server ?? withoutRegistryFields({...draft, spec: {...this.#identity, ...draft.spec, ...this.#identity}} as KubeServer));
+    return this.#write(name, this.#nextDoc(), server ?? withoutRegistryFields({...draft, spec: this.#spec(draft.spec)} as KubeServer));
   }
 
   /** Deletes the entry of `name`; true when it existed. */
@@ -254,6 +255,19 @@ export class Heartbeat {
     }
     this.#log.info({group: this.#group}, 'heartbeat stopped; entries deregistered');
     this.#entries.clear();
+  }
+
+  /**
+   * The draft's spec led by this writer's identity (first spread: key order), which also wins over
+   * the draft's own (last spread). A spec of just the cluster and proxy ids (every discovered one)
+   * is built with all its keys at once: spread, the last ones took a property array per entry.
+   */
+  #spec(spec: KubeServerDraft['spec']): KubeServer['spec'] {
+    const {version, hostname, host_id} = this.#identity;
+    let keys = 0;
+    for (const key in spec) if (Object.hasOwn(spec, key)) keys++;
+    if (keys === 2 && Object.keys(spec).join() === 'cluster,proxy_ids') return {version, hostname, host_id, cluster: spec.cluster, proxy_ids: spec.proxy_ids};
+    return {...this.#identity, ...spec, ...this.#identity};
   }
 
   /** A new value for `Entry.doc`. */

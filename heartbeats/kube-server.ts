@@ -147,6 +147,33 @@ export function kubeServerFromDocument(item: Pick<RegistryItem, 'key' | 'expires
   return {...server, metadata: {...server.metadata, expires, revision: item.revision}};
 }
 
+/** The status keys of a reachable discovered cluster's document, in the order it is built with. */
+const DISCOVERED_STATUS_KEYS = ['target_health', 'endpoint', 'ca_data', 'auth_mode', 'access'] as const;
+
+/**
+ * `{...status, target_health, discovered_at}` (each only when given), the same keys in the same
+ * order. A status with exactly a reachable cluster's keys (the usual one) is built with all of them
+ * at once: spread and then added to, its last keys took a separate property array per entry.
+ */
+export function statusWith(status: KubeServer['status'], targetHealth: TargetHealth | undefined, discoveredAt: string | undefined): NonNullable<KubeServer['status']> {
+  if (status && discoveredAt !== undefined && hasExactly(status, DISCOVERED_STATUS_KEYS)) {
+    const {target_health, endpoint, ca_data, auth_mode, access} = status;
+    return {target_health: targetHealth ?? target_health, endpoint, ca_data, auth_mode, access, discovered_at: discoveredAt};
+  }
+  return {...status, ...(targetHealth ? {target_health: targetHealth} : {}), ...(discoveredAt ? {discovered_at: discoveredAt} : {})};
+}
+
+/** Whether `record`'s own keys are exactly `keys`, in that order, none of them undefined. */
+function hasExactly(record: object, keys: readonly string[]): boolean {
+  let i = 0;
+  for (const key in record) {
+    if (!Object.hasOwn(record, key)) continue;
+    if (key !== keys[i] || (record as Record<string, unknown>)[key] === undefined) return false;
+    i++;
+  }
+  return i === keys.length;
+}
+
 /** Reads stored kube_servers; an unreadable entry is reported through `onBad` and left out, never thrown. */
 export function parseKubeServers(items: readonly Pick<RegistryItem, 'key' | 'value' | 'expires' | 'revision'>[], onBad?: (key: string, error: Error) => void): KubeServer[] {
   const out: KubeServer[] = [];
@@ -164,6 +191,16 @@ export function parseKubeServers(items: readonly Pick<RegistryItem, 'key' | 'val
 export function withoutRegistryFields(server: KubeServer | KubeServerDraft): KubeServerDraft {
   const {expires: _expires, revision: _revision, ...metadata} = server.metadata as KubeServer['metadata'];
   return {...server, metadata};
+}
+
+/**
+ * Whether announcing `draft` would store what `stored` holds: the same document but for the
+ * registry's fields (expires, revision) and the writer's (version, hostname, host_id).
+ */
+export function sameAsStored(stored: KubeServer, draft: KubeServerDraft): boolean {
+  const {version: _version, hostname: _hostname, host_id: _hostId, ...spec} = stored.spec;
+  const {version: _draftVersion, hostname: _draftHostname, host_id: _draftHostId, ...draftSpec} = draft.spec;
+  return sameJson({...withoutRegistryFields(stored), spec}, {...draft, spec: draftSpec});
 }
 
 /** JSON with object keys sorted, so label order never looks like a change. */

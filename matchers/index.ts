@@ -84,6 +84,8 @@ export function matchLabels(matcher: TagMatcher, labels: Labels): MatchDecision 
   if (matcher.clauses.length === 0) {
     return {matched: false, reason: 'empty matcher {} matches nothing'};
   }
+  // One clause (the usual matcher) decides alone: its shared decision is the matcher's.
+  if (matcher.clauses.length === 1 && matcher.clauses[0]?.key !== WILDCARD) return matchKey(matcher.clauses[0] as KeyClause, labels);
   const reasons: string[] = [];
   for (const clause of matcher.clauses) {
     const decision = clause.key === WILDCARD ? matchAnyLabel(clause, labels) : matchKey(clause, labels);
@@ -111,11 +113,29 @@ export function describeMatcher(matcher: TagMatcher): string {
   return JSON.stringify(matcher.source);
 }
 
+/**
+ * Decisions of a key clause by label value ('' key: the label is missing), shared by every cluster
+ * with that value: a decision and reason text of each cluster's own, kept with its judgement across
+ * cycles, were ~130 bytes per cluster. Bounded: values unique to each cluster are not kept.
+ */
+const byValue = new WeakMap<KeyClause, Map<string | undefined, MatchDecision>>();
+const MAX_SHARED_VALUES = 256;
+
 function matchKey(clause: KeyClause, labels: Labels): MatchDecision {
-  if (!Object.hasOwn(labels, clause.key)) {
+  const value = Object.hasOwn(labels, clause.key) ? (labels[clause.key] ?? '') : undefined;
+  let shared = byValue.get(clause);
+  const known = shared?.get(value);
+  if (known) return known;
+  const decision = Object.freeze(decideKey(clause, value));
+  if (!shared) byValue.set(clause, (shared = new Map()));
+  if (shared.size < MAX_SHARED_VALUES) shared.set(value, decision);
+  return decision;
+}
+
+function decideKey(clause: KeyClause, value: string | undefined): MatchDecision {
+  if (value === undefined) {
     return {matched: false, reason: `no label ${JSON.stringify(clause.key)}`};
   }
-  const value = labels[clause.key] ?? '';
   const hit = clause.values.find((pattern) => pattern.test(value));
   if (hit) {
     return {matched: true, reason: `tag ${clause.key}=${value} matches ${JSON.stringify(hit.text)}`};

@@ -1,11 +1,11 @@
 /** One discovery cycle: plan sources, fetch them concurrently, evaluate, reconcile, apply. */
-import type {KubeServer, KubeServerDraft} from '../../heartbeats/kube-server.ts';
+import {statusWith, type KubeServer, type KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import type {TagMatcher} from '../../matchers/index.ts';
 import type {ClusterFetcher, PlanContext, PlannedSources} from '../clouds/fetcher.ts';
 import type {Clock} from '../core/clock.ts';
 import type {SourceRef, SourceResult} from '../core/types.ts';
 import {evaluate, registeredIdentity, type EvaluateContext} from './evaluate.ts';
-import {decidePending, sortPlanItems, stagePlan, type Action, type PendingItem, type PlanItem, type StagedPlan} from './reconcile.ts';
+import {decidePending, settleUnchanged, sortPlanItems, stagePlan, type Action, type PendingItem, type PlanItem, type StagedPlan} from './reconcile.ts';
 import {respellResourceGroups} from './respell.ts';
 import {builtInClouds} from '../clouds/index.ts';
 import {errorMessage} from '../core/errors.ts';
@@ -158,7 +158,12 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
   // copies) was most of a cycle's peak memory.
   const decidedPending: PlanItem[] = new Array<PlanItem>(staged.pending.length);
   await boundedEach(staged.pending.length, APPLY_CONCURRENCY, async (i) => {
-    decidedPending[i] = await write(withDiscoveredAt(decidePending(staged.pending[i] as PendingItem), discoveredAt));
+    const pending = staged.pending[i] as PendingItem;
+    const item = withDiscoveredAt(decidePending(pending), discoveredAt);
+    const written = await write(item);
+    decidedPending[i] = written;
+    // Announced (the write answered with the stored document): an unchanged decision keeps the registered entry as its document.
+    if (written !== item) settleUnchanged(pending, item);
   });
   const decided = [...staged.decided];
   // A renamed entry goes only after its new name is announced: readers never see the cluster missing.
@@ -217,7 +222,7 @@ function stageCycle(current: readonly KubeServer[], results: readonly SourceResu
 
 /** A new entry remembers when it was first registered (`ls` shows its age); updates carry it over. */
 function withDiscoveredAt(item: PlanItem, discoveredAt: string): PlanItem {
-  return item.action === 'create' && item.server ? {...item, server: {...item.server, status: {...item.server.status, discovered_at: discoveredAt}}} : item;
+  return item.action === 'create' && item.server ? {...item, server: {...item.server, status: statusWith(item.server.status, undefined, discoveredAt)}} : item;
 }
 
 /** What an announce resolved with, when it is the stored document of `name` (the heartbeat's answer). */

@@ -6,6 +6,7 @@
 import {builtInClouds} from '../clouds/index.ts';
 import type {Clouds} from '../clouds/cloud.ts';
 import type {DiscoveredCluster} from '../core/types.ts';
+import {flatString} from '../core/intern.ts';
 
 /** Teleport's rule for kube cluster names: DNS-label-like, dots and underscores allowed. */
 const KUBE_NAME = /^[a-zA-Z0-9][a-zA-Z0-9._-]{0,252}$/;
@@ -30,7 +31,8 @@ export interface KubeServerName {
 /**
  * The name of a discovered cluster. A non-empty override tag is the whole name; otherwise the
  * suffix of the cloud's parts (type, region, (resource group,) account) is appended, minus what the
- * name already says. Which tags override and which parts follow are the cloud module's.
+ * name already says. Which tags override and which parts follow are the cloud module's. The name is
+ * held as long as its cluster (judgement, documents, the registry's copy): flat, not the pieces it was joined from.
  */
 export function kubeServerName(cluster: DiscoveredCluster, clouds: Clouds = builtInClouds): KubeServerName {
   const cloud = clouds.get(cluster.cloud);
@@ -39,7 +41,7 @@ export function kubeServerName(cluster: DiscoveredCluster, clouds: Clouds = buil
     if (override !== undefined && override !== '') return {name: override, overridden: true, renamed: false};
   }
   const suffix = discoverySuffix(cluster.name, cloud.nameParts(cluster));
-  return suffix === '' ? {name: cluster.name, overridden: false, renamed: false} : {name: `${cluster.name}-${suffix}`, overridden: false, renamed: true};
+  return suffix === '' ? {name: cluster.name, overridden: false, renamed: false} : {name: flatString(`${cluster.name}-${suffix}`), overridden: false, renamed: true};
 }
 
 /**

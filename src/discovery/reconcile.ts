@@ -4,10 +4,10 @@
  * what vanished — but only where a source that covers the entry succeeded this cycle.
  * Entries a failed source covers are kept and marked stale.
  */
-import {sameJson, type KubeServer, type KubeServerDraft} from '../../heartbeats/kube-server.ts';
+import {sameAsStored, sameJson, statusWith, type KubeServer, type KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import {builtInClouds} from '../clouds/index.ts';
 import type {Clouds} from '../clouds/cloud.ts';
-import type {SourceRef, SourceResult} from '../core/types.ts';
+import type {DiscoveredCluster, SourceRef, SourceResult} from '../core/types.ts';
 import {clusterIdentity, DISCOVERY_HEALTH_REASONS, registeredIdentity, type Candidate, type Evaluation, type Skip, type SkipKind} from './evaluate.ts';
 import {LABEL} from './labels.ts';
 import {compareText} from '../core/collate.ts';
@@ -211,26 +211,44 @@ function findRenames(byName: ReadonlyMap<string, KubeServer>, evaluation: Evalua
 }
 
 /**
- * The decision last made for a candidate's document (a judgement keeps the same document object
- * while its cluster is unchanged: evaluate.ts): with the same registered entry object, source and
- * match, it is that decision again, and its document the same object, which the heartbeat then
- * knows to be unchanged without comparing it.
+ * The decision last made for a cluster object (a source hands on the same object while the cluster
+ * is unchanged, and evaluate keeps one judgement for it: evaluate.ts): with the same registered
+ * entry object, source, labels object (a new judgement makes new labels: other settings, matcher or
+ * cloud modules), match and name, it is that decision again, and its document the same object,
+ * which the heartbeat then knows to be unchanged without comparing it. Keyed by the cluster, not its
+ * document: the document is let go once the registry holds it (`settleUnchanged`).
  */
-const decisions = new WeakMap<KubeServerDraft, {readonly existing: KubeServer; readonly item: PlanItem}>();
+const decisions = new WeakMap<DiscoveredCluster, {readonly existing: KubeServer; readonly item: PlanItem}>();
+
+/**
+ * After the cycle announced an unchanged decision and the registry kept the entry as it was, the
+ * decision holds the registered entry as its document from then on, not its own copy (the draft
+ * with the entry's health and discovery time): the same content, one document per cluster held
+ * across cycles instead of two. The heartbeat knows its own stored copy without comparing it.
+ */
+export function settleUnchanged(pending: PendingItem, item: PlanItem): void {
+  const {candidate, existing} = pending;
+  if (item.action !== 'unchanged' || existing === undefined || item.server === undefined || item.server === existing) return;
+  if (decisions.get(candidate.cluster)?.item !== item || !sameAsStored(existing, item.server)) return;
+  decisions.set(candidate.cluster, {existing, item: {...item, server: existing}});
+  candidate.releaseServer?.();
+}
 
 function decideCandidate(candidate: Candidate, existing: KubeServer | undefined): PlanItem {
   if (existing === undefined) return decideFresh(candidate, existing);
-  const wanted = candidate.server;
-  const last = decisions.get(wanted);
+  const last = decisions.get(candidate.cluster);
   if (last !== undefined && last.existing === existing && last.item.source === candidate.source.id && last.item.labels === candidate.labels && last.item.match === candidate.reason && last.item.name === candidate.name) return last.item;
   const item = decideFresh(candidate, existing);
-  decisions.set(wanted, {existing, item});
+  decisions.set(candidate.cluster, {existing, item});
   return item;
 }
 
 function decideFresh(candidate: Candidate, existing: KubeServer | undefined): PlanItem {
-  const base = {name: candidate.name, source: candidate.source.id, labels: candidate.labels, match: candidate.reason};
-  if (!existing) return {...base, action: 'create', reason: 'new cluster', server: candidate.server};
+  // Items are built with all their keys at once (spread and added to, the last keys took a property array per item).
+  const {name, labels} = candidate;
+  const source = candidate.source.id;
+  const match = candidate.reason;
+  if (!existing) return {name, source, labels, match, action: 'create', reason: 'new cluster', server: candidate.server};
   // Keep what the probe learnt; discovery does not know health — except that an endpoint or CA
   // the cloud reports as unusable (or usable again) is discovery's own finding.
   const wanted = candidate.server.status?.target_health;
@@ -238,14 +256,11 @@ function decideFresh(candidate: Candidate, existing: KubeServer | undefined): Pl
   const discoveryDecides = DISCOVERY_HEALTH_REASONS.has(wanted?.reason ?? '') || DISCOVERY_HEALTH_REASONS.has(previous?.reason ?? '');
   const health = discoveryDecides ? undefined : previous;
   const discoveredAt = existing.status?.discovered_at;
-  const server: KubeServerDraft =
-    health || discoveredAt
-      ? {...candidate.server, status: {...candidate.server.status, ...(health ? {target_health: health} : {}), ...(discoveredAt ? {discovered_at: discoveredAt} : {})}}
-      : candidate.server;
-  if (existing.status?.stale) return {...base, action: 'update', reason: 'source recovered; no longer stale', server};
+  const server: KubeServerDraft = health || discoveredAt ? {...candidate.server, status: statusWith(candidate.server.status, health, discoveredAt)} : candidate.server;
+  if (existing.status?.stale) return {name, source, labels, match, action: 'update', reason: 'source recovered; no longer stale', server};
   const changed = changedFields(existing, server);
-  if (changed.length > 0) return {...base, action: 'update', reason: `changed: ${changed.join(', ')}`, server};
-  return {...base, action: 'unchanged', reason: 'still discovered', server};
+  if (changed.length > 0) return {name, source, labels, match, action: 'update', reason: `changed: ${changed.join(', ')}`, server};
+  return {name, source, labels, match, action: 'unchanged', reason: 'still discovered', server};
 }
 
 function decideVanished(name: string, entry: KubeServer, results: readonly SourceResult[], evaluation: Evaluation, skip: Skip | undefined, clouds: Clouds): PlanItem {

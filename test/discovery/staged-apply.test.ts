@@ -112,6 +112,50 @@ describe('a cycle applies its plan in bounded stages', () => {
     expect(inventory.get(full('a'))?.spec.cluster.metadata.labels).toMatchObject({team: 'platform', env: 'prod'});
   });
 
+  it('writes nothing over steady cycles of the same cluster objects, and still writes a change or a lost health', async () => {
+    // The same objects every cycle, as a source that reuses its descriptions hands on: decisions are
+    // reused then, and an unchanged one announces the registered entry itself.
+    const clusters = {a: cluster('us-east-1', 'a'), b: cluster('us-east-1', 'b')};
+    const steady: SourcePlanner = {
+      plan: async () => ({
+        failed: [],
+        fetchers: [{source: source('us-east-1'), fetch: async (): Promise<SourceResult> => ({source: source('us-east-1'), ok: true, clusters: Object.values(clusters), malformed: []})}],
+      }),
+    };
+    const puts: string[] = [];
+    await backend.watch(`kube_servers/${GROUP}/`, (e) => {
+      if (e.type === 'put') puts.push(e.item.key);
+    });
+    const run = (): Promise<CycleReport> =>
+      runCycle({planners: [steady], registrar, clock, discoveryGroup: GROUP, evaluateContext: {staticLabels: {}, clouds: builtInClouds}, matcherFor: () => compileTagMatcher({'*': '*'}), sourceConcurrency: 2});
+    await run();
+    expect(puts).toHaveLength(2);
+    for (let i = 0; i < 3; i++) {
+      const report = await run();
+      expect(actions(report)).toEqual([['a', 'unchanged'], ['b', 'unchanged']]);
+      for (const item of report.items) expect(item.server?.status).toBe(inventory.get(item.name)?.status);
+    }
+    expect(puts).toHaveLength(2);
+
+    // Someone else's write (a health the probe did not make, an older document) is decided afresh: kept health, nothing lost.
+    const before = inventory.get(full('b'));
+    if (!before) throw new Error('b is not registered');
+    await registrar.announce({...before, status: {...before.status, target_health: {status: 'healthy', reason: 'ok', message: 'reachable'}}});
+    expect(puts).toHaveLength(3);
+    const afterProbe = await run();
+    expect(actions(afterProbe)).toEqual([['a', 'unchanged'], ['b', 'unchanged']]);
+    expect(puts).toHaveLength(3);
+    expect(inventory.get(full('b'))?.status?.target_health).toEqual({status: 'healthy', reason: 'ok', message: 'reachable'});
+    expect(inventory.get(full('b'))?.status?.discovered_at).toBe(before.status?.discovered_at);
+
+    // A changed cluster (a new object) is written, the other one still not.
+    clusters.a = {...cluster('us-east-1', 'a'), tags: {env: 'staging'}};
+    const changed = await run();
+    expect(actions(changed)).toEqual([['a', 'update'], ['b', 'unchanged']]);
+    expect(puts.slice(3)).toEqual([`kube_servers/${GROUP}/${full('a')}`]);
+    expect(inventory.get(full('a'))?.spec.cluster.metadata.labels).toMatchObject({env: 'staging'});
+  });
+
   it('has at most 64 writes in flight, also when a first cycle registers 500 clusters', async () => {
     listing = {'us-east-1': Array.from({length: 300}, (_, i) => `east-${i}`), 'us-west-2': Array.from({length: 200}, (_, i) => `west-${i}`)};
     let inFlight = 0;

@@ -88,6 +88,20 @@ describe('tag matchers', () => {
     expect(decision).toEqual({matched: false, reason: 'label team=platform does not match "data"'});
   });
 
+  it('explains each cluster by its own value, however many clusters one matcher judges', () => {
+    // Decisions are shared between clusters with the same value (a bounded number of values): the
+    // reasons must still be each cluster's own, past the bound too, and for a missing label.
+    const matcher = compileTagMatcher({team: 'plat*'});
+    for (let i = 0; i < 600; i++) {
+      const team = i % 2 === 0 ? `platform-${i}` : `data-${i}`;
+      expect(matchLabels(matcher, {team})).toEqual(
+        i % 2 === 0 ? {matched: true, reason: `tag team=${team} matches "plat*"`} : {matched: false, reason: `label team=${team} does not match "plat*"`},
+      );
+      expect(matchLabels(matcher, {env: team})).toEqual({matched: false, reason: 'no label "team"'});
+      expect(matchLabels(matcher, {team: 'platform'})).toEqual({matched: true, reason: 'tag team=platform matches "plat*"'});
+    }
+  });
+
   it('explains the match-everything matcher', () => {
     expect(matchLabels(compileTagMatcher({'*': '*'}), {}).reason).toBe('matcher {"*":"*"} matches everything');
   });

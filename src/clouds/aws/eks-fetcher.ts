@@ -253,6 +253,13 @@ function toDiscovered(cluster: Cluster | undefined, listedName: string, options:
     const found = caData ? `certificateAuthority.data that is not base64 PEM (${describeValue(caData)})` : 'no certificateAuthority.data';
     return {...base, endpoint, unreachable: {reason: 'invalid_ca', message: `EKS reported ${found}; the API server's certificate cannot be verified`}};
   }
+  const {id, kubernetesVersion, authMode} = base as Partial<DiscoveredCluster>;
+  // Every field at once, in the same order, when the cluster has them all (the usual case): added to
+  // a copy of `base`, the last ones took a separate property array per cluster.
+  if (id !== undefined && kubernetesVersion !== undefined && authMode !== undefined) {
+    const {cloud, type, region, tags: ownTags, status: ownStatus, sourceId, access} = base;
+    return {cloud, type, name, region, account, tags: ownTags, status: ownStatus, statusOk, sourceId, id, kubernetesVersion, authMode, access, endpoint, caData};
+  }
   return {...base, endpoint, caData};
 }
 

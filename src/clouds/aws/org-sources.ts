@@ -17,6 +17,7 @@ import type {ClusterFetcher, PlanContext} from '../fetcher.ts';
 import type {EarlyListings} from '../early-listings.ts';
 import {WalkGrace} from '../walk-grace.ts';
 import {LABEL} from '../../core/label-names.ts';
+import {flatString} from '../../core/intern.ts';
 import {systemClock, type Clock} from '../../core/clock.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
 import type {KubeServer} from '../../../heartbeats/kube-server.ts';
@@ -158,7 +159,7 @@ export class OrganizationPlanner {
    * Per (account, region) source id: what it described, kept across cycles. Only the memory is
    * kept (none for a source that remembers nothing); its reader is built when the source runs.
    */
-  readonly #tagMemory = new Map<string, {readonly account: string; readonly memory: TagMemory}>();
+  readonly #tagMemory = new Map<string, SourceMemory>();
   /** Accounts of each matcher's last good walk, else the registry's: one a walk lacks is kept once; state of accounts no walk has any more is dropped. */
   readonly #walkGrace = new WalkGrace({cloud: 'AWS', type: 'eks', memberLabel: LABEL.accountId, marker: WALK_MISSED});
   /** Per matcher, the accounts its last good walk missed once (kept, stale): what is known of them is kept too. */
@@ -347,12 +348,16 @@ export class OrganizationPlanner {
    * heap, readers ~7 MB, and the options and client wrappers of every source planned at once ~3 MB.
    */
   #listing(matcherIndex: number, region: string, ready: ReadyAccount, externalId: string | undefined, wildcard: boolean): ClusterFetcher {
-    const source = regionSource(matcherIndex, region, ready.account);
+    // With incremental discovery a source's id is its memory's, the same string every cycle: the
+    // clusters it describes (reused across cycles), its status and plan items share it, not one built per cycle.
+    const planned = regionSource(matcherIndex, region, ready.account);
+    const memory = this.#memoryOf(planned);
+    const source = memory ? {...planned, id: memory.id} : planned;
     const {account, roleArn, provider} = ready;
     return {
       source,
       fetch: async (signal) => {
-        const tagReader = this.#tagReader(source, provider);
+        const tagReader = memory && this.#tagReader(source, provider, memory);
         try {
           return await createEksFetcher({
             source,
@@ -364,7 +369,7 @@ export class OrganizationPlanner {
             ...(tagReader ? {tagReader} : {}),
           }).fetch(signal);
         } finally {
-          if (this.#tagMemory.get(source.id)?.memory.empty) this.#tagMemory.delete(source.id);
+          if (this.#tagMemory.get(source.id)?.empty) this.#tagMemory.delete(source.id);
         }
       },
     };
@@ -495,15 +500,21 @@ export class OrganizationPlanner {
     return client;
   }
 
-  /** Incremental discovery of one (account, region) source for one cycle, or none when it is off. */
-  #tagReader(source: SourceRef, provider: AwsCredentialProvider): TagReader | undefined {
+  /** What an (account, region) source remembers across cycles (made now if new), or none when incremental discovery is off. */
+  #memoryOf(planned: SourceRef): SourceMemory | undefined {
     const refreshMs = this.#options.refreshMs ?? 0;
     if (refreshMs <= 0 || (this.#options.makeEksClient && !this.#options.makeTaggingClient)) return undefined;
-    let kept = this.#tagMemory.get(source.id);
+    let kept = this.#tagMemory.get(planned.id);
     if (!kept) {
-      kept = {account: source.account, memory: new TagMemory()};
-      this.#tagMemory.set(source.id, kept);
+      kept = new SourceMemory(flatString(planned.id), planned.account);
+      this.#tagMemory.set(kept.id, kept);
     }
+    return kept;
+  }
+
+  /** Incremental discovery of one (account, region) source for one cycle. */
+  #tagReader(source: SourceRef, provider: AwsCredentialProvider, kept: SourceMemory): TagReader {
+    const refreshMs = this.#options.refreshMs ?? 0;
     const shared = this.#regionTaggingClient(source.region);
     const queue = this.#accountQueue(source.account);
     const onTagFallback = this.#options.onTagFallback;
@@ -520,7 +531,7 @@ export class OrganizationPlanner {
         ...(this.#options.tagReadTimeoutMs === undefined ? {} : {timeoutMs: this.#options.tagReadTimeoutMs}),
         ...(onTagFallback ? {onFallback: (fallback: TagReadFallback) => onTagFallback(source, fallback)} : {}),
       },
-      kept.memory,
+      kept,
     );
   }
 
@@ -626,4 +637,16 @@ export function accountSource(matcherIndex: number, account: string): SourceRef 
 /** One (account, region) of an organization matcher; the id reads like any EKS source. */
 export function regionSource(matcherIndex: number, region: string, account: string): SourceRef {
   return {id: `eks:${region}:${account}${suffix(matcherIndex)}`, cloud: 'AWS', type: 'eks', region, account, matcherIndex};
+}
+
+/** A source's tag memory with the source's id (one string for every cycle) and account. */
+class SourceMemory extends TagMemory {
+  readonly id: string;
+  readonly account: string;
+
+  constructor(id: string, account: string) {
+    super();
+    this.id = id;
+    this.account = account;
+  }
 }
