@@ -1,0 +1,69 @@
+// Review of 282a177 (issue-w4heap). PRE-EXISTING (fails on 75f0615 as well): an entry that another
+// writer re-put with the same content on its own lease is never moved back onto this heartbeat's
+// lease, because the heartbeat compares the draft with its own remembered copy (same content, same
+// lease id as far as it knows) instead of what the registry holds. When the foreign lease lapses the
+// cluster leaves the inventory although every listing still has it (until the next cycle's create).
+import {afterEach, beforeEach, describe, expect, it} from 'vitest';
+import {Heartbeat} from '../../heartbeats/heartbeat.ts';
+import {kubeServerKey} from '../../heartbeats/kube-server.ts';
+import {compileTagMatcher} from '../../matchers/index.ts';
+import {builtInClouds} from '../../src/clouds/index.ts';
+import type {DiscoveredCluster, SourceRef, SourceResult} from '../../src/core/types.ts';
+import {runCycle, type Registrar, type SourcePlanner} from '../../src/discovery/cycle.ts';
+import {createRegistrar} from '../../src/discovery/registrar.ts';
+import {Inventory} from '../../src/inventory/inventory.ts';
+import {MemoryBackend} from '../../src/registry/memory.ts';
+import {FakeClock} from '../helpers/fake-clock.ts';
+
+const GROUP = 'rv';
+const ACCOUNT = '111111111111';
+const CA = Buffer.from('-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n').toString('base64');
+const src: SourceRef = {id: `eks:us-east-1:${ACCOUNT}`, cloud: 'AWS', type: 'eks', region: 'us-east-1', account: ACCOUNT, matcherIndex: 0};
+const cluster: DiscoveredCluster = {
+  cloud: 'AWS', type: 'eks', name: 'a', region: 'us-east-1', account: ACCOUNT, tags: {env: 'prod'}, status: 'ACTIVE', statusOk: true,
+  endpoint: 'https://a.eks.amazonaws.com', caData: CA, access: {kind: 'eks', clusterName: 'a', region: 'us-east-1'}, sourceId: src.id,
+};
+const KEY = kubeServerKey(GROUP, `a-eks-us-east-1-${ACCOUNT}`);
+
+describe('an entry re-put by another writer on its own lease (same content)', () => {
+  let clock: FakeClock;
+  let backend: MemoryBackend;
+  let inventory: Inventory;
+  let heartbeat: Heartbeat;
+  let registrar: Registrar;
+  const planner: SourcePlanner = {plan: async () => ({failed: [], fetchers: [{source: src, fetch: async (): Promise<SourceResult> => ({source: src, ok: true, clusters: [cluster], malformed: []})}]})};
+  const matcher = compileTagMatcher({'*': '*'});
+  const run = async (): Promise<void> => {
+    await clock.advance(1000);
+    await runCycle({planners: [planner], registrar, clock, discoveryGroup: GROUP, evaluateContext: {staticLabels: {}, clouds: builtInClouds}, matcherFor: () => matcher, sourceConcurrency: 1});
+  };
+
+  beforeEach(async () => {
+    clock = new FakeClock();
+    backend = new MemoryBackend({clock});
+    inventory = new Inventory({backend, group: GROUP, clock, resyncMs: 3_600_000});
+    await inventory.start();
+    heartbeat = new Heartbeat({backend, clock, group: GROUP, ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't', stored: (name, revision) => inventory.stored(name, revision)});
+    await heartbeat.start();
+    // As the service wires it (src/service/service.ts cycleRegistrar): the inventory's stored copies.
+    registrar = {...createRegistrar(backend, heartbeat, GROUP), current: async () => Array.from(inventory.storedEntries(), ([, s]) => s)};
+  });
+  afterEach(async () => {
+    await heartbeat.stop({deregister: false});
+    await inventory.stop();
+    await backend.close();
+  });
+
+  it('is moved back onto our lease by the next cycles, so it does not lapse with the other lease', async () => {
+    await run();
+    await run();
+    const foreign = await backend.grantLease(60_000);
+    const item = await backend.get(KEY);
+    await backend.put(KEY, item?.value ?? '', {lease: foreign});
+    await run();
+    await run();
+    expect((await backend.get(KEY))?.lease).toBe(heartbeat.lease?.id);
+    await backend.revokeLease(foreign);
+    expect(await backend.get(KEY), 'the listed cluster left the registry with the foreign lease').toBeDefined();
+  });
+});
