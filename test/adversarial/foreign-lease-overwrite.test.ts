@@ -1,4 +1,4 @@
-// Review of 282a177 (issue-w4heap). PRE-EXISTING (fails on 75f0615 as well): an entry that another
+// Adversarial: an entry that another
 // writer re-put with the same content on its own lease is never moved back onto this heartbeat's
 // lease, because the heartbeat compares the draft with its own remembered copy (same content, same
 // lease id as far as it knows) instead of what the registry holds. When the foreign lease lapses the

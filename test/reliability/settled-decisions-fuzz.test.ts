@@ -1,3 +1,6 @@
+// Random steps (retag, vanish, a failed source, probe health, an external delete, new static labels,
+// a lost lease) over many cycles: after every cycle the registry holds exactly what discovery decided,
+// though unchanged decisions reuse the registered entry as their document (reconcile settleUnchanged).
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
 import {compileTagMatcher} from '../../matchers/index.ts';
@@ -19,7 +22,7 @@ function cluster(s: SourceRef, name: string, env: string, broken: boolean): Disc
 }
 function rng(seed: number): () => number { let s = seed >>> 0; return () => { s = (Math.imul(s, 1664525) + 1013904223) >>> 0; return s / 2 ** 32; }; }
 
-describe('fuzz', () => {
+describe('remembered and settled decisions over random steps', () => {
   let clock: FakeClock; let backend: MemoryBackend; let inventory: Inventory; let heartbeat: Heartbeat; let registrar: Registrar;
   beforeEach(async () => {
     clock = new FakeClock();

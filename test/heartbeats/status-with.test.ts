@@ -1,4 +1,4 @@
-// Review of 282a177 (issue-w4heap), nit: statusWith's all-keys-at-once path tests
+// statusWith's all-keys-at-once path tests
 // `discoveredAt !== undefined` where the generic path tests truthiness, so an entry whose stored
 // discovered_at is '' keeps it on a reachable cluster and loses it on any other: the two paths of one
 // function give different documents for the same input.
