@@ -61,6 +61,13 @@ export interface HeartbeatOptions {
    * copy instead of a document of its own, so each document is held once, not twice.
    */
   readonly stored?: (name: string, revision: string) => KubeServer | undefined;
+  /**
+   * Whether the registry's copy of an entry hangs on `lease`, as the service last read it (its
+   * inventory): undefined when it holds no copy (yet). An entry another writer re-put on a lease of
+   * its own (or on none) would lapse with that lease although it looks unchanged here: the next
+   * announce puts it back onto ours.
+   */
+  readonly storedOnLease?: (name: string, lease: string) => boolean | undefined;
 }
 
 interface Entry {
@@ -104,6 +111,7 @@ export class Heartbeat {
   readonly #onKeepAlive: (lease: Lease, expiresMs: number) => void;
   readonly #retry: RetryPolicy;
   readonly #stored: (name: string, revision: string) => KubeServer | undefined;
+  readonly #storedOnLease: (name: string, lease: string) => boolean | undefined;
   readonly #entries = new Map<string, Entry>();
   #docs = 0;
   readonly #abort = new AbortController();
@@ -141,6 +149,7 @@ export class Heartbeat {
     this.#onKeepAlive = options.onKeepAlive ?? (() => {});
     this.#retry = retry;
     this.#stored = options.stored ?? (() => undefined);
+    this.#storedOnLease = options.storedOnLease ?? (() => undefined);
   }
 
   /** The lease our entries hang on (undefined before start). */
@@ -203,7 +212,8 @@ export class Heartbeat {
     const name = draft.metadata.name;
     if (name === '' || name.includes('/')) throw new RangeError(`Expected a kube_server name without "/", got ${JSON.stringify(name)}`);
     const lease = await this.#currentLease();
-    const known = this.#entries.get(name);
+    // Known as ours only while the registry does not show it on another lease (a write by someone else).
+    const known = this.#storedOnLease(name, lease.id) === false ? undefined : this.#entries.get(name);
     // The same draft object as the one last found equal to this entry (an unchanged cluster of a
     // steady cycle: drafts are not changed once made), or the very copy this heartbeat stored (reconcile
     // hands on the registered entry when nothing changed), needs no comparing again.

@@ -156,7 +156,7 @@ const DISCOVERED_STATUS_KEYS = ['target_health', 'endpoint', 'ca_data', 'auth_mo
  * at once: spread and then added to, its last keys took a separate property array per entry.
  */
 export function statusWith(status: KubeServer['status'], targetHealth: TargetHealth | undefined, discoveredAt: string | undefined): NonNullable<KubeServer['status']> {
-  if (status && discoveredAt !== undefined && hasExactly(status, DISCOVERED_STATUS_KEYS)) {
+  if (status && discoveredAt && hasExactly(status, DISCOVERED_STATUS_KEYS)) {
     const {target_health, endpoint, ca_data, auth_mode, access} = status;
     return {target_health: targetHealth ?? target_health, endpoint, ca_data, auth_mode, access, discovered_at: discoveredAt};
   }

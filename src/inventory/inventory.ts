@@ -210,6 +210,11 @@ export class Inventory {
     return server?.metadata.revision === revision ? server : undefined;
   }
 
+  /** Whether the stored entry `name` hangs on `lease` (false: on another or on none); undefined when there is no such entry. */
+  storedOnLease(name: string, lease: string): boolean | undefined {
+    return this.#servers.has(name) ? this.#leaseOf.get(name) === lease : undefined;
+  }
+
   /** One entry. */
   get(name: string): KubeServer | undefined {
     return this.#servers.has(name) ? this.#view(name) : undefined;

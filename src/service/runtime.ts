@@ -70,6 +70,8 @@ export interface RuntimeOptions {
   readonly events?: RuntimeEvents;
   /** The inventory's parsed copy of an entry at a revision, which heartbeats share instead of keeping their own. */
   readonly storedDocument?: (name: string, revision: string) => KubeServer | undefined;
+  /** Whether the inventory's copy of an entry hangs on a lease (undefined: no copy), so heartbeats see entries another writer moved. */
+  readonly storedOnLease?: (name: string, lease: string) => boolean | undefined;
 }
 
 /** Whether the log stream is a terminal: then `start` (stdout) and `once` (stderr) both print human-readable lines. */
@@ -134,6 +136,7 @@ export async function openRuntime(config: Config, io: CliIo, options: RuntimeOpt
           ...(events.heartbeatSucceeded ? {onSuccess: (kind) => events.heartbeatSucceeded?.(kind)} : {}),
           ...(events.keptAlive ? {onKeepAlive: (lease: Lease, expiresMs: number) => events.keptAlive?.(lease.id, expiresMs)} : {}),
           ...(options.storedDocument ? {stored: options.storedDocument} : {}),
+          ...(options.storedOnLease ? {storedOnLease: options.storedOnLease} : {}),
         });
         await heartbeat.start();
         const registrar = createRegistrar(view, heartbeat, group, (key, error) => logger.warn({key, err: error}, 'skipping unreadable registry entry'));

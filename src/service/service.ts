@@ -88,6 +88,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   const events = new ServiceEvents({metrics, registryHealth, log: () => logger});
   // Heartbeats share the inventory's parsed documents (one copy of each), once it exists.
   let storedDocument: (name: string, revision: string) => KubeServer | undefined = () => undefined;
+  let storedOnLease: (name: string, lease: string) => boolean | undefined = () => undefined;
   const dynamic = new DynamicLabels({
     commands: config.kubernetes_service.commands,
     clock,
@@ -101,6 +102,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     ...(options.backend ? {backend: options.backend} : {}),
     events,
     storedDocument: (name, revision) => storedDocument(name, revision),
+    storedOnLease: (name, lease) => storedOnLease(name, lease),
     discovery: {
       dynamicLabels: () => dynamic.current(),
       ...options.discovery,
@@ -125,6 +127,7 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   // Keepalives reach the inventory: readers follow the lease.
   events.inventory = cache;
   storedDocument = (name, revision) => cache.stored(name, revision);
+  storedOnLease = (name, lease) => cache.storedOnLease(name, lease);
   await cache.start();
   metrics.observeInventory(inventory.list());
   // A cycle writes thousands of entries; recount the inventory once per burst, not once per event.

@@ -14,6 +14,12 @@ import {createRegistrar} from '../../src/discovery/registrar.ts';
 import {Inventory} from '../../src/inventory/inventory.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
 import {FakeClock} from '../helpers/fake-clock.ts';
+import {systemClock} from '../../src/core/clock.ts';
+import {parseConfig} from '../../src/config/load.ts';
+import {silentLogger} from '../../src/observability/logger.ts';
+import {startService} from '../../src/service/service.ts';
+import {startAwsServiceWorld} from '../helpers/aws-service-world.ts';
+import {captureIo} from '../helpers/env.ts';
 
 const GROUP = 'rv';
 const ACCOUNT = '111111111111';
@@ -43,7 +49,7 @@ describe('an entry re-put by another writer on its own lease (same content)', ()
     backend = new MemoryBackend({clock});
     inventory = new Inventory({backend, group: GROUP, clock, resyncMs: 3_600_000});
     await inventory.start();
-    heartbeat = new Heartbeat({backend, clock, group: GROUP, ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't', stored: (name, revision) => inventory.stored(name, revision)});
+    heartbeat = new Heartbeat({backend, clock, group: GROUP, ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't', stored: (name, revision) => inventory.stored(name, revision), storedOnLease: (name, lease) => inventory.storedOnLease(name, lease)});
     await heartbeat.start();
     // As the service wires it (src/service/service.ts cycleRegistrar): the inventory's stored copies.
     registrar = {...createRegistrar(backend, heartbeat, GROUP), current: async () => Array.from(inventory.storedEntries(), ([, s]) => s)};
@@ -65,5 +71,41 @@ describe('an entry re-put by another writer on its own lease (same content)', ()
     expect((await backend.get(KEY))?.lease).toBe(heartbeat.lease?.id);
     await backend.revokeLease(foreign);
     expect(await backend.get(KEY), 'the listed cluster left the registry with the foreign lease').toBeDefined();
+  });
+});
+
+describe('the service, when another writer re-puts its entry on a lease of its own', () => {
+  it('moves it back onto its own lease next cycle, so the entry outlives the other lease', async () => {
+    const key = {accessKeyId: 'AKIAFOREIGNLEASE0001', secretAccessKey: 'foreign-lease-secret'};
+    const aws = await startAwsServiceWorld({key, account: ACCOUNT, populate: (w) => w.addCluster(ACCOUNT, 'us-east-1', {name: 'a', tags: {env: 'prod'}})});
+    const backend = new MemoryBackend({clock: systemClock});
+    const config = parseConfig(
+      `version: v1
+discovery_service:
+  discovery_group: ${GROUP}
+  aws: [{types: [eks], regions: [us-east-1]}]
+storage: {type: memory}
+probe: {enabled: false}
+http: {listen_addr: "127.0.0.1:0"}
+`,
+      'foreign.yaml',
+    );
+    const svc = await startService({config, io: captureIo().io, clock: systemClock, logger: silentLogger, backend});
+    try {
+      expect((await svc.nextCycle()).counts.create).toBe(1);
+      const ours = (await backend.get(KEY))?.lease;
+      expect(ours).toBeDefined();
+      const foreign = await backend.grantLease(60_000);
+      await backend.put(KEY, (await backend.get(KEY))?.value ?? '', {lease: foreign});
+      svc.trigger();
+      await svc.nextCycle();
+      expect((await backend.get(KEY))?.lease).toBe(ours);
+      await backend.revokeLease(foreign);
+      expect(await backend.get(KEY), 'the listed cluster left the registry with the other lease').toBeDefined();
+    } finally {
+      await svc.stop({deregister: false});
+      await backend.close();
+      await aws.close();
+    }
   });
 });
