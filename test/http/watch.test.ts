@@ -74,7 +74,7 @@ class Watch {
   #ended = false;
   #wake: (() => void) | undefined;
 
-  private constructor(res: IncomingMessage) {
+  private constructor(res: IncomingMessage, stalled: boolean) {
     this.res = res;
     res.setEncoding('utf8');
     res.on('data', (chunk: string) => {
@@ -89,14 +89,17 @@ class Watch {
       this.#ended = true;
       this.#wake?.();
     });
+    // Paused in the tick the listener was added: no data event has been emitted yet.
+    if (stalled) res.pause();
   }
 
   static async open(url: string, headers: Record<string, string> = {}): Promise<Watch> {
-    const res = await new Promise<IncomingMessage>((resolve, reject) => {
-      request(url, {headers}, resolve).on('error', reject).end();
-    });
-    open.add(res);
-    return new Watch(res);
+    return new Watch(await response(url, headers), false);
+  }
+
+  /** A watch that reads nothing from its first byte on, until the test calls `res.resume()`. */
+  static async stalled(url: string): Promise<Watch> {
+    return new Watch(await response(url, {}), true);
   }
 
   /** Complete events received so far. */
@@ -120,6 +123,14 @@ class Watch {
     while (!this.#ended) await new Promise<void>((resolve) => (this.#wake = resolve));
     return this.events;
   }
+}
+
+async function response(url: string, headers: Record<string, string>): Promise<IncomingMessage> {
+  const res = await new Promise<IncomingMessage>((resolve, reject) => {
+    request(url, {headers}, resolve).on('error', reject).end();
+  });
+  open.add(res);
+  return res;
 }
 
 function parseSse(text: string): SseEvent[] {
@@ -235,8 +246,7 @@ describe('/v1/watch', () => {
     const w = await world();
     const count = 1500; // ~9 MB of snapshot: more than loopback socket buffers absorb
     await announce(w.heartbeat, Object.fromEntries(Array.from({length: count}, (_, i) => [`big${i}`, bulky(i)])));
-    const watch = await Watch.open(`${w.server.url}/v1/watch`);
-    watch.res.pause();
+    const watch = await Watch.stalled(`${w.server.url}/v1/watch`);
     // The client reads nothing: the server must stop and wait for the socket to drain.
     await until(() => w.server.watchStats().waitingForDrain === 1);
     const held = w.server.watchStats().bufferedBytes;
@@ -250,8 +260,7 @@ describe('/v1/watch', () => {
   it('disconnects a slow consumer with a final event saying why, and the watcher slot is freed', async () => {
     const w = await world({watch: {maxBufferedBytes: 65_536, closeGraceMs: 60_000}});
     await announce(w.heartbeat, Object.fromEntries(Array.from({length: 1500}, (_, i) => [`big${i}`, bulky(i)])));
-    const watch = await Watch.open(`${w.server.url}/v1/watch`);
-    watch.res.pause();
+    const watch = await Watch.stalled(`${w.server.url}/v1/watch`);
     await until(() => w.server.watchStats().waitingForDrain === 1);
     // Changes keep coming while it reads nothing: its queue passes the cap.
     for (let i = 0; w.server.watchStats().watchers > 0; i++) {
@@ -299,8 +308,7 @@ describe('/v1/watch', () => {
     const teams = ['a', 'b', 'c'];
     await announce(w.heartbeat, Object.fromEntries(Array.from({length: 1500}, (_, i) => [`big${i}`, {...bulky(i), team: teams[i % 3] as string}])));
     // One watcher stops reading mid-snapshot, so the shared frames stay in use while the others read theirs.
-    const stalled = await Watch.open(`${w.server.url}/v1/watch`);
-    stalled.res.pause();
+    const stalled = await Watch.stalled(`${w.server.url}/v1/watch`);
     await until(() => w.server.watchStats().waitingForDrain === 1);
     const filters = ['team=a', 'team=b', 'team=c', 'team=a', ''];
     const watches = await Promise.all(filters.map((f) => Watch.open(`${w.server.url}/v1/watch${f ? `?labels=${f}` : ''}`)));
@@ -316,8 +324,7 @@ describe('/v1/watch', () => {
   it('a snapshot shows the expiry a keepalive moved, even while another snapshot shares the entries', async () => {
     const w = await world();
     await announce(w.heartbeat, Object.fromEntries(Array.from({length: 1500}, (_, i) => [`big${i}`, bulky(i)])));
-    const stalled = await Watch.open(`${w.server.url}/v1/watch`);
-    stalled.res.pause();
+    const stalled = await Watch.stalled(`${w.server.url}/v1/watch`);
     await until(() => w.server.watchStats().waitingForDrain === 1);
     const [item] = await backend!.list(kubeServerPrefix('g1'));
     const later = Date.parse('2999-01-01T00:00:00.000Z');
@@ -331,8 +338,8 @@ describe('/v1/watch', () => {
   it('a watcher that stops reading does not hold up the others, and /healthz answers meanwhile', async () => {
     const w = await world();
     await announce(w.heartbeat, Object.fromEntries(Array.from({length: 1500}, (_, i) => [`big${i}`, bulky(i)])));
-    const stalled = await Promise.all(Array.from({length: 5}, () => Watch.open(`${w.server.url}/v1/watch`)));
-    for (const x of stalled) x.res.pause();
+    // Each reads nothing from its first byte: a watcher paused only once all five had opened could have read its whole snapshot.
+    await Promise.all(Array.from({length: 5}, () => Watch.stalled(`${w.server.url}/v1/watch`)));
     await until(() => w.server.watchStats().waitingForDrain === 5);
     expect((await fetch(`${w.server.url}/healthz`)).status).toBe(200);
     const reader = await Watch.open(`${w.server.url}/v1/watch`);
