@@ -3,10 +3,11 @@
 // only itself.
 import {describe, expect, it} from 'vitest';
 import {compileTagMatcher} from '../../matchers/index.ts';
+import {EarlyListings} from '../../src/clouds/early-listings.ts';
 import {builtInClouds} from '../../src/clouds/index.ts';
 import type {SourceRef, SourceResult} from '../../src/core/types.ts';
 import {runCycle, type Registrar} from '../../src/discovery/cycle.ts';
-import {FakeClock} from '../helpers/fake-clock.ts';
+import {FakeClock, flushMicrotasks} from '../helpers/fake-clock.ts';
 
 const ACCOUNT = '111111111111';
 
@@ -72,5 +73,43 @@ describe('the cycle source pool', () => {
     expect(report.deadlineExceeded).toBe(true);
     expect(report.sources.filter((s) => !s.ok).map((s) => [s.id, s.error?.code])).toEqual([[source(1).id, 'CycleDeadline']]);
     expect(report.sources.filter((s) => s.ok)).toHaveLength(5);
+  });
+
+  it('counts the duration of a source listed early from when its listing began, not from when the plan handed it on', async () => {
+    // An organization's walk takes 30 s while its last plan's sources are listed already; the
+    // listing answers 1 s after the plan is final. Its source took 31 s, which the metric and the
+    // source's log line must say (they said ~1 s, or 0 for a listing that answered during the walk).
+    const clock = new FakeClock();
+    let answer: (() => void) | undefined;
+    const listing = {
+      source: source(0),
+      fetch: () => new Promise<SourceResult>((resolve) => (answer = () => resolve({source: source(0), ok: true, clusters: [], malformed: []}))),
+    };
+    const durations: number[] = [];
+    const cycle = runCycle({
+      planners: [
+        {
+          plan: async (context) => {
+            const early = new EarlyListings(context!.sourceConcurrency!, context!.signal!, (error) => ({reason: 'other', code: 'Error', operation: 'ListClusters', message: String(error)}), context!.now);
+            early.feed([['listing', listing]]);
+            await clock.advance(30_000);
+            early.stopFeeding(0);
+            return {fetchers: [early.take('listing', listing)], failed: []};
+          },
+        },
+      ],
+      registrar,
+      clock,
+      discoveryGroup: 'pool',
+      evaluateContext: {staticLabels: {}, clouds: builtInClouds},
+      matcherFor: () => compileTagMatcher({'*': '*'}),
+      sourceConcurrency: 2,
+      events: {sourceDone: (_result, ms) => durations.push(ms)},
+    });
+    await flushMicrotasks();
+    await clock.advance(1_000);
+    answer!();
+    await cycle;
+    expect(durations).toEqual([31_000]);
   });
 });
