@@ -21,6 +21,8 @@ export type EarlyFailure = (error: unknown, source: SourceRef) => SourceFailure;
 interface Started {
   readonly controller: AbortController;
   readonly result: Promise<SourceResult>;
+  /** When the listing got its slot and began (the cycle's clock); none while it waits for one. */
+  readonly timing: {began?: number};
   /** The group it was fed under (feed), if any. */
   readonly group: number | undefined;
 }
@@ -31,6 +33,7 @@ export class EarlyListings {
   readonly #concurrency: number;
   readonly #signal: AbortSignal;
   readonly #failure: EarlyFailure;
+  readonly #now: () => number;
   /** Per group, sources still to start early (feed), pulled as listings settle until that group's plan is final; groups in the order fed. */
   readonly #pending = new Map<number, Iterator<readonly [string, ClusterFetcher]>>();
   /** Groups whose plan is final or failed: nothing more of them is fed. */
@@ -54,13 +57,15 @@ export class EarlyListings {
 
   /**
    * `concurrency` is the cycle's bound on sources in flight; `signal` the cycle's (deadline,
-   * shutdown); `failure` maps what a listing threw to its source's error.
+   * shutdown); `failure` maps what a listing threw to its source's error; `now` the cycle's clock,
+   * on which a listing handed on says when it began.
    */
-  constructor(concurrency: number, signal: AbortSignal, failure: EarlyFailure) {
+  constructor(concurrency: number, signal: AbortSignal, failure: EarlyFailure, now: () => number) {
     this.#queue = new Slots(concurrency);
     this.#concurrency = concurrency;
     this.#signal = signal;
     this.#failure = failure;
+    this.#now = now;
   }
 
   /**
@@ -104,12 +109,16 @@ export class EarlyListings {
       this.#signal.addEventListener('abort', this.#onAbort, {once: true});
       this.#listening = true;
     }
+    const timing: Started['timing'] = {};
     const result = this.#queue
-      .run(() => fetcher.fetch(controller.signal), controller.signal)
+      .run(() => {
+        timing.began = this.#now();
+        return fetcher.fetch(controller.signal);
+      }, controller.signal)
       // Settles to a result: a dropped listing leaves no rejection behind.
       .catch((error: unknown): SourceResult => this.#failed(fetcher.source, error));
     void result.then(() => this.#settled(controller));
-    this.#started.set(key, {controller, result, group});
+    this.#started.set(key, {controller, result, group, timing});
   }
 
   /** A listing settled: the next one fed starts; the last one takes the listener off the cycle's signal. */
@@ -146,6 +155,7 @@ export class EarlyListings {
     this.#started.delete(key);
     return {
       source: fetcher.source,
+      startedAt: () => started.timing.began,
       async fetch(signal) {
         const abort = (): void => started.controller.abort(signal.reason);
         if (signal.aborted) abort();

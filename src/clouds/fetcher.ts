@@ -6,6 +6,11 @@ import type {SourceRef, SourceResult} from '../core/types.ts';
 export interface ClusterFetcher {
   readonly source: SourceRef;
   fetch(signal: AbortSignal): Promise<SourceResult>;
+  /**
+   * When its listing began (the cycle's clock), for a listing started before the plan handed it
+   * on (early-listings.ts): the source's duration counts from then, not from when the cycle asked.
+   */
+  readonly startedAt?: () => number | undefined;
 }
 
 /** Sources of one cycle: fetchers to run, and sources that already failed while being planned. */
@@ -26,4 +31,6 @@ export interface PlanContext {
   readonly signal?: AbortSignal;
   /** The cycle's bound on sources in flight, which listings a planner starts early stay within. */
   readonly sourceConcurrency?: number;
+  /** The cycle's clock, which a listing started early records its start on. */
+  readonly now: () => number;
 }

@@ -103,7 +103,12 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
   // The registry is read for planning only if a planner asks (the first walk of a new process, a
   // region list that dropped a region), once, and let go before the sources run.
   let registered: Promise<readonly KubeServer[]> | undefined;
-  const context: PlanContext = {registered: () => (registered ??= options.registrar.current()), signal: fetchSignal, sourceConcurrency: Math.max(1, options.sourceConcurrency)};
+  const context: PlanContext = {
+    registered: () => (registered ??= options.registrar.current()),
+    signal: fetchSignal,
+    sourceConcurrency: Math.max(1, options.sourceConcurrency),
+    now: () => clock.now(),
+  };
   const planned = await Promise.all(options.planners.map((p) => planSafely(p, fetchSignal, context)));
   registered = undefined;
   const fetchers = planned.flatMap((p) => p.fetchers);
@@ -122,9 +127,11 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
     // its promise and closures each) held ~16 MB through an organization's cycle of 16,677 sources.
     await boundedEach(fetchers.length, Math.max(1, options.sourceConcurrency), async (i) => {
       const fetcher = fetchers[i] as ClusterFetcher;
-      const began = clock.now();
+      const asked = clock.now();
       const result = await fetchSafely(fetcher, fetchSignal, running);
       results.push(result);
+      // A listing started early (while its plan's walk ran) began before the cycle asked for it.
+      const began = Math.min(asked, fetcher.startedAt?.() ?? asked);
       options.events?.sourceDone?.(result, clock.now() - began);
     });
   } finally {

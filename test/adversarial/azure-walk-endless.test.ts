@@ -43,7 +43,7 @@ describe('an Azure list that never ends', () => {
       };
       try {
         const {sources} = fakeSources(armp.arm);
-        const planned = await sources.plan([matcher(armp.arm, {resource_manager_endpoint: proxy.url, management_groups: ['mg-a']})], {registered: () => Promise.resolve([]), signal: cycle.signal});
+        const planned = await sources.plan([matcher(armp.arm, {resource_manager_endpoint: proxy.url, management_groups: ['mg-a']})], {registered: () => Promise.resolve([]), signal: cycle.signal, now: Date.now});
         expect(planned.fetchers).toEqual([]);
         expect(planned.failed.map((f) => [f.source.id, f.ok])).toEqual([['aks:*', false]]);
         // A call already on the wire may still arrive; a list still being read would ask again within a round trip.

@@ -68,7 +68,7 @@ function walkGate(): {client: HttpClient; hold: () => void; release: () => void;
 
 /** A cycle's plan context: the registry is empty, the bound is 10 sources. */
 function cycleContext(signal = new AbortController().signal): PlanContext {
-  return {registered: () => Promise.resolve([]), signal, sourceConcurrency: 10};
+  return {registered: () => Promise.resolve([]), signal, sourceConcurrency: 10, now: Date.now};
 }
 
 const lists = (subscription: string): number => arm.stats.count({operation: 'managedClusters.list', subscription});

@@ -44,7 +44,7 @@ const failure = (error: unknown) => ({reason: 'other' as const, code: 'Error', o
 describe('EarlyListings.feed', () => {
   it('runs as many listings as the bound allows, starts the next as one settles, and none once the plan is final', async () => {
     const cycle = new AbortController();
-    const early = new EarlyListings(2, cycle.signal, failure);
+    const early = new EarlyListings(2, cycle.signal, failure, Date.now);
     const {entries, started, answer} = sources(5);
     early.feed(entries);
     await flushMicrotasks();
@@ -76,7 +76,7 @@ describe('EarlyListings.feed', () => {
 
   it("keeps feeding a matcher still walking once another's plan is final, and drops a matcher's rest at once", async () => {
     const cycle = new AbortController();
-    const early = new EarlyListings(2, cycle.signal, failure);
+    const early = new EarlyListings(2, cycle.signal, failure, Date.now);
     const first = sources(3, 0);
     const second = sources(3, 1);
     early.feed(first.entries, 0);
@@ -111,7 +111,7 @@ describe('EarlyListings.feed', () => {
   it('feeds nothing once the cycle is aborted', async () => {
     const cycle = new AbortController();
     cycle.abort(new Error('shutdown'));
-    const early = new EarlyListings(2, cycle.signal, failure);
+    const early = new EarlyListings(2, cycle.signal, failure, Date.now);
     const {entries, started} = sources(3);
     early.feed(entries);
     await flushMicrotasks();

@@ -50,7 +50,7 @@ function sources(account: Promise<string>, requestTimeoutMs = 2_000): AwsSources
 }
 
 function context(signal: AbortSignal, sourceConcurrency: number): PlanContext {
-  return {registered: async () => [], signal, sourceConcurrency};
+  return {registered: async () => [], signal, sourceConcurrency, now: Date.now};
 }
 
 /** Waits (bounded) until the fake has answered `n` ListClusters calls: the early listings, done before the account is known. */

@@ -110,7 +110,7 @@ export class AwsSources {
     const planner = organizations.size > 0 ? this.#organizationPlanner() : undefined;
     const early =
       planner?.hasEarlyListings && context?.signal && context.sourceConcurrency
-        ? new EarlyListings(context.sourceConcurrency, context.signal, (error) => awsFailure(error, 'ListClusters'))
+        ? new EarlyListings(context.sourceConcurrency, context.signal, (error) => awsFailure(error, 'ListClusters'), context.now)
         : undefined;
     // The walks go out first, the early listings one turn of the event loop later, as for Azure
     // (azure/sources.ts): started together, their requests were written ahead of the walk's first page.

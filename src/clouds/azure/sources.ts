@@ -172,7 +172,7 @@ export class AzureSources {
     const failed: SourceResult[] = [];
     const bySubscription = new Map<string, ContainerServiceClient>();
     // While the walk and the subscriptions list run, the subscriptions of the last good plan are listed already (early-listings.ts).
-    const early = context?.signal && context.sourceConcurrency ? new EarlyListings(context.sourceConcurrency, context.signal, (error) => azureFailure(error, 'ManagedClusters.List')) : undefined;
+    const early = context?.signal && context.sourceConcurrency ? new EarlyListings(context.sourceConcurrency, context.signal, (error) => azureFailure(error, 'ManagedClusters.List'), context.now) : undefined;
     // The walks and subscriptions lists go out first, the early listings one turn of the event loop
     // later: started together, a hundred listings' requests were written ahead of the walk's first
     // page and their answers read before its own (W5: that page took 55–90 ms for a 20 ms round trip).
