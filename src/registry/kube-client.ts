@@ -10,6 +10,7 @@ import {fetch} from 'undici';
 import type {KubeConfig} from '@kubernetes/client-node/dist/config.js';
 import {errorMessage} from '../core/errors.ts';
 import {registerSecret} from '../observability/redact.ts';
+import {duplicateKey, duplicateKeyProblem} from '../core/json-keys.ts';
 
 /** Where the client finds its cluster and credentials. */
 export interface KubeClientOptions {
@@ -48,6 +49,11 @@ export interface KubeRequest {
   readonly contentType?: string;
   /** Higher runs first when the rate limit queues requests (keepalives use 10). */
   readonly priority?: number;
+  /**
+   * The answer is a list that decides what exists: a key given twice in it or in its `metadata`
+   * (`items`, `continue`) fails it as malformed instead of JSON.parse keeping the last (src/core/json-keys.ts).
+   */
+  readonly list?: boolean;
 }
 
 /** A watch event as the API server streams it. */
@@ -72,6 +78,9 @@ export interface KubeClient {
   /** Streams a watch; `done` runs once when the stream ends for any reason. */
   watch(path: string, query: Readonly<Record<string, string>>, onEvent: (event: KubeWatchEvent) => void, done: (err: unknown) => void): Promise<KubeWatchHandle>;
 }
+
+/** The objects of a list answer judged for keys given twice besides the list itself: its `metadata` holds `continue`. */
+const LIST_OBJECTS = ['metadata'];
 
 /** Defaults of the client options. */
 export const KUBE_CLIENT_DEFAULTS = {qps: 20, burst: 40, requestTimeoutMs: 30_000} as const;
@@ -129,6 +138,10 @@ export async function createKubeClient(options: KubeClientOptions = {}): Promise
       // A rotated service-account token or an expired exec credential: reload and try once more.
       kc = load();
       return send(req, false);
+    }
+    if (req.list && res.status >= 200 && res.status <= 299) {
+      const key = duplicateKey(text, LIST_OBJECTS);
+      if (key !== undefined) throw new KubeApiError(res.status, 'Malformed', `${req.method} ${req.path}: ${duplicateKeyProblem(key)}`);
     }
     let body: unknown;
     try {

@@ -535,6 +535,7 @@ export class KubernetesBackend implements RegistryBackend {
         method: 'GET',
         path: this.#entriesPath,
         query: {limit: String(PAGE_SIZE), continue: cont, labelSelector},
+        list: true,
       }), 'KubeServerList');
       if (resourceVersion === '') resourceVersion = page.resourceVersion;
       for (const item of page.items) {
@@ -560,6 +561,7 @@ export class KubernetesBackend implements RegistryBackend {
         method: 'GET',
         path: this.#leasesPath,
         query: {limit: String(PAGE_SIZE), continue: cont, labelSelector: `${REGISTRY_LEASE_LABEL}=true`},
+        list: true,
       }), 'LeaseList');
       for (const item of page.items) {
         const lease = parseLease(item);

@@ -185,7 +185,7 @@ export class DiscoveryConfigController {
   }
 
   async #reconcile(): Promise<void> {
-    const list = await this.#o.client.request({method: 'GET', path: this.#path});
+    const list = await this.#o.client.request({method: 'GET', path: this.#path, list: true});
     const items = (list as {items?: unknown}).items;
     if (!Array.isArray(items)) throw new Error('malformed DiscoveryConfigList from the API server: expected items to be an array');
     const group = this.#o.base.discovery_service.discovery_group;

@@ -8,14 +8,17 @@
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {FakeClock} from '../helpers/fake-clock.ts';
 import type {Config} from '../../src/config/schema.ts';
-import {createDiscoveryConfig, dynBaseConfig as base, recordingController} from '../kubernetes/discovery-configs.ts';
+import {createDiscoveryConfig, DISCOVERY_CONFIGS_PATH, dynBaseConfig as base, recordingController} from '../kubernetes/discovery-configs.ts';
 import {startKubeEnv, type KubeEnv} from '../kubernetes/kube-env.ts';
 
 let kube: KubeEnv;
+/** The API server's own DiscoveryConfigList, as JSON text. */
+let realList = '';
 
 beforeAll(async () => {
   kube = await startKubeEnv();
   await createDiscoveryConfig(await kube.client(), 'eu', 'dyn', ['eu-west-1']);
+  realList = JSON.stringify(await (await kube.client()).request({method: 'GET', path: DISCOVERY_CONFIGS_PATH}));
 });
 
 afterAll(async () => {
@@ -23,15 +26,17 @@ afterAll(async () => {
 });
 
 describe('priming DiscoveryConfig matchers when the first list fails', () => {
-  const faults: [string, {status: number; body: string}][] = [
-    ['a 503', {status: 503, body: '{"kind":"Status","status":"Failure","code":503,"reason":"ServiceUnavailable"}'}],
-    ['a malformed 200', {status: 200, body: '{"kind":"DiscoveryConfigList"}'}],
+  const faults: [string, () => {status: number; body: string}][] = [
+    ['a 503', () => ({status: 503, body: '{"kind":"Status","status":"Failure","code":503,"reason":"ServiceUnavailable"}'})],
+    ['a malformed 200', () => ({status: 200, body: '{"kind":"DiscoveryConfigList"}'})],
+    // JSON.parse keeps the last of two equal keys: the real list followed by `"items":[]` would read as no DiscoveryConfigs.
+    ['a 200 whose items are given twice, the second empty', () => ({status: 200, body: realList.replace(/\}\s*$/, ',"items":[]}')})],
   ];
   for (const [what, answer] of faults) {
     it(`does not hand over the config file's matchers alone after ${what}`, async () => {
       let failures = 2;
       kube.server.setFault((call) =>
-        call.method === 'GET' && !call.watch && call.path.endsWith('/discoveryconfigs') && failures-- > 0 ? answer : undefined,
+        call.method === 'GET' && !call.watch && call.path.endsWith('/discoveryconfigs') && failures-- > 0 ? answer() : undefined,
       );
       const clock = new FakeClock();
       const applied: Config[] = [];

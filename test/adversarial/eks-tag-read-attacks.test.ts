@@ -84,6 +84,27 @@ describe('a tag read that is wrong drops no cluster: the cycle describes instead
     });
   }
 
+  // JSON.parse keeps the last of two equal keys: the true page, then a second list saying a1 is no longer env=prod, would drop a1.
+  // A key given twice is malformed (src/core/json-keys.ts): the read fails and the cycle describes.
+  for (const [what, members] of [
+    ['"ResourceTagMappingList" given twice, the second saying a1 is env=dev', `"ResourceTagMappingList":[{"ResourceARN":"${arn(REGION, 'a1')}","Tags":[{"Key":"env","Value":"dev"}]}]`],
+    ['"PaginationToken" given twice', '"PaginationToken":"p9","PaginationToken":""'],
+  ] as const) {
+    it(`${what}: every cluster described, every entry kept and fresh`, async () => {
+      fake.stats.reset();
+      proxy.fault = (req) => (isTagRead(req.operation) ? {kind: 'mutate', rewrite: (text) => text.replace(/\}\s*$/, `,${members}}`)} : undefined);
+      try {
+        const report = await discovery.runCycle(registrar);
+        expect(report.sources.every((s) => s.ok)).toBe(true);
+        expect(report.counts.delete).toBe(0);
+        expect(await entries()).toEqual(NAMES.map((name) => ({name, stale: false})));
+        expect(fake.stats.count({operation: 'DescribeCluster'})).toBe(3);
+      } finally {
+        proxy.fault = undefined;
+      }
+    });
+  }
+
   it('a cluster gone from ListClusters is deregistered whatever the tag read says of it', async () => {
     fake.world.removeCluster(ACCOUNT, REGION, 'b1');
     proxy.fault = (req) => (isTagRead(req.operation) ? page({ResourceTagMappingList: ['a1', 'a2', 'b1'].map((n) => ({ResourceARN: arn(REGION, n), Tags: [{Key: 'env', Value: 'prod'}]}))}) : undefined);

@@ -150,6 +150,25 @@ describe('THE PROMISE: a failing API server never makes entries vanish', () => {
     });
   }
 
+  // JSON.parse keeps the last of two equal keys: a second `"items":[]`, or a second `"continue":""` on a page that
+  // has more, would read as fewer entries. Such a list is malformed (src/core/json-keys.ts) and fails, naming the key.
+  const duplicates = [
+    {name: 'items given twice, the second empty', key: 'items', rewrite: (text: string) => text.replace(/\}\s*$/, ',"items":[]}')},
+    {name: 'metadata.continue given twice, the second empty', key: 'metadata.continue', rewrite: (text: string) => text.replace('"metadata":{', '"metadata":{"continue":"more","continue":"",')},
+  ] as const;
+  for (const {name, key, rewrite} of duplicates) {
+    it(`list fails on a 200 list with ${name}, naming the key, and the entries are all there once the server answers well again`, async () => {
+      const lease = await backend.grantLease(60_000);
+      for (const n of ['a', 'b', 'c']) await backend.put(`kube_servers/g/${n}`, 'x', {lease});
+      const real = JSON.stringify(await (await env.client()).request({method: 'GET', path: `/apis/${GROUP}/v1/namespaces/kd/kubeservers`}));
+      expect(real).toContain('"metadata":{');
+      env.server.setFault((call) => (call.method === 'GET' && call.path.endsWith('/kubeservers') ? {status: 200, body: rewrite(real)} : undefined));
+      await expect(backend.list('kube_servers/g/')).rejects.toThrow(`malformed answer: duplicate key "${key}"`);
+      env.server.setFault(undefined);
+      expect((await backend.list('kube_servers/g/')).map((i) => i.key)).toEqual(['kube_servers/g/a', 'kube_servers/g/b', 'kube_servers/g/c']);
+    });
+  }
+
   it('a hung API server fails the call at the request deadline instead of blocking or reading as empty', async () => {
     const impatient = new KubernetesBackend({client: await env.client({requestTimeoutMs: 300}), namespace: 'kd', clock});
     await impatient.put('kube_servers/g/a', 'x');

@@ -25,6 +25,8 @@ import {captureIo, setEnv} from '../helpers/env.ts';
 export const ACCOUNT = '111111111111';
 export const SUBSCRIPTION = '00000000-0000-0000-0000-0000000000aa';
 const KEY = {accessKeyId: 'AKIAFAULTMATRIX00001', secretAccessKey: 'fault-matrix-secret'};
+/** The AWS secret key the matrix signs with: it must appear in no answer of the service. */
+export const SECRET = KEY.secretAccessKey;
 
 /** Every kube_server name the clean world registers. */
 export const ALL_NAMES = [
@@ -41,7 +43,7 @@ export const ALL_NAMES = [
 export interface OnceJson {
   result: string;
   counts: Record<string, number>;
-  sources: {id: string; ok: boolean; error?: {reason: string; code: string; operation: string}}[];
+  sources: {id: string; ok: boolean; error?: {reason: string; code: string; operation: string; message?: string}}[];
   clusters: {name: string; action: string; reason: string}[];
 }
 
@@ -180,7 +182,7 @@ export interface Service {
   /** Runs a cycle now and waits for it. */
   cycle(): Promise<void>;
   servers(): Promise<KubeServer[]>;
-  status(): Promise<{sources: {id: string; ok: boolean; last_error?: {reason: string}}[]; last_cycle?: {deadline_exceeded?: boolean}}>;
+  status(): Promise<{sources: {id: string; ok: boolean; last_error?: {reason: string; message?: string}}[]; last_cycle?: {deadline_exceeded?: boolean}}>;
   metrics(): Promise<string>;
   stop(): Promise<void>;
 }

@@ -8,7 +8,7 @@
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import type {FailureReason} from '../../src/core/types.ts';
 import {answer, mutateJson, when, type ProxyFault, type ProxyFaultRule} from '../fakes/faults.ts';
-import {ALL_NAMES, goldenRegistry, metricValue, once, start, SUBSCRIPTION, startHarness, type Harness} from './cloud-fault-harness.ts';
+import {ALL_NAMES, goldenRegistry, SECRET, metricValue, once, start, SUBSCRIPTION, startHarness, type Harness} from './cloud-fault-harness.ts';
 
 const EAST = 'eks:us-east-1:111111111111';
 const WEST = 'eks:eu-west-1:111111111111';
@@ -30,6 +30,8 @@ interface SourceRow {
   readonly deadline?: boolean;
   /** false where `once`'s default ARM retries (1 s backoff, 5 tries) would only measure the SDK's patience. */
   readonly once?: boolean;
+  /** Words the failure's message must hold, in `once`'s report and in `/v1/status`. */
+  readonly message?: string;
 }
 
 /** A fault that spoils one cluster record: the source succeeds, the cluster is kept. */
@@ -58,6 +60,12 @@ const list = (page: 'first' | 'later', region = 'us-east-1') => ({operation: 'Li
 const describeB = {operation: 'DescribeCluster', cluster: 'b'};
 const caller = {operation: 'GetCallerIdentity'};
 const aksList = (page: 'first' | 'later') => ({operation: 'managedClusters.list', page});
+/**
+ * The answer with `members` written after its last member: JSON.parse keeps the last of two equal
+ * keys, so a second `"clusters":[]` would read as an empty listing, a second `"nextToken":null` as the last page.
+ */
+const appendMembers = (members: string): ProxyFault => ({kind: 'mutate', rewrite: (text) => text.replace(/\}\s*$/, `,${members}}`)});
+const duplicate = (key: string): string => `malformed answer: duplicate key "${key}"`;
 const editCluster = (patch: Record<string, unknown>) => mutateJson((body) => ({cluster: {...(body['cluster'] as object), ...patch}}));
 
 const SOURCE_ROWS: SourceRow[] = [
@@ -104,6 +112,17 @@ const SOURCE_ROWS: SourceRow[] = [
   {fault: 'ARM managedClusters later page: 200 cut off mid-JSON', proxy: 'azure', rule: when(aksList('later'), answer(200, '{"value":[{"id":"/subscriptions/')), source: AKS, reason: 'invalid_response'},
   {fault: 'ARM managedClusters: an item that is not an object', proxy: 'azure', rule: when(aksList('first'), mutateJson((body) => ({...body, value: [...(body['value'] as unknown[]), 'a1']}))), source: AKS, reason: 'invalid_response'},
   {fault: 'ARM subscriptions list: 200 {}', proxy: 'azure', rule: when({operation: 'subscriptions.list'}, answer(200, '{}')), source: AKS_ALL, reason: 'invalid_response'},
+  // A duplicate key in a listing is malformed (src/core/json-keys.ts): never the empty or last page JSON.parse would make of it.
+  // The client's first call (the first page) goes the SDK's way; later pages the short, direct way (lean-read.ts).
+  {fault: 'EKS ListClusters first page (SDK way): a second "clusters":[]', proxy: 'aws', rule: when(list('first'), appendMembers('"clusters":[]')), source: EAST, reason: 'invalid_response', message: duplicate('clusters')},
+  {fault: 'EKS ListClusters first page (SDK way): a second "nextToken":null', proxy: 'aws', rule: when(list('first'), appendMembers('"nextToken":null')), source: EAST, reason: 'invalid_response', message: duplicate('nextToken')},
+  {fault: 'EKS ListClusters first page (SDK way): an escaped second "clu\\u0073ters"', proxy: 'aws', rule: when(list('first'), appendMembers('"clu\\u0073ters":[]')), source: EAST, reason: 'invalid_response', message: duplicate('clusters')},
+  {fault: 'EKS ListClusters later page (direct way): a second "clusters":[]', proxy: 'aws', rule: when(list('later'), appendMembers('"clusters":[]')), source: EAST, reason: 'invalid_response', message: duplicate('clusters')},
+  {fault: 'EKS ListClusters later page (direct way): "nextToken" given twice', proxy: 'aws', rule: when(list('later'), appendMembers('"nextToken":"t9","nextToken":null')), source: EAST, reason: 'invalid_response', message: duplicate('nextToken')},
+  {fault: 'ARM managedClusters first page: a second "value":[]', proxy: 'azure', rule: when(aksList('first'), appendMembers('"value":[]')), source: AKS, reason: 'invalid_response', message: duplicate('value')},
+  {fault: 'ARM managedClusters first page: a second "nextLink":null', proxy: 'azure', rule: when(aksList('first'), appendMembers('"nextLink":null')), source: AKS, reason: 'invalid_response', message: duplicate('nextLink')},
+  {fault: 'ARM managedClusters later page: a second "value":[]', proxy: 'azure', rule: when(aksList('later'), appendMembers('"value":[]')), source: AKS, reason: 'invalid_response', message: duplicate('value')},
+  {fault: 'ARM subscriptions list: a second "value":[]', proxy: 'azure', rule: when({operation: 'subscriptions.list'}, appendMembers('"value":[]')), source: AKS_ALL, reason: 'invalid_response', message: duplicate('value')},
   {fault: 'ARM subscriptions list: 500', proxy: 'azure', rule: when({operation: 'subscriptions.list'}, answer(500, '{"error":{"code":"InternalServerError","message":"boom"}}')), source: AKS_ALL, reason: 'other', once: false},
 ];
 
@@ -174,6 +193,7 @@ describe('cloud faults that fail a source', () => {
         expect(json.counts['delete']).toBe(0);
         expect(kept(json)).toEqual(ALL_NAMES);
         expect(json.sources.find((s) => s.id === row.source)?.error?.reason, JSON.stringify(json.sources)).toBe(row.reason);
+        if (row.message !== undefined) expect(json.sources.find((s) => s.id === row.source)?.error?.message).toContain(row.message);
       }
 
       const service = await start(file, text);
@@ -181,6 +201,10 @@ describe('cloud faults that fail a source', () => {
         expect((await service.servers()).map((s) => s.metadata.name).sort()).toEqual(ALL_NAMES);
         const failing = (await service.status()).sources.find((s) => s.id === row.source);
         expect(failing, JSON.stringify(await service.status())).toMatchObject({ok: false, last_error: {reason: row.reason}});
+        if (row.message !== undefined) {
+          expect(failing?.last_error?.message).toContain(row.message);
+          expect(JSON.stringify(await service.status())).not.toContain(SECRET);
+        }
         expect(metricValue(await service.metrics(), 'kube_discovery_source_errors_total', {reason: row.reason})).toBeGreaterThanOrEqual(1);
         expect(service.logs.filter((l) => l['event'] === 'source_failed' && l['source'] === row.source)).toHaveLength(1);
         if (row.deadline) {

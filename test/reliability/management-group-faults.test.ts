@@ -41,6 +41,9 @@ const ROWS: Row[] = [
   {fault: 'descendants first page: 200 {"value":null}', rule: when(walk('first'), answer(200, '{"value":null}')), source: ALL, reason: 'invalid_response'},
   {fault: 'descendants first page: 200 empty body', rule: when(walk('first'), answer(200, '')), source: ALL, reason: 'invalid_response'},
   {fault: 'descendants later page: 200 {}', rule: when(walk('later'), answer(200, '{}')), source: ALL, reason: 'invalid_response'},
+  // JSON.parse keeps the last of two equal keys: a second `"value":[]` or `"nextLink":null` would read as an empty or last page.
+  {fault: 'descendants first page: a second "nextLink":null', rule: when(walk('first'), {kind: 'mutate', rewrite: (text) => text.replace(/\}\s*$/, ',"nextLink":null}')}), source: ALL, reason: 'invalid_response'},
+  {fault: 'descendants later page: a second "value":[]', rule: when(walk('later'), {kind: 'mutate', rewrite: (text) => text.replace(/\}\s*$/, ',"value":[]}')}), source: ALL, reason: 'invalid_response'},
   {fault: 'descendants later page: 204', rule: when(walk('later'), {kind: 'answer', status: 204, body: ''}), source: ALL, reason: 'invalid_response'},
   {
     fault: 'descendants later page: a subscription without an id',

@@ -25,7 +25,9 @@ import {NormalizedSchema, operation} from '@smithy/core/schema';
 import {parseEpochTimestamp} from '@smithy/core/serde';
 import {HttpRequest, type HttpResponse} from '@smithy/protocol-http';
 import {SMITHY_CONTEXT_KEY} from '@smithy/types';
+import {duplicateKey, duplicateKeyProblem} from '../../core/json-keys.ts';
 import {DIRECT_SAFE_MIDDLEWARES, DirectReader, type AuthSigner, type FinalizeMiddleware} from './direct-read.ts';
+import {invalidResponse} from './errors.ts';
 import {UndiciHttpHandler} from './undici-handler.ts';
 
 /** The parts of an SDK v3 client used here; EKSClient and ResourceGroupsTaggingAPIClient have them. */
@@ -53,6 +55,11 @@ export interface LeanOperation {
   request(input: Readonly<Record<string, unknown>>, captured: {readonly path: string}): {path?: string; query?: Record<string, string>; body?: string} | undefined;
   /** The output from a parsed 2xx body of the documented shape, or undefined to let the SDK read it. */
   read(body: unknown): object | undefined;
+  /**
+   * The answer decides what exists (a listing): a key given twice at its top level fails it as
+   * malformed before it is parsed (src/core/json-keys.ts), as the SDK's way does (unique-keys.ts).
+   */
+  readonly listing?: boolean;
   /**
    * Another operation of the same client whose captured request this one's can be made from
    * (same endpoint, headers, auth scheme and signer; only the path differs): with it, this
@@ -347,9 +354,14 @@ async function deserialize(config: ResolvedConfig, op: LeanOperation, schema: un
     if (response.statusCode >= 200 && response.statusCode < 300) {
       // A handler that read the whole answer (undici-handler.ts) gives its bytes.
       const bytes = response.body instanceof Uint8Array ? response.body : response.body instanceof Readable ? await collect(response.body) : await config.streamCollector(response.body);
+      const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
+      if (op.listing) {
+        const key = duplicateKey(text);
+        if (key !== undefined) throw Object.assign(invalidResponse(duplicateKeyProblem(key)), {$metadata: metadataOf(response)});
+      }
       let parsed: unknown;
       try {
-        parsed = JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
+        parsed = JSON.parse(text);
       } catch {
         parsed = undefined;
       }
@@ -421,6 +433,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 export function listClustersOperation(command: LeanOperation['command']): LeanOperation {
   return {
     command,
+    listing: true,
     request(input) {
       if (!onlyKeys(input, ['maxResults', 'nextToken'])) return undefined;
       const {maxResults, nextToken} = input;
@@ -447,6 +460,8 @@ export function listClustersOperation(command: LeanOperation['command']): LeanOp
 export function getResourcesOperation(command: LeanOperation['command']): LeanOperation {
   return {
     command,
+    // Not what exists, but a page lost to a second key would hide tag changes: the read fails, the cycle describes.
+    listing: true,
     request(input) {
       if (!onlyKeys(input, ['ResourceTypeFilters', 'ResourcesPerPage', 'PaginationToken'])) return undefined;
       const {ResourceTypeFilters, ResourcesPerPage, PaginationToken} = input;

@@ -25,6 +25,7 @@ import {ALGORITHM_IDENTIFIER, ALWAYS_UNSIGNABLE_HEADERS, KEY_TYPE_IDENTIFIER, AM
 import type {HttpRequest as SignableRequest, RequestSigningArguments} from '@smithy/types';
 import {invalidResponse} from './errors.ts';
 import {NodeSha256} from './sha256.ts';
+import {refuseDuplicateKeys} from './unique-keys.ts';
 
 /** The parts of an SDK v3 client used here; any generated client (EKSClient, ...) has them. */
 export interface LeanableClient {
@@ -55,7 +56,10 @@ interface StackLike {
 const USER_AGENT = 'user-agent';
 const X_AMZ_USER_AGENT = 'x-amz-user-agent';
 
-/** Applies the three changes of the file comment to a constructed client; returns it. */
+/**
+ * Applies the three changes of the file comment to a constructed client, and the check of its
+ * listings' answers for a key given twice (unique-keys.ts); returns it.
+ */
 export function leanSdkClient<C extends LeanableClient>(client: C): C {
   const config = client.config as SigV4Config;
   const stack = client.middlewareStack as unknown as StackLike;
@@ -83,7 +87,8 @@ export function leanSdkClient<C extends LeanableClient>(client: C): C {
   stack.add(memoizedUserAgent(config), {step: 'build', priority: 'low', name: 'getUserAgentMiddleware', tags: ['SET_USER_AGENT', 'USER_AGENT'], override: true});
   // In finalizeRequest, so the short path of lean-read.ts (which keeps only that step) has it too.
   stack.add(refuseErrorTypeOn2xx, {step: 'finalizeRequest', priority: 'low', name: 'kubeDiscoveryErrorTypeOn2xx', tags: [], override: true});
-  return client;
+  // Listings with a key given twice are malformed, on the SDK's way too (the short path judges its own).
+  return refuseDuplicateKeys(client);
 }
 
 /**

@@ -32,6 +32,7 @@ import {DEFAULT_CONNECT_TIMEOUT_MS} from './connect-deadline.ts';
 import {AwsDispatcher} from './undici-handler.ts';
 import {OrganizationWalkError, walkOrganization, type OrganizationsApi, type OrganizationWalk} from './organization.ts';
 import {leanSdkClient} from './lean-sdk.ts';
+import {refuseDuplicateKeys} from './unique-keys.ts';
 import {describeClusterOperation, getResourcesOperation, leanReads, listClustersOperation} from './lean-read.ts';
 import {expandRegions, type AwsPartition} from './regions.ts';
 import {NodeSha256} from './sha256.ts';
@@ -448,7 +449,7 @@ export class OrganizationPlanner {
         this.#organizations = this.#options.makeOrganizationsClient(credentials);
       } else {
         const timeout = this.#options.organizationsTimeoutMs ?? this.#options.requestTimeoutMs ?? 20_000;
-        const client = new OrganizationsClient({
+        const client = refuseDuplicateKeys(new OrganizationsClient({
           // Organizations is a global service answered in us-east-1 (the partition's endpoint resolver maps it).
           region: 'us-east-1',
           credentials,
@@ -457,7 +458,7 @@ export class OrganizationPlanner {
           retryMode: this.#options.env['AWS_RETRY_MODE'] ?? 'adaptive',
           // Without throwOnRequestTimeout the handler only warns and a hung call never ends.
           requestHandler: {connectionTimeout: 5_000, requestTimeout: timeout, throwOnRequestTimeout: true},
-        });
+        }));
         this.#options.onClient?.(client);
         this.#organizations = client;
       }

@@ -6,6 +6,7 @@
  * "Pagination failed ...", which tells an operator nothing).
  */
 import type {ContainerServiceClientOptionalParams} from '@azure/arm-containerservice';
+import {duplicateKey, duplicateKeyProblem} from '../../core/json-keys.ts';
 
 /** A pipeline policy as the Azure clients accept it. */
 export type AzurePolicyConfig = NonNullable<ContainerServiceClientOptionalParams['additionalPolicies']>[number];
@@ -117,7 +118,8 @@ export interface ListPage {
 
 /**
  * Malformed is not empty: the SDK reads a list page without `value` as an empty page, which
- * would deregister every cluster of the subscription. Says what is wrong, or undefined.
+ * would deregister every cluster of the subscription; a page with a key given twice is malformed
+ * too (src/core/json-keys.ts). Says what is wrong, or undefined.
  */
 export function listShapeProblem(status: number, text: string | null | undefined): string | undefined {
   const page = parseListPage(status, text);
@@ -128,6 +130,9 @@ export function listShapeProblem(status: number, text: string | null | undefined
 export function parseListPage(status: number, text: string | null | undefined): ListPage | {readonly problem: string} {
   if (status !== 200) return {problem: `status ${status} instead of a 200 list page`};
   if (!text) return {problem: 'an empty body instead of a list page'};
+  // JSON.parse keeps the last of two equal keys: a second `"value":[]` or `"nextLink":null` would read as an empty or last page.
+  const key = duplicateKey(text);
+  if (key !== undefined) return {problem: duplicateKeyProblem(key)};
   let body: unknown;
   try {
     body = JSON.parse(text);

@@ -1,0 +1,75 @@
+/**
+ * The SDK's own way of the calls whose answers decide what exists: a key given twice at the top of
+ * such an answer (src/core/json-keys.ts) fails the call as malformed before the SDK's deserialiser
+ * parses it, since that parser keeps the last of two equal keys (`"clusters":[]` after the real
+ * list, `"nextToken":null` after the real token). The short path of lean-read.ts judges the same
+ * answers itself (`LeanOperation.listing`); this middleware covers a client's first call of an
+ * operation, rate-shaped clients, and clients without a short path (Organizations).
+ */
+import {HttpResponse} from '@smithy/protocol-http';
+import {duplicateKey, duplicateKeyProblem} from '../../core/json-keys.ts';
+import {invalidResponse} from './errors.ts';
+
+/**
+ * The operations judged, by the SDK's command name, with the top-level objects judged too:
+ * `Organization` holds the id the matcher's organization is checked against.
+ */
+const LISTINGS: ReadonlyMap<string, readonly string[]> = new Map([
+  ['ListClustersCommand', []],
+  // Not what exists, but a tag page cut short by a second key would hide changes: the read fails, the cycle describes.
+  ['GetResourcesCommand', []],
+  ['ListRegionsCommand', []],
+  ['DescribeOrganizationCommand', ['Organization']],
+  ['ListRootsCommand', []],
+  ['ListOrganizationalUnitsForParentCommand', []],
+  ['ListAccountsForParentCommand', []],
+]);
+
+const REQUEST_ID = /^x-[\w-]+-request-?id$/;
+
+type Handler = (args: {request?: unknown; input: unknown}) => Promise<{response?: unknown; output?: unknown}>;
+type Middleware = (next: Handler, context: {commandName?: unknown}) => Handler;
+
+/** What the middleware needs of a client: its stack and its stream collector (resolved config). */
+export interface UniqueKeysClient {
+  readonly config: object;
+  readonly middlewareStack: {add(...args: never[]): void};
+}
+
+/**
+ * Adds the check of the file comment to a client, innermost in the deserialize step: it sees the
+ * raw answer before the SDK's deserialiser; other commands pass through untouched. Returns the client.
+ */
+export function refuseDuplicateKeys<C extends UniqueKeysClient>(client: C): C {
+  const collect = (client.config as {streamCollector?: (body: unknown) => Promise<Uint8Array>}).streamCollector;
+  const middleware: Middleware = (next, context) => {
+    const within = typeof context.commandName === 'string' ? LISTINGS.get(context.commandName) : undefined;
+    // A describe decides nothing about existence: resolved to the next handler itself, it costs nothing per call.
+    if (within === undefined) return next;
+    return async (args) => {
+      const result = await next(args);
+      const response = result.response;
+      if (!HttpResponse.isInstance(response) || response.statusCode < 200 || response.statusCode >= 300) return result;
+      let bytes: Uint8Array;
+      if (response.body instanceof Uint8Array) bytes = response.body;
+      else if (typeof response.body === 'string') bytes = Buffer.from(response.body, 'utf8');
+      else if (response.body === undefined || response.body === null || !collect) return result;
+      else bytes = await collect(response.body);
+      // The body is read once: the SDK's deserialiser reads the same bytes.
+      response.body = bytes;
+      const key = duplicateKey(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'), within);
+      if (key === undefined) return result;
+      const error = Object.assign(invalidResponse(duplicateKeyProblem(key)), {$metadata: metadataOf(response)});
+      // As the SDK's deserialiser attaches it: the retry and signing middlewares read it.
+      Object.defineProperty(error, '$response', {value: response, enumerable: false, writable: false, configurable: false});
+      throw error;
+    };
+  };
+  (client.middlewareStack as unknown as {add(m: Middleware, o: object): void}).add(middleware, {step: 'deserialize', priority: 'low', name: 'kubeDiscoveryDuplicateKeys', tags: [], override: true});
+  return client;
+}
+
+function metadataOf(response: HttpResponse): {httpStatusCode: number; requestId?: string} {
+  const id = Object.entries(response.headers).find(([k]) => REQUEST_ID.test(k))?.[1];
+  return {httpStatusCode: response.statusCode, ...(id === undefined ? {} : {requestId: id})};
+}
