@@ -7,7 +7,10 @@
  * and keeps the view from before the gap until its next periodic re-list: a cluster the leader
  * registered meanwhile is missing from /v1/kube_servers and /v1/watch on that replica, although the
  * registry (and every listing) has it. The Kubernetes watch re-lists and diffs after `410 Gone`;
- * the etcd one does not.
+ * the etcd one does not. The heartbeat asks the same stale view which lease each entry hangs on
+ * (`storedOnLease`): an entry another writer re-put on its own lease during the gap still looks like
+ * ours, the next cycle writes nothing, and the entry leaves the registry with the other lease
+ * although every listing still has the cluster (until a cycle after that re-creates it).
  */
 import {afterAll, beforeAll, expect, it} from 'vitest';
 import {Etcd3} from 'etcd3';
@@ -101,6 +104,62 @@ describeWithEtcd('a replica whose etcd watch was restarted after a compaction', 
       await heartbeat.stop({deregister: true}).catch(() => undefined);
       await follower.close();
       await leader.close();
+      await proxy.close();
+    }
+  }, 60_000);
+
+  it('moves an entry re-put on a foreign lease during the gap back onto its own lease, so it does not leave with that lease', async () => {
+    const prefix = '/compaction-gap-lease/';
+    // The service's registry client (heartbeat and inventory share it, as in the service) goes through a link the test can cut.
+    const proxy = await startTcpProxy(etcd.endpoint);
+    const service = await openEtcdBackend({endpoints: [proxy.endpoint], prefix, requestTimeoutMs: 2_000});
+    const other = await openEtcdBackend({endpoints: [etcd.endpoint], prefix, requestTimeoutMs: 2_000});
+    const inventory = new Inventory({backend: service, group: GROUP, clock: systemClock, resyncMs: 3_600_000});
+    await inventory.start();
+    // Wired as src/service/service.ts wires it: the inventory's copies and leases.
+    const heartbeat = new Heartbeat({
+      backend: service,
+      clock: systemClock,
+      group: GROUP,
+      ttlMs: 600_000,
+      hostId: 'h',
+      hostname: 'n',
+      version: 't',
+      stored: (name, revision) => inventory.stored(name, revision),
+      storedOnLease: (name, lease) => inventory.storedOnLease(name, lease),
+    });
+    const name = 'kept-eks-us-east-1-111111111111';
+    const key = `kube_servers/${GROUP}/${name}`;
+    try {
+      await heartbeat.start();
+      const ours = heartbeat.lease?.id as string;
+      // A steady cycle announces the same draft every time (reconcile hands on the same object).
+      const steady = draft('kept');
+      await heartbeat.announce(steady);
+      await until('the inventory to hold the entry on our lease', () => inventory.storedOnLease(name, ours) === true);
+
+      proxy.cut();
+      // Another writer (a second replica during a rollout, a restore) re-puts the same document on a lease of its own, and etcd compacts.
+      const foreign = await other.grantLease(60_000);
+      await other.put(key, (await other.get(key))?.value ?? '', {lease: foreign});
+      await compact(etcd.endpoint, (await other.put('unrelated/marker', 'x')).revision);
+      proxy.restore();
+      // The restarted watch delivers what happens from now on.
+      for (let i = 0; i < 300 && inventory.get('sentinel-eks-us-east-1-111111111111') === undefined; i++) {
+        await other.put(`kube_servers/${GROUP}/sentinel-eks-us-east-1-111111111111`, JSON.stringify({...draft('sentinel'), metadata: {...draft('sentinel').metadata, labels: {n: String(i)}}}));
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      await until('the restarted watch to deliver a later write', () => inventory.get('sentinel-eks-us-east-1-111111111111') !== undefined);
+
+      // The next cycle: the cluster is still listed, unchanged.
+      await heartbeat.announce(steady);
+      await other.revokeLease(foreign);
+      expect(await other.get(key), 'the entry left with the other writer\'s lease: the heartbeat trusted the inventory\'s view from before the gap').toBeDefined();
+    } finally {
+      await heartbeat.stop({deregister: true}).catch(() => undefined);
+      await inventory.stop();
+      await other.close();
+      await service.close();
       await proxy.close();
     }
   }, 60_000);
