@@ -9,7 +9,7 @@
 import {randomUUID} from 'node:crypto';
 import type {Clock} from '../core/clock.ts';
 import type {KubernetesStorageConfig} from '../config/schema.ts';
-import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watcher} from './backend.ts';
+import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watcher, WatchOptions} from './backend.ts';
 import {LeaseNotFoundError} from './backend.ts';
 import type {KubeClient} from './kube-client.ts';
 import {KubeApiError} from './kube-client.ts';
@@ -102,6 +102,11 @@ export class KubernetesBackend implements RegistryBackend {
   #recoveredMs = Number.NEGATIVE_INFINITY;
   /** The same moment on the clock's elapsed time. */
   #recoveredElapsed = Number.NEGATIVE_INFINITY;
+  /**
+   * Per Lease of another holder: its renewal as last read, and when (the clock's elapsed time) this
+   * replica first read that renewal. Pruned to the Leases of each full Lease list.
+   */
+  readonly #seen = new Map<string, {readonly renewMs: number; readonly at: number}>();
 
   constructor(options: KubernetesBackendOptions) {
     const client = options.client;
@@ -325,7 +330,7 @@ export class KubernetesBackend implements RegistryBackend {
     return deleted;
   }
 
-  async watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: {fromRevision?: string}): Promise<Watcher> {
+  async watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: WatchOptions): Promise<Watcher> {
     this.#open();
     const watch = new KubeWatch(this, prefix, onEvent);
     this.#watchers.add(watch);
@@ -464,7 +469,22 @@ export class KubernetesBackend implements RegistryBackend {
   #expired(lease: LeaseState): boolean {
     const own = this.#leases.get(lease.name);
     if (own && !own.revoked && own.keptAt !== undefined) return this.#ownLapsed(own, own.ttlMs);
-    return this.#lapsed(lease.renewMs, lease.ttlMs);
+    const seen = this.#firstSeen(lease);
+    if (!this.#lapsed(lease.renewMs, lease.ttlMs)) return false;
+    // renewTime is the holder's wall clock, not ours: a replica whose clock runs minutes ahead would
+    // take a renewing holder's Lease for lapsed, hide its entries and, as leader, reap them. Lapsed
+    // by its renewTime, a Lease is still live until one duration after this replica first saw that
+    // renewal (as Kubernetes' leader election judges another holder), on elapsed time.
+    return Math.max(seen, this.#recoveredElapsed) + lease.ttlMs <= this.#elapsed();
+  }
+
+  /** When (elapsed time) this replica first read `lease` with its current renewal. */
+  #firstSeen(lease: LeaseState): number {
+    const seen = this.#seen.get(lease.name);
+    if (seen !== undefined && seen.renewMs === lease.renewMs) return seen.at;
+    const at = this.#elapsed();
+    this.#seen.set(lease.name, {renewMs: lease.renewMs, at});
+    return at;
   }
 
   /** A Lease this replica renewed lapses on elapsed time since that renewal (one it only read, on its renewTime). */
@@ -504,7 +524,9 @@ export class KubernetesBackend implements RegistryBackend {
 
   async #readLease(name: string, priority: number): Promise<LeaseState | undefined> {
     try {
-      return parseLease(await this.#client.request({method: 'GET', path: `${this.#leasesPath}/${name}`, priority}));
+      const lease = parseLease(await this.#client.request({method: 'GET', path: `${this.#leasesPath}/${name}`, priority}));
+      this.#firstSeen(lease);
+      return lease;
     } catch (err) {
       if (err instanceof KubeApiError && err.status === 404) return undefined;
       throw err;
@@ -566,9 +588,11 @@ export class KubernetesBackend implements RegistryBackend {
       for (const item of page.items) {
         const lease = parseLease(item);
         leases.set(lease.name, lease);
+        this.#firstSeen(lease);
       }
       cont = page.continue;
     } while (cont !== undefined);
+    for (const name of this.#seen.keys()) if (!leases.has(name)) this.#seen.delete(name);
     return leases;
   }
 
