@@ -105,15 +105,25 @@ export class Inventory {
     if ((this.#leaseExpiry.get(lease) ?? 0) < expiresMs) this.#leaseExpiry.set(lease, expiresMs);
   }
 
-  /** Lists the registry and starts watching. A failing first listing is reported, not thrown: it is retried on resync. */
+  /**
+   * Starts watching, then lists the registry. A failing first listing is reported, not thrown: it is
+   * retried on resync. The watch goes first: listed first, an entry written between the listing
+   * and the watch's start (the leader's cycle while a replica starts) was in neither until the next
+   * re-list; written now while the listing runs, the watch's event is kept over the listing.
+   */
   async start(): Promise<void> {
-    await this.resync();
     try {
-      this.#watcher = await this.#options.backend.watch(this.#prefix, (e) => this.#apply(e));
+      // A watch that went on after changes it could not deliver (etcd's history compacted meanwhile): list again at once.
+      this.#watcher = await this.#options.backend.watch(this.#prefix, (e) => this.#apply(e), {onGap: () => void this.#relist()});
     } catch (error) {
       this.#fail(error);
     }
+    await this.resync();
     this.#scheduleResync();
+  }
+
+  #relist(): Promise<void> {
+    return this.#stopped ? Promise.resolve() : this.resync();
   }
 
   /** Re-lists the registry now, replacing the cached view and emitting the differences. */

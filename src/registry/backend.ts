@@ -36,6 +36,12 @@ export type WatchEvent =
     }
   | {readonly type: 'delete'; readonly key: string; readonly revision: string};
 
+/** Where a watch starts, and whom it tells of changes it lost. */
+export interface WatchOptions {
+  readonly fromRevision?: string;
+  readonly onGap?: () => void;
+}
+
 /** A running watch; `close` stops it. */
 export interface Watcher {
   close(): Promise<void>;
@@ -90,9 +96,11 @@ export interface RegistryBackend {
   delete(key: string): Promise<boolean>;
   /**
    * Calls `onEvent` for every put/delete under `prefix` from now on (or after `fromRevision`
-   * where the backend keeps history). Expired entries produce delete events.
+   * where the backend keeps history). Expired entries produce delete events. `onGap` is told when
+   * the watch went on after changes it could not deliver (etcd: a watch restarted after its history
+   * was compacted): a reader that keeps a view lists again.
    */
-  watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: {fromRevision?: string}): Promise<Watcher>;
+  watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: WatchOptions): Promise<Watcher>;
   /** Cheap liveness check for /readyz; throws with a reason when the backend cannot serve. */
   ping(): Promise<void>;
   /** Releases connections and files; entries stay (they expire on their own). */

@@ -11,6 +11,8 @@ export interface ResumableWatchHooks {
   readonly logger: Logger | undefined;
   readonly where: string;
   readonly timeoutMs: number;
+  /** Told once a watch restarted from "now" is running again: the changes in between were not delivered. */
+  readonly onGap?: () => void;
 }
 
 /**
@@ -110,6 +112,8 @@ export class ResumableWatch {
       try {
         await this.start();
         if (this.#closed) await this.#watcher?.cancel().catch(() => undefined);
+        // Running again from now on: a reader keeping a view lists what changed in the gap.
+        else this.#hooks.onGap?.();
         return;
       } catch (err) {
         this.#hooks.logger?.warn({where: this.#hooks.where, err: errorMessage(err)}, 'etcd watch could not be restarted; retrying');

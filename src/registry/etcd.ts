@@ -18,7 +18,7 @@ import type {Logger} from 'pino';
 import {systemClock, type Clock} from '../core/clock.ts';
 import type {EtcdStorageConfig} from '../config/schema.ts';
 import {errorMessage, FencedError} from '../core/errors.ts';
-import {LeaseNotFoundError, type Lease, type PutOptions, type RegistryBackend, type RegistryItem, type WatchEvent, type Watcher} from './backend.ts';
+import {LeaseNotFoundError, type Lease, type PutOptions, type RegistryBackend, type RegistryItem, type WatchEvent, type Watcher, type WatchOptions} from './backend.ts';
 import {ResumableWatch} from './etcd-watch.ts';
 import type {Fence} from './fence.ts';
 import {registerSecret} from '../observability/redact.ts';
@@ -261,7 +261,7 @@ export class EtcdBackend implements RegistryBackend {
     return Number(res.deleted) > 0;
   }
 
-  async watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: {fromRevision?: string}): Promise<Watcher> {
+  async watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: WatchOptions): Promise<Watcher> {
     if (options?.fromRevision !== undefined) await this.#checkHistory(prefix, options.fromRevision);
     // A watch stream refused for TLS or auth retries quietly and ends in "no answer"; a one-key read
     // first fails fast with etcd's actual refusal, so the error says what to fix.
@@ -272,6 +272,7 @@ export class EtcdBackend implements RegistryBackend {
       logger: this.#logger,
       where: this.#where,
       timeoutMs: this.#requestTimeoutMs,
+      ...(options?.onGap ? {onGap: options.onGap} : {}),
     });
     await watch.start();
     const handle: Watcher = {
@@ -574,7 +575,7 @@ class FencedEtcdView implements RegistryBackend {
     return (await this.#inner.fencedWrite(this.#fence, 'delete', key)).deleted;
   }
 
-  watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: {fromRevision?: string}): Promise<Watcher> {
+  watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: WatchOptions): Promise<Watcher> {
     return this.#inner.watch(prefix, onEvent, options);
   }
 

@@ -5,7 +5,7 @@
  * so fencing costs no API call per write.
  */
 import {FencedError} from '../core/errors.ts';
-import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watcher} from './backend.ts';
+import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watcher, WatchOptions} from './backend.ts';
 
 /** Wraps `backend`; `what` names the leadership in the FencedError message. */
 export function fencedView(backend: RegistryBackend, holds: () => boolean, what: string): RegistryBackend {
@@ -31,7 +31,7 @@ export function fencedView(backend: RegistryBackend, holds: () => boolean, what:
       check(`delete ${key}`);
       return backend.delete(key);
     },
-    watch: (prefix: string, onEvent: (event: WatchEvent) => void, options?: {fromRevision?: string}): Promise<Watcher> => backend.watch(prefix, onEvent, options),
+    watch: (prefix: string, onEvent: (event: WatchEvent) => void, options?: WatchOptions): Promise<Watcher> => backend.watch(prefix, onEvent, options),
     ping: () => backend.ping(),
     // The view shares the backend; closing it closes nothing (the owner closes the backend).
     close: () => Promise.resolve(),

@@ -95,6 +95,8 @@ describeWithEtcd('a replica whose etcd watch was restarted after a compaction', 
       await until('the restarted watch to deliver a later registration', () => inventory.get('later-eks-us-east-1-111111111111') !== undefined);
 
       expect((await leader.list(`kube_servers/${GROUP}/`)).map((i) => i.key.split('/').pop())).toContain('joined-eks-us-east-1-111111111111');
+      // The re-list the gap calls for runs beside the restarted watch: wait for it, far short of the periodic one (an hour here).
+      await until('the follower to list again after the gap', () => inventory.get('joined-eks-us-east-1-111111111111') !== undefined).catch(() => undefined);
       expect(
         inventory.list().map((s) => s.metadata.name),
         'the registry has the cluster registered during the gap, the follower does not serve it (until its next re-list)',
@@ -151,6 +153,8 @@ describeWithEtcd('a replica whose etcd watch was restarted after a compaction', 
       }
       await until('the restarted watch to deliver a later write', () => inventory.get('sentinel-eks-us-east-1-111111111111') !== undefined);
 
+      // The re-list the gap calls for runs beside the restarted watch: wait for it (the periodic one is an hour away here).
+      await until('the inventory to see the entry on the other lease', () => inventory.storedOnLease(name, ours) === false).catch(() => undefined);
       // The next cycle: the cluster is still listed, unchanged.
       await heartbeat.announce(steady);
       await other.revokeLease(foreign);
