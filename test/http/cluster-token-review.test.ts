@@ -11,11 +11,12 @@ import {startKubeApiServer} from '../fakes/kube-apiserver-crud.ts';
 let prod: KubeApiServer;
 let dev: KubeApiServer;
 
+/** An entry as discovery writes it: the cluster's labels on its kube_cluster, only the group's on the kube_server. */
 function server(name: string, api: KubeApiServer, labels: Record<string, string>): KubeServer {
   return {
     kind: 'kube_server',
     version: 'v3',
-    metadata: {name, labels, expires: '2099-01-01T00:00:00Z', revision: '1'},
+    metadata: {name, labels: {'teleport.internal/discovery-group-name': 'g'}, expires: '2099-01-01T00:00:00Z', revision: '1'},
     spec: {version: '0', hostname: 'h', host_id: 'x', proxy_ids: [], cluster: {kind: 'kube_cluster', version: 'v3', metadata: {name, description: '', labels}, spec: {aws: {region: 'us-east-1', account_id: '111111111111', name}}}},
     status: {endpoint: api.url, ca_data: Buffer.from(api.caPem).toString('base64'), access: {kind: 'eks', cluster_name: name, region: 'us-east-1'}},
   };
