@@ -8,7 +8,7 @@ import {fileURLToPath} from 'node:url';
 import {stringify} from 'yaml';
 import {kubeServerPrefix, parseKubeServers, type KubeAccess, type KubeServer} from '../../heartbeats/kube-server.ts';
 import {systemClock} from '../core/clock.ts';
-import {matchesSelector, parseLabelSelector} from '../http/server.ts';
+import {matchesSelector, parseLabelSelector} from '../http/label-selector.ts';
 import {createBackend} from '../registry/index.ts';
 import {listKubeServers, resolveToken, serverUrl} from './client.ts';
 import {usageError, withConfig} from './common.ts';

@@ -7,7 +7,7 @@ import {stringify} from 'yaml';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import {systemClock, type Clock} from '../core/clock.ts';
 import {builtInClouds} from '../clouds/index.ts';
-import {matchesSelector, parseLabelSelector} from '../http/server.ts';
+import {matchesSelector, parseLabelSelector} from '../http/label-selector.ts';
 import {listKubeServers, resolveToken, serverUrl} from './client.ts';
 import {usageError} from './common.ts';
 import {parseFlags} from './flags.ts';

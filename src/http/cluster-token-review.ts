@@ -8,6 +8,7 @@
  */
 import type {KubeAccess, KubeServer} from '../../heartbeats/kube-server.ts';
 import type {TokenReviewer} from './auth.ts';
+import {matchesSelector} from './label-selector.ts';
 
 /** One parsed allow-list entry. */
 export interface AllowEntry {
@@ -42,10 +43,10 @@ export interface ClusterTokenReviewOptions {
   readonly timeoutMs?: number;
 }
 
+/** By kube_server name, or by the labels `/v1/clusters?labels=` selects on (the cluster's, the server's, dynamic results). */
 function matches(server: KubeServer, cluster: NonNullable<AllowEntry['cluster']>): boolean {
   if ('name' in cluster) return server.metadata.name === cluster.name;
-  const labels = server.metadata.labels ?? {};
-  return Object.entries(cluster.selector).every(([k, v]) => labels[k] === v);
+  return matchesSelector(server, Object.entries(cluster.selector));
 }
 
 /**

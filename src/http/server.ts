@@ -5,7 +5,6 @@
  */
 import {createServer, type IncomingMessage, type Server, type ServerResponse} from 'node:http';
 import type {AddressInfo} from 'node:net';
-import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import {systemClock} from '../core/clock.ts';
 import {AuthenticationError, InputError, NotFoundError} from '../core/errors.ts';
 import type {Inventory} from '../inventory/inventory.ts';
@@ -14,6 +13,7 @@ import {redactText} from '../observability/redact.ts';
 import type {Authenticator} from './auth.ts';
 import {DEFAULT_WATCH_LIMITS, WatchStreams, type WatchLimits, type WatchStats} from './watch.ts';
 import {exposedMemoryReclaim, type MemoryReclaim} from './watch-reclaim.ts';
+import {matchesSelector, parseLabelSelector} from './label-selector.ts';
 
 /** Readiness as /readyz reports it. */
 export interface Readiness {
@@ -59,25 +59,6 @@ export interface HttpServer {
 
 const MAX_LIMIT = 1000;
 const DEFAULT_LIMIT = 100;
-
-/** Parses `env=prod,team=a` into pairs; an item without `=` is a usage error. */
-export function parseLabelSelector(text: string | null): [string, string][] {
-  if (!text) return [];
-  return text.split(',').filter((p) => p.trim() !== '').map((pair) => {
-    const i = pair.indexOf('=');
-    if (i <= 0) throw new InputError(`labels: expected key=value pairs separated by commas, found ${JSON.stringify(pair)}`);
-    return [pair.slice(0, i).trim(), pair.slice(i + 1).trim()];
-  });
-}
-
-/** Whether a kube_server has every selected label (cluster labels, server labels or dynamic label results). */
-export function matchesSelector(server: KubeServer, selector: readonly [string, string][]): boolean {
-  const cluster = server.spec.cluster;
-  return selector.every(([k, v]) => {
-    const value = cluster.metadata.labels[k] ?? server.metadata.labels?.[k] ?? cluster.spec.dynamic_labels?.[k]?.result;
-    return value === v;
-  });
-}
 
 /** Starts the API server on `listenAddr` (`host:port`; port 0 picks a free one). */
 export async function startHttpServer(options: HttpServerOptions): Promise<HttpServer> {
