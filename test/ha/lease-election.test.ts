@@ -6,7 +6,7 @@ import {LeaseElection, electionLeaseName} from '../../src/ha/lease-election.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
 import {fencedView} from '../../src/registry/fenced-view.ts';
 import type {KubeEnv} from '../kubernetes/kube-env.ts';
-import {startKubeEnv} from '../kubernetes/kube-env.ts';
+import {quiet, startKubeEnv} from '../kubernetes/kube-env.ts';
 import {eventually} from '../registry/contract.ts';
 
 let env: KubeEnv;
@@ -27,7 +27,7 @@ function lease(group = 'mgmt'): Record<string, unknown> | undefined {
 async function tick(periods: number): Promise<void> {
   for (let i = 0; i < periods; i++) {
     await clock.advance(2_000);
-    await new Promise((r) => setTimeout(r, 60));
+    await quiet(env.server);
   }
 }
 
