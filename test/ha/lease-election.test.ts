@@ -13,8 +13,12 @@ let env: KubeEnv;
 let clock: FakeClock;
 const running: LeaseElection[] = [];
 
-async function election(identity: string, group = 'mgmt'): Promise<LeaseElection> {
-  const e = new LeaseElection({client: await env.clientAs(identity, {requestTimeoutMs: 500}), namespace: 'kd', group, identity, clock, leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000});
+/**
+ * A replica's election. `requestTimeoutMs` bounds each request in real time: short only for a
+ * replica whose requests are meant to hang, so a slow answer on a loaded machine is not one.
+ */
+async function election(identity: string, group = 'mgmt', requestTimeoutMs = 10_000): Promise<LeaseElection> {
+  const e = new LeaseElection({client: await env.clientAs(identity, {requestTimeoutMs}), namespace: 'kd', group, identity, clock, leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000});
   running.push(e);
   return e;
 }
@@ -66,7 +70,7 @@ describe('Lease election', () => {
   });
 
   it('a leader cut off from the API server steps down within the renew deadline; the other takes over after the lease duration', async () => {
-    const a = await election('replica-a');
+    const a = await election('replica-a', 'mgmt', 2_000);
     const b = await election('replica-b');
     await a.start();
     await b.start();
