@@ -16,6 +16,7 @@ import {awsFailure} from '../../src/clouds/aws/errors.ts';
 import {awsRequestHandler} from '../../src/clouds/aws/sources.ts';
 import {AwsDispatcher, UndiciHttpHandler} from '../../src/clouds/aws/undici-handler.ts';
 import {createTestCa} from '../fakes/tls-ca.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 
 const CREDENTIALS = {accessKeyId: 'AKIAUNDICIHANDLER001', secretAccessKey: 'undici-handler-secret-key', sessionToken: 'undici-handler-session-token'};
 const SECRETS = [CREDENTIALS.secretAccessKey, CREDENTIALS.sessionToken, 'Signature='];
@@ -243,7 +244,7 @@ describe('the undici request handler of the AWS clients', () => {
     try {
       const onWire = new AbortController();
       const first = client.send(new ListClustersCommand({}), {abortSignal: onWire.signal});
-      await expect.poll(() => server.requests.length).toBe(1);
+      await expect.poll(() => server.requests.length, ROUND_TRIP).toBe(1);
       const queued = new AbortController();
       const second = client.send(new ListClustersCommand({}), {abortSignal: queued.signal});
       queued.abort(new Error('cycle deadline'));
@@ -253,7 +254,7 @@ describe('the undici request handler of the AWS clients', () => {
       expect((await failure(first)).name).toBe('AbortError');
       // The queued call never reached the server; a new call still gets through.
       const third = client.send(new ListClustersCommand({}));
-      await expect.poll(() => server.requests.length).toBe(2);
+      await expect.poll(() => server.requests.length, ROUND_TRIP).toBe(2);
       ok(held.at(-1) as net.Socket);
       expect((await third).clusters).toEqual(['a', 'b']);
     } finally {

@@ -10,6 +10,7 @@ import {startFakeAws, type FakeAws} from '../fakes/aws-server.ts';
 import {FakeAwsWorld} from '../fakes/aws-world.ts';
 import {answer, awsClassifier, startFaultProxy, when, type FaultProxy} from '../fakes/faults.ts';
 import {FakeClock} from '../helpers/fake-clock.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 import {redactText} from '../../src/observability/redact.ts';
 
 const BASE = {accessKeyId: 'AKIDASSUMEFAULTS0001', secretAccessKey: 'assume-faults-secret'};
@@ -137,7 +138,7 @@ describe('AssumeRole answers with an Expiration that cannot be right', () => {
     // background, the old ones served meanwhile), not used until 2100.
     await clock.advance(56 * 60_000);
     await role();
-    await vi.waitFor(async () => expect((await role()).accessKeyId).not.toBe('ASIAEXPIRYFAULT00001'));
+    await vi.waitFor(async () => expect((await role()).accessKeyId).not.toBe('ASIAEXPIRYFAULT00001'), ROUND_TRIP);
   });
 
   it('renewals refused for their Expiration leave the credentials still served redacted by value', async () => {
@@ -158,7 +159,7 @@ describe('AssumeRole answers with an Expiration that cannot be right', () => {
       for (let i = 1; i <= 2; i++) {
         await clock.advance(61_000);
         expect((await role()).secretAccessKey).toBe('served-plain-secret');
-        await vi.waitFor(() => expect(refused).toBe(i));
+        await vi.waitFor(() => expect(refused).toBe(i), ROUND_TRIP);
       }
       expect((await role()).secretAccessKey).toBe('served-plain-secret');
       const line = redactText(`signed with ${served.secretAccessKey} and ${served.sessionToken ?? ''}`);

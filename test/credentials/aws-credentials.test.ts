@@ -1,5 +1,6 @@
 import {afterAll, beforeAll, describe, expect, it, vi} from 'vitest';
 import {FakeClock} from '../helpers/fake-clock.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 import {AwsCredentialError, AwsCredentialProviders, awsCredentialProvider} from '../../src/credentials/aws-credentials.ts';
 import {mintEksToken} from '../../src/credentials/eks-token.ts';
 import {startFakeAws, type FakeAws} from '../fakes/aws-server.ts';
@@ -58,7 +59,7 @@ describe('AwsCredentialProviders', () => {
     await clock.advance(1_000);
     expect((await provider()).accessKeyId).toBe(first.accessKeyId); // still valid: served while renewing
     // The renewal is a real HTTP round trip to the fake; wait for it, not for time.
-    await vi.waitFor(() => expect(fake.stats.count({operation: 'AssumeRole'})).toBe(before + 1));
+    await vi.waitFor(() => expect(fake.stats.count({operation: 'AssumeRole'})).toBe(before + 1), ROUND_TRIP);
     expect((await provider()).accessKeyId).not.toBe(first.accessKeyId);
   });
 

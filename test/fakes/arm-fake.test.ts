@@ -19,6 +19,7 @@ import {ArmWorld} from './arm-world.ts';
 import {httpsRequest} from './http-client.ts';
 import type {FakeKubeApi} from './kube-api-server.ts';
 import {startFakeKubeApi} from './kube-api-server.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 
 const SUB = '00000000-0000-0000-0000-00000000000a';
 const OTHER_SUB = '00000000-0000-0000-0000-00000000000b';
@@ -260,7 +261,7 @@ describe('auth, api-version and faults', () => {
     arm.setFault(() => ({hang: true}));
     const aborter = new AbortController();
     const pending = collect(containerService().managedClusters.list({abortSignal: aborter.signal}));
-    await expect.poll(() => arm.stats.count({operation: 'managedClusters.list'})).toBe(1);
+    await expect.poll(() => arm.stats.count({operation: 'managedClusters.list'}), ROUND_TRIP).toBe(1);
     aborter.abort();
     await expect(pending).rejects.toMatchObject({name: 'AbortError'});
   });

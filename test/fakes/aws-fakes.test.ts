@@ -15,6 +15,7 @@ import {
 import {AssumeRoleCommand, GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
 import {afterEach, beforeEach, describe, expect, it, vi} from 'vitest';
 import {FakeClock} from '../helpers/fake-clock.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 import {failRegion, FakeAwsWorld, startFakeAws, throttleFirst, type FakeAws} from './aws-fakes.ts';
 
 const MGMT = '111111111111';
@@ -113,7 +114,7 @@ describe('EKS', () => {
     fake.latencyMs = {'*': 50};
     const pending = Promise.all(['us-east-1', 'eu-west-1', 'ap-south-1'].map((r) => listAll(eks(r))));
     // Latency runs on the fake clock: all three are held in flight until time moves.
-    await vi.waitFor(() => expect(fake.stats.inFlight()).toBe(3));
+    await vi.waitFor(() => expect(fake.stats.inFlight()).toBe(3), ROUND_TRIP);
     await clock.advance(50);
     expect(await pending).toEqual([['east'], ['west'], []]);
     expect(fake.stats.overlapped({region: 'us-east-1'}, {region: 'eu-west-1'})).toBe(true);
@@ -163,10 +164,10 @@ describe('EKS', () => {
     fake.fault = () => ({hang: true});
     const abort = new AbortController();
     const hanging = eks('us-east-1', KEY, 1).send(new ListClustersCommand({}), {abortSignal: abort.signal});
-    await vi.waitFor(() => expect(fake.stats.inFlight({operation: 'ListClusters'})).toBe(1));
+    await vi.waitFor(() => expect(fake.stats.inFlight({operation: 'ListClusters'})).toBe(1), ROUND_TRIP);
     abort.abort();
     await expect(hanging).rejects.toThrow();
-    await vi.waitFor(() => expect(fake.stats.inFlight()).toBe(0));
+    await vi.waitFor(() => expect(fake.stats.inFlight()).toBe(0), ROUND_TRIP);
     expect(fake.stats.find({operation: 'ListClusters'}).at(-1)?.status).toBe(0);
   });
 

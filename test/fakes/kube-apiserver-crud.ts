@@ -101,6 +101,11 @@ export interface KubeApiServer {
   bookmark(): void;
   /** Ends every open watch stream (clients must resume). */
   dropWatches(): void;
+  /**
+   * Whether no request is being answered (watches and requests a 'hang' fault holds aside):
+   * tests that step a fake clock wait for this rather than for a while of real time.
+   */
+  idle(): boolean;
   /** Hook consulted for every request; return a fault to answer it badly. */
   setFault(fault: ((call: KubeCall) => InjectedFault | undefined) | undefined): void;
   /** A kubeconfig (YAML) pointing at this server with `token`. */
@@ -176,6 +181,7 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
   const history: HistoryEvent[] = [];
   const watches = new Set<OpenWatch>();
   const calls: KubeCall[] = [];
+  let answering = 0;
   let rv = 100;
   let compactedRv = 0;
   let fault: ((call: KubeCall) => InjectedFault | undefined) | undefined;
@@ -439,13 +445,26 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
     const url = new URL(req.url ?? '/', 'https://fake-kube');
     const method = req.method ?? 'GET';
     const isWatch = url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1';
+    let answered = isWatch;
+    const done = (): void => {
+      if (!answered) answering--;
+      answered = true;
+    };
+    if (!isWatch) {
+      answering++;
+      res.once('finish', done);
+      res.once('close', done);
+    }
     const bearer = /^Bearer\s+(\S+)\s*$/i.exec(req.headers.authorization ?? '')?.[1];
     const user = bearer === undefined ? undefined : (tokens.get(bearer) ?? await options.authenticate?.(bearer).catch(() => undefined));
     const caller = user?.username;
     const call: KubeCall = {method, path: url.pathname, query: url.search, watch: isWatch, ...(caller === undefined ? {} : {user: caller})};
     calls.push(call);
     const injected = fault?.(call);
-    if (injected === 'hang') return;
+    if (injected === 'hang') {
+      done();
+      return;
+    }
     if (injected !== undefined) {
       res.writeHead(injected.status, {'content-type': 'application/json'});
       res.end(injected.body);
@@ -682,6 +701,7 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
       for (const w of watches) w.res.end();
       watches.clear();
     },
+    idle: () => answering === 0,
     setFault(next) { fault = next; },
     kubeconfig(namespace = 'default', token = 'test-token') {
       return [

@@ -16,7 +16,7 @@ import {openEtcdBackend, type EtcdBackend} from '../../src/registry/etcd.ts';
 import {createLeadership, type Leadership, type Role} from '../../src/service/leadership.ts';
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
 import type {KubeEnv} from '../kubernetes/kube-env.ts';
-import {startKubeEnv} from '../kubernetes/kube-env.ts';
+import {quiet, startKubeEnv} from '../kubernetes/kube-env.ts';
 import {eventually} from '../registry/contract.ts';
 
 const LEASE_MS = 15_000;
@@ -95,7 +95,7 @@ describeWithEtcd('Lease election with etcd storage', () => {
   /** One retry period of fake time; each round's HTTP runs in real time. */
   const tick = async (): Promise<void> => {
     await clock.advance(RETRY_MS);
-    await new Promise((r) => setTimeout(r, 60));
+    await quiet(env.server);
   };
   const tickUntil = (check: () => void): Promise<void> => eventually(async () => {
     await tick();

@@ -41,7 +41,11 @@ afterAll(async () => {
   await dev.close();
 });
 
-function authenticator(allowed: string[]) {
+/**
+ * The authenticator under test. `timeoutMs` bounds each TokenReview in real time: short only
+ * where a review is meant to hang, so an answer slowed by a loaded machine is not taken for one.
+ */
+function authenticator(allowed: string[], timeoutMs = 10_000) {
   const servers = [server('prod-a', prod, {env: 'prod'}), server('dev-b', dev, {env: 'dev'})];
   const minted: string[] = [];
   const auth = createAuthenticator({
@@ -55,7 +59,7 @@ function authenticator(allowed: string[]) {
         minted.push(name);
         return `minted-for-${name}`;
       },
-      timeoutMs: 500,
+      timeoutMs,
     }),
   });
   if (!auth) throw new Error('expected an authenticator');
@@ -98,7 +102,7 @@ describe('service-account tokens of discovered clusters', () => {
     prod.setFault(() => ({status: 500, body: '{}'}));
     expect(await auth('Bearer grafana-token')).toBe(false);
     prod.setFault(() => 'hang');
-    const {auth: fresh} = authenticator(['prod-a/monitoring:grafana']);
+    const {auth: fresh} = authenticator(['prod-a/monitoring:grafana'], 500);
     expect(await fresh('Bearer grafana-token')).toBe(false);
     prod.setFault(undefined);
   });

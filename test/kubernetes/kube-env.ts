@@ -7,6 +7,7 @@ import type {KubeClient, KubeClientOptions} from '../../src/registry/kube-client
 import {createKubeClient} from '../../src/registry/kube-client.ts';
 import type {KubeApiServer, KubeApiServerOptions} from '../fakes/kube-apiserver-crud.ts';
 import {startKubeApiServer} from '../fakes/kube-apiserver-crud.ts';
+import {flushMicrotasks} from '../helpers/fake-clock.ts';
 
 const crdDir = new URL('../../deploy/kubernetes/crds/', import.meta.url);
 
@@ -52,4 +53,19 @@ export async function startKubeEnv(options: KubeApiServerOptions = {}): Promise<
       rmSync(dir, {recursive: true, force: true});
     },
   };
+}
+
+/**
+ * Resolves once the clients of `server` are quiet: nothing is being answered and no new request
+ * arrived over a few event-loop turns. A test stepping a fake clock waits for this after each step,
+ * so each round's real HTTP ends before the next step, however slow the machine (a fixed real
+ * wait is too short under load: a round still in flight skips the next one).
+ */
+export async function quiet(server: KubeApiServer): Promise<void> {
+  for (;;) {
+    const seen = server.calls.length;
+    await flushMicrotasks();
+    if (server.idle() && server.calls.length === seen) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
 }

@@ -9,6 +9,7 @@ import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import type {FailureReason} from '../../src/core/types.ts';
 import {answer, mutateJson, when, type ProxyFault, type ProxyFaultRule} from '../fakes/faults.ts';
 import {ALL_NAMES, goldenRegistry, SECRET, metricValue, once, start, SUBSCRIPTION, startHarness, type Harness} from './cloud-fault-harness.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 
 const EAST = 'eks:us-east-1:111111111111';
 const WEST = 'eks:eu-west-1:111111111111';
@@ -251,7 +252,7 @@ describe('cloud faults that spoil one cluster record', () => {
         } else {
           expect(entry?.status?.target_health).toMatchObject({status: 'unhealthy', reason: row.effect});
           expect(service.logs.filter((l) => l['event'] === 'source_unreachable_clusters')).toHaveLength(1);
-          await expect.poll(async () => metricValue(await service.metrics(), 'kube_discovery_clusters_by_health', {health: 'unhealthy'})).toBeGreaterThanOrEqual(1);
+          await expect.poll(async () => metricValue(await service.metrics(), 'kube_discovery_clusters_by_health', {health: 'unhealthy'}), ROUND_TRIP).toBeGreaterThanOrEqual(1);
         }
 
         setFault(row.proxy, undefined);

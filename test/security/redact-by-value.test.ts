@@ -11,6 +11,7 @@ import {clearRegisteredSecrets, REDACTED, redactText, registeredSecretCount, reg
 import {startFakeAws, type FakeAws} from '../fakes/aws-server.ts';
 import {FakeAwsWorld} from '../fakes/aws-world.ts';
 import {FakeClock} from '../helpers/fake-clock.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 
 /** A credential no pattern recognises (lower case and digits only), so only by-value redaction can remove it. */
 const opaque = (i: number): string => `opaque${i}x${randomBytes(12).toString('hex')}`;
@@ -97,7 +98,7 @@ describe('credential owners retire what they replace', () => {
       await clock.advance(previous.expiration!.getTime() - clock.now() - 60_000);
       await provider();
       // The renewal is a real round trip to the fake STS: wait for it, not for time.
-      await vi.waitFor(async () => expect((await provider()).accessKeyId).not.toBe(previous.accessKeyId));
+      await vi.waitFor(async () => expect((await provider()).accessKeyId).not.toBe(previous.accessKeyId), ROUND_TRIP);
       generations.push(await provider());
     }
 
