@@ -324,7 +324,7 @@ describe('/v1/watch', () => {
   it('a snapshot shows the expiry a keepalive moved, even while another snapshot shares the entries', async () => {
     const w = await world();
     await announce(w.heartbeat, Object.fromEntries(Array.from({length: 1500}, (_, i) => [`big${i}`, bulky(i)])));
-    const stalled = await Watch.stalled(`${w.server.url}/v1/watch`);
+    await Watch.stalled(`${w.server.url}/v1/watch`);
     await until(() => w.server.watchStats().waitingForDrain === 1);
     const [item] = await backend!.list(kubeServerPrefix('g1'));
     const later = Date.parse('2999-01-01T00:00:00.000Z');
