@@ -65,6 +65,14 @@ export class Inventory {
    * listing (read before those writes), so the listing must not undo them.
    */
   readonly #changedWhileListing = new Set<Set<string>>();
+  /**
+   * Listings started, and the number of the last one whose result became the view. Re-lists can
+   * overlap (the periodic one, the one after a watch gap, a read fault's): a listing that answers
+   * after a later-started one was applied is older than the view and is dropped, or a cluster that
+   * reached the view only through the later one (registered during a watch gap) would leave it.
+   */
+  #listingsStarted = 0;
+  #listingApplied = 0;
   readonly #changes: ChangeLog;
   /** Distinguishes this process's change numbering from another's (a restart starts again at 1). */
   readonly #epoch = randomBytes(4).toString('hex');
@@ -128,11 +136,13 @@ export class Inventory {
 
   /** Re-lists the registry now, replacing the cached view and emitting the differences. */
   async resync(): Promise<void> {
+    const listing = ++this.#listingsStarted;
     const changed = new Set<string>();
     this.#changedWhileListing.add(changed);
     try {
       const items = await this.#listing();
       this.#changedWhileListing.delete(changed);
+      if (listing < this.#listingApplied) return;
       const next = new Map<string, KubeServer>();
       const leases = new Map<string, string>();
       let unreadable = 0;
@@ -165,6 +175,7 @@ export class Inventory {
         else leases.delete(name);
       }
       const before = this.#servers;
+      this.#listingApplied = listing;
       this.#servers = next;
       this.#leaseOf = leases;
       this.#unreadable = unreadable;
