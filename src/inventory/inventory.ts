@@ -120,14 +120,21 @@ export class Inventory {
    * re-list; written now while the listing runs, the watch's event is kept over the listing.
    */
   async start(): Promise<void> {
+    await this.#watch();
+    await this.resync();
+    this.#scheduleResync();
+  }
+
+  /** Opens the watch. Refused (the registry not up yet), it is reported and opened again before the next re-list. */
+  async #watch(): Promise<void> {
     try {
       // A watch that went on after changes it could not deliver (etcd's history compacted meanwhile): list again at once.
-      this.#watcher = await this.#options.backend.watch(this.#prefix, (e) => this.#apply(e), {onGap: () => void this.#relist()});
+      const watcher = await this.#options.backend.watch(this.#prefix, (e) => this.#apply(e), {onGap: () => void this.#relist()});
+      if (this.#stopped) await watcher.close();
+      else this.#watcher = watcher;
     } catch (error) {
       this.#fail(error);
     }
-    await this.resync();
-    this.#scheduleResync();
   }
 
   #relist(): Promise<void> {
@@ -352,7 +359,10 @@ export class Inventory {
   #scheduleResync(): void {
     if (this.#stopped) return;
     this.#cancelResync = this.#options.clock.setTimeout(() => {
-      void this.resync().finally(() => this.#scheduleResync());
+      // The watch first, as at start: a re-list after it misses nothing written in between.
+      void (this.#watcher === undefined ? this.#watch() : Promise.resolve())
+        .then(() => this.resync())
+        .finally(() => this.#scheduleResync());
     }, this.#options.resyncMs ?? 30_000);
   }
 }
