@@ -79,6 +79,8 @@ export interface KubeServer {
     readonly auth_mode?: string;
     /** How to mint a token for this cluster (exec plugin arguments); never a credential. */
     readonly access?: KubeAccess;
+    /** The issuer (`iss`) of the cluster's service-account tokens, when the cloud reports it (EKS OIDC issuer, AKS OIDC issuer). */
+    readonly oidc_issuer?: string;
   };
 }
 

@@ -10,15 +10,27 @@ import {startKubeApiServer} from '../fakes/kube-apiserver-crud.ts';
 
 let prod: KubeApiServer;
 let dev: KubeApiServer;
+let prodB: KubeApiServer;
+
+const PROD_A_ISSUER = 'https://oidc.eks.us-east-1.amazonaws.com/id/AAAA1111';
+const PROD_B_ISSUER = 'https://oidc.eks.us-east-1.amazonaws.com/id/BBBB2222';
+
+/** A service-account token as Kubernetes issues it: a JWT whose `iss` is its cluster's issuer (signature not checked here). */
+function jwt(claims: Record<string, unknown>): string {
+  const part = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  return `${part({alg: 'RS256', kid: 'k'})}.${part(claims)}.c2lnbmF0dXJl`;
+}
+const PROD_B_GRAFANA = jwt({iss: PROD_B_ISSUER, sub: 'system:serviceaccount:monitoring:grafana'});
+const UNKNOWN_ISSUER_TOKEN = jwt({iss: 'https://oidc.eks.us-east-1.amazonaws.com/id/CCCC3333', sub: 'system:serviceaccount:monitoring:grafana'});
 
 /** An entry as discovery writes it: the cluster's labels on its kube_cluster, only the group's on the kube_server. */
-function server(name: string, api: KubeApiServer, labels: Record<string, string>): KubeServer {
+function server(name: string, api: KubeApiServer, labels: Record<string, string>, oidcIssuer?: string): KubeServer {
   return {
     kind: 'kube_server',
     version: 'v3',
     metadata: {name, labels: {'teleport.internal/discovery-group-name': 'g'}, expires: '2099-01-01T00:00:00Z', revision: '1'},
     spec: {version: '0', hostname: 'h', host_id: 'x', proxy_ids: [], cluster: {kind: 'kube_cluster', version: 'v3', metadata: {name, description: '', labels}, spec: {aws: {region: 'us-east-1', account_id: '111111111111', name}}}},
-    status: {endpoint: api.url, ca_data: Buffer.from(api.caPem).toString('base64'), access: {kind: 'eks', cluster_name: name, region: 'us-east-1'}},
+    status: {endpoint: api.url, ca_data: Buffer.from(api.caPem).toString('base64'), access: {kind: 'eks', cluster_name: name, region: 'us-east-1'}, ...(oidcIssuer ? {oidc_issuer: oidcIssuer} : {})},
   };
 }
 
@@ -31,6 +43,10 @@ beforeAll(async () => {
       'intruder-token': {username: 'system:serviceaccount:default:intruder'},
     })[token],
   });
+  prodB = await startKubeApiServer({
+    tokens: {'minted-for-prod-b': {username: 'arn:aws:sts::111111111111:assumed-role/kube-discovery/x'}},
+    reviewToken: (token) => (token === PROD_B_GRAFANA ? {username: 'system:serviceaccount:monitoring:grafana'} : undefined),
+  });
   dev = await startKubeApiServer({
     tokens: {'minted-for-dev-b': {username: 'arn:aws:sts::111111111111:assumed-role/kube-discovery/x'}},
     reviewToken: (token) => (token === 'dev-grafana-token' ? {username: 'system:serviceaccount:monitoring:grafana'} : undefined),
@@ -38,6 +54,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await prod.close();
+  await prodB.close();
   await dev.close();
 });
 
@@ -45,8 +62,7 @@ afterAll(async () => {
  * The authenticator under test. `timeoutMs` bounds each TokenReview in real time: short only
  * where a review is meant to hang, so an answer slowed by a loaded machine is not taken for one.
  */
-function authenticator(allowed: string[], timeoutMs = 10_000) {
-  const servers = [server('prod-a', prod, {env: 'prod'}), server('dev-b', dev, {env: 'dev'})];
+function authenticator(allowed: string[], timeoutMs = 10_000, servers = [server('prod-a', prod, {env: 'prod'}), server('dev-b', dev, {env: 'dev'})]) {
   const minted: string[] = [];
   const auth = createAuthenticator({
     clock: new FakeClock(),
@@ -105,5 +121,45 @@ describe('service-account tokens of discovered clusters', () => {
     const {auth: fresh} = authenticator(['prod-a/monitoring:grafana'], 500);
     expect(await fresh('Bearer grafana-token')).toBe(false);
     prod.setFault(undefined);
+  });
+
+  describe('a token goes only to the cluster that issued it, when the clusters\' issuers are known', () => {
+    // Both prod clusters match `env=prod`. Sending prod-b's token to prod-a would hand a live
+    // credential of prod-b to whoever runs prod-a's API endpoint.
+    const issuerServers = () => [server('prod-a', prod, {env: 'prod'}, PROD_A_ISSUER), server('prod-b', prodB, {env: 'prod'}, PROD_B_ISSUER)];
+    const reviews = (api: KubeApiServer, from: number) => api.calls.slice(from).filter((c) => c.path.endsWith('/tokenreviews')).length;
+
+    it('reviews the token only at the cluster whose issuer is its `iss`', async () => {
+      const {auth, minted} = authenticator(['env=prod/monitoring:grafana'], 10_000, issuerServers());
+      const [a, b] = [prod.calls.length, prodB.calls.length];
+      expect(await auth(`Bearer ${PROD_B_GRAFANA}`)).toBe(true);
+      expect(reviews(prod, a)).toBe(0);
+      expect(reviews(prodB, b)).toBe(1);
+      expect(minted).toEqual(['prod-b']);
+    });
+
+    it('sends a token of an issuer no allow-listed cluster has to none of them', async () => {
+      const {auth, minted} = authenticator(['env=prod/monitoring:grafana'], 10_000, issuerServers());
+      const [a, b] = [prod.calls.length, prodB.calls.length];
+      expect(await auth(`Bearer ${UNKNOWN_ISSUER_TOKEN}`)).toBe(false);
+      expect(reviews(prod, a) + reviews(prodB, b)).toBe(0);
+      expect(minted).toEqual([]);
+    });
+
+    it('sends a token that names no issuer (not a JWT) to none of the clusters whose issuer is known', async () => {
+      const {auth} = authenticator(['env=prod/monitoring:grafana'], 10_000, issuerServers());
+      const [a, b] = [prod.calls.length, prodB.calls.length];
+      expect(await auth('Bearer grafana-token')).toBe(false);
+      expect(reviews(prod, a) + reviews(prodB, b)).toBe(0);
+    });
+
+    it('still asks a cluster whose issuer is not recorded (an entry written before issuers were), once no known issuer matches', async () => {
+      const servers = [server('prod-a', prod, {env: 'prod'}), server('prod-b', prodB, {env: 'prod'}, PROD_A_ISSUER)];
+      const {auth} = authenticator(['env=prod/monitoring:grafana'], 10_000, servers);
+      const [a, b] = [prod.calls.length, prodB.calls.length];
+      expect(await auth('Bearer grafana-token')).toBe(true);
+      expect(reviews(prod, a)).toBe(1);
+      expect(reviews(prodB, b)).toBe(0);
+    });
   });
 });
