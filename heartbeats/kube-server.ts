@@ -151,6 +151,8 @@ export function kubeServerFromDocument(item: Pick<RegistryItem, 'key' | 'expires
 
 /** The status keys of a reachable discovered cluster's document, in the order it is built with. */
 const DISCOVERED_STATUS_KEYS = ['target_health', 'endpoint', 'ca_data', 'auth_mode', 'access'] as const;
+/** The same with the token issuer the cloud reported (every EKS cluster, AKS clusters with an OIDC issuer). */
+const DISCOVERED_ISSUER_STATUS_KEYS = [...DISCOVERED_STATUS_KEYS, 'oidc_issuer'] as const;
 
 /**
  * `{...status, target_health, discovered_at}` (each only when given), the same keys in the same
@@ -161,6 +163,10 @@ export function statusWith(status: KubeServer['status'], targetHealth: TargetHea
   if (status && discoveredAt && hasExactly(status, DISCOVERED_STATUS_KEYS)) {
     const {target_health, endpoint, ca_data, auth_mode, access} = status;
     return {target_health: targetHealth ?? target_health, endpoint, ca_data, auth_mode, access, discovered_at: discoveredAt};
+  }
+  if (status && discoveredAt && hasExactly(status, DISCOVERED_ISSUER_STATUS_KEYS)) {
+    const {target_health, endpoint, ca_data, auth_mode, access, oidc_issuer} = status;
+    return {target_health: targetHealth ?? target_health, endpoint, ca_data, auth_mode, access, oidc_issuer, discovered_at: discoveredAt};
   }
   return {...status, ...(targetHealth ? {target_health: targetHealth} : {}), ...(discoveredAt ? {discovered_at: discoveredAt} : {})};
 }

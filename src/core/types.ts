@@ -58,6 +58,12 @@ export interface DiscoveredCluster {
   readonly authMode?: string;
   readonly access?: ClusterAccess;
   /**
+   * Issuer of the cluster's service-account tokens (EKS `identity.oidc.issuer`, AKS
+   * `oidcIssuerProfile.issuerURL`), when the cloud reported an https URL: tokens are reviewed
+   * only by the cluster that issued them (src/http/cluster-token-review.ts).
+   */
+  readonly oidcIssuer?: string;
+  /**
    * Set when the cloud reported the cluster but no usable endpoint or CA: it is registered
    * anyway, unhealthy with this reason, so the inventory shows what exists.
    */

@@ -263,15 +263,18 @@ function toServer(name: string, cluster: DiscoveredCluster, labels: Record<strin
 
 function statusOf(cluster: DiscoveredCluster, access: KubeAccess | undefined): NonNullable<KubeServerDraft['status']> {
   const target_health = cluster.unreachable ? {status: 'unhealthy' as const, reason: cluster.unreachable.reason, message: cluster.unreachable.message} : NOT_PROBED;
-  const {endpoint, caData, authMode} = cluster;
+  const {endpoint, caData, authMode, oidcIssuer} = cluster;
   // All keys at once when the cluster has them all (the usual case): added one by one, the last ones took a property array per cluster.
-  if (endpoint && caData && authMode && access) return {target_health, endpoint, ca_data: caData, auth_mode: authMode, access};
+  if (endpoint && caData && authMode && access) {
+    return oidcIssuer ? {target_health, endpoint, ca_data: caData, auth_mode: authMode, access, oidc_issuer: oidcIssuer} : {target_health, endpoint, ca_data: caData, auth_mode: authMode, access};
+  }
   return {
     target_health,
     ...(endpoint ? {endpoint} : {}),
     ...(caData ? {ca_data: caData} : {}),
     ...(authMode ? {auth_mode: authMode} : {}),
     ...(access ? {access} : {}),
+    ...(oidcIssuer ? {oidc_issuer: oidcIssuer} : {}),
   };
 }
 

@@ -306,7 +306,7 @@ export function changedFields(existing: KubeServer, wanted: KubeServerDraft): st
   const sameCluster = existing.spec.cluster === wanted.spec.cluster;
   const a = existing.status;
   const b = wanted.status;
-  if (sameCluster && a?.endpoint === b?.endpoint && a?.ca_data === b?.ca_data && a?.access === b?.access && a?.auth_mode === b?.auth_mode && a?.target_health === b?.target_health) return [];
+  if (sameCluster && a?.endpoint === b?.endpoint && a?.ca_data === b?.ca_data && a?.access === b?.access && a?.auth_mode === b?.auth_mode && a?.oidc_issuer === b?.oidc_issuer && a?.target_health === b?.target_health) return [];
   const pairs: [string, unknown, unknown][] = [];
   if (!sameCluster) {
     // The cloud block (`spec.aws`, `spec.azure` ...) is everything in the cluster spec but the dynamic labels.
@@ -324,6 +324,7 @@ export function changedFields(existing: KubeServer, wanted: KubeServerDraft): st
     ['ca', existing.status?.ca_data, wanted.status?.ca_data],
     ['access', existing.status?.access, wanted.status?.access],
     ['auth_mode', existing.status?.auth_mode, wanted.status?.auth_mode],
+    ['oidc_issuer', existing.status?.oidc_issuer, wanted.status?.oidc_issuer],
   );
   // Discovery's own health findings (CA unusable, no endpoint) are part of what it announces.
   const before = existing.status?.target_health;

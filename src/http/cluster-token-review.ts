@@ -5,6 +5,13 @@
  * each matching cluster's API, authenticated with the credential this service mints for that
  * cluster anyway (EKS presigned STS token, AKS Entra ID token). No shared secret: a workload in
  * any discovered cluster reads the inventory with its own identity.
+ *
+ * A token is a live credential of the cluster that issued it: it goes for review only to that
+ * cluster. A service-account token names its issuer (`iss`), and discovery records each cluster's
+ * issuer when the cloud reports it (`status.oidc_issuer`). So a token goes to the allow-listed
+ * clusters whose issuer is its `iss`; when none has it, only to those whose issuer is not
+ * recorded (an AKS cluster without an OIDC issuer, an entry written before issuers were), never
+ * to a cluster known to have another issuer.
  */
 import type {KubeAccess, KubeServer} from '../../heartbeats/kube-server.ts';
 import type {TokenReviewer} from './auth.ts';
@@ -56,20 +63,57 @@ function matches(server: KubeServer, cluster: NonNullable<AllowEntry['cluster']>
 export function clusterTokenReviewer(options: ClusterTokenReviewOptions): TokenReviewer {
   return async (token) => {
     const remote = options.entries.filter((e) => e.cluster !== undefined);
-    const tried = new Set<string>();
+    // Every (entry, cluster) pair the allow-list names, in the allow-list's order.
+    const candidates: {readonly entry: AllowEntry; readonly server: KubeServer}[] = [];
     for (const entry of remote) {
       for (const server of options.servers()) {
         if (!entry.cluster || !matches(server, entry.cluster)) continue;
-        const name = server.metadata.name;
-        const status = server.status;
-        if (!status?.endpoint || !status.access) continue;
-        const identity = tried.has(name) ? undefined : await review(server, token, options).catch(() => undefined);
-        tried.add(name);
-        if (identity !== undefined && identity === entry.serviceAccount) return `${name}/${identity}`;
+        if (!server.status?.endpoint || !server.status.access) continue;
+        candidates.push({entry, server});
       }
+    }
+    const issuer = tokenIssuer(token);
+    const issuerOf = (server: KubeServer): string | undefined => normalizeIssuer(server.status?.oidc_issuer);
+    const issued = issuer === undefined ? [] : candidates.filter((c) => issuerOf(c.server) === issuer);
+    const chosen = issued.length > 0 ? issued : candidates.filter((c) => issuerOf(c.server) === undefined);
+    const tried = new Set<string>();
+    for (const {entry, server} of chosen) {
+      const name = server.metadata.name;
+      const identity = tried.has(name) ? undefined : await review(server, token, options).catch(() => undefined);
+      tried.add(name);
+      if (identity !== undefined && identity === entry.serviceAccount) return `${name}/${identity}`;
     }
     return undefined;
   };
+}
+
+/** Longest JWT claims part read for its issuer; a service-account token's is a few hundred bytes. */
+const MAX_CLAIMS_CHARS = 16_384;
+
+/**
+ * The `iss` claim of a token that is a JWT, read without checking its signature: it only picks
+ * the cluster that is asked, and that cluster's TokenReview checks the token. Undefined for a
+ * token that is not a JWT or names no issuer.
+ */
+export function tokenIssuer(token: string): string | undefined {
+  const first = token.indexOf('.');
+  const second = first < 0 ? -1 : token.indexOf('.', first + 1);
+  if (second < 0 || token.indexOf('.', second + 1) >= 0 || second - first - 1 > MAX_CLAIMS_CHARS) return undefined;
+  let claims: unknown;
+  try {
+    claims = JSON.parse(Buffer.from(token.slice(first + 1, second), 'base64url').toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  const iss = typeof claims === 'object' && claims !== null ? (claims as {iss?: unknown}).iss : undefined;
+  return typeof iss === 'string' ? normalizeIssuer(iss) : undefined;
+}
+
+/** An issuer as compared: without a trailing slash (AKS writes one in both places, EKS in neither). */
+function normalizeIssuer(issuer: string | undefined): string | undefined {
+  if (issuer === undefined) return undefined;
+  const trimmed = issuer.endsWith('/') ? issuer.slice(0, -1) : issuer;
+  return trimmed === '' ? undefined : trimmed;
 }
 
 /** One TokenReview against a discovered cluster; resolves to `namespace:serviceaccount` or undefined. */

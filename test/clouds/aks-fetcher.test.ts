@@ -4,6 +4,7 @@ import {getEventListeners} from 'node:events';
 import {afterAll, beforeAll, beforeEach, describe, expect, it} from 'vitest';
 import {AKS_SERVER_ID} from '../../src/credentials/aks-token.ts';
 import type {DiscoveredCluster} from '../../src/core/types.ts';
+import {aksOidcIssuer} from '../fakes/arm-json.ts';
 import {ARM_API_VERSIONS, FAKE_ARM_TOKEN, startFakeArm, type FakeArm} from '../fakes/arm-server.ts';
 import {ArmWorld, type ManagedClusterInput} from '../fakes/arm-world.ts';
 import {startFakeKubeApi, type FakeKubeApi} from '../fakes/kube-api-server.ts';
@@ -160,6 +161,20 @@ describe('endpoint, CA and access', () => {
     // The static token stays in the credential module's memory, never in what discovery returns.
     expect(JSON.stringify(result)).not.toContain(token);
     expect(await sources.localAccounts.token({subscriptionId: SUB_A, resourceGroup: 'rg-a', name: 'local'})).toBe(token);
+  });
+
+  it('records the issuer of a cluster\'s service-account tokens when its OIDC issuer is enabled, and none otherwise', async () => {
+    const withIssuer = addRunning('issuer', 'rg-a', {oidcIssuer: true});
+    addRunning('plain');
+    const {sources} = fakeSources(arm);
+
+    const [result] = await runPlan(await sources.plan([matcher(arm, {subscriptions: [SUB_A]})]));
+
+    const byName = new Map(result?.clusters.map((c) => [c.name, c]));
+    expect(byName.get('issuer')?.oidcIssuer).toBe(aksOidcIssuer(withIssuer, TENANT));
+    expect(byName.get('issuer')?.oidcIssuer).toMatch(/^https:\/\/.*\.oic\.prod-aks\.azure\.com\/.*\/$/);
+    expect(byName.get('plain')).toBeDefined();
+    expect(byName.get('plain')?.oidcIssuer).toBeUndefined();
   });
 
   it('never publishes a cluster without its endpoint because its credential call failed', async () => {

@@ -57,6 +57,21 @@ describe('EKS fetcher', () => {
     expect(a.endpoint).toMatch(/^https:/);
   });
 
+  it('records the issuer of the cluster\'s service-account tokens; one that is not an https URL is left out, never failing the record', async () => {
+    paged([['a', 'b', 'c']]);
+    eks.on(DescribeClusterCommand, {name: 'a'}).resolves({cluster: cluster('a', {identity: {oidc: {issuer: 'https://oidc.eks.us-east-1.amazonaws.com/id/0A1B2C3D4E5F60718293A4B5C6D7E8F9'}}})});
+    eks.on(DescribeClusterCommand, {name: 'b'}).resolves({cluster: cluster('b', {identity: {oidc: {issuer: 'not a url'}}})});
+    eks.on(DescribeClusterCommand, {name: 'c'}).resolves({cluster: cluster('c')});
+    const result = await fetcher().fetch(new AbortController().signal);
+    expect(result.ok).toBe(true);
+    expect(result.malformed).toEqual([]);
+    expect(result.clusters.map((c) => [c.name, c.oidcIssuer, c.endpoint !== undefined])).toEqual([
+      ['a', 'https://oidc.eks.us-east-1.amazonaws.com/id/0A1B2C3D4E5F60718293A4B5C6D7E8F9', true],
+      ['b', undefined, true],
+      ['c', undefined, true],
+    ]);
+  });
+
   it('keeps clusters of other statuses listed but not kept', async () => {
     paged([['live', 'new'], ['old']]);
     eks.on(DescribeClusterCommand, {name: 'live'}).resolves({cluster: cluster('live', {status: 'UPDATING'})});

@@ -19,6 +19,17 @@ describe("evaluate's judgements", () => {
     expect(changedFields(stored(first!.server), second!.server)).toEqual([]);
   });
 
+  it('writes the issuer of the cluster\'s service-account tokens into the document, and updates an entry stored without it', () => {
+    const issuer = 'https://oidc.eks.us-east-1.amazonaws.com/id/0A1B2C3D4E5F60718293A4B5C6D7E8F9';
+    for (const extra of [{authMode: 'API'}, {}]) {
+      const withIssuer = evaluate([okResult('us-east-1', '111111111111', [eksCluster('prod', 'us-east-1', '111111111111', {...extra, oidcIssuer: issuer})])], context()).candidates.get(NAME);
+      expect(withIssuer?.server.status?.oidc_issuer).toBe(issuer);
+      const before = evaluate([okResult('us-east-1', '111111111111', [eksCluster('prod', 'us-east-1', '111111111111', extra)])], context()).candidates.get(NAME);
+      expect(before?.server.status?.oidc_issuer).toBeUndefined();
+      expect(changedFields(stored(before!.server), withIssuer!.server)).toEqual(['oidc_issuer']);
+    }
+  });
+
   it('builds a new document for an equal but different cluster object, equal to the first', () => {
     const first = evaluate([okResult('us-east-1', '111111111111', [eksCluster('prod', 'us-east-1', '111111111111')])], context()).candidates.get(NAME);
     const second = evaluate([okResult('us-east-1', '111111111111', [eksCluster('prod', 'us-east-1', '111111111111')])], context()).candidates.get(NAME);

@@ -2,6 +2,7 @@
  * Wire shapes of the ARM answers the fake serves, copied from real responses of
  * `subscriptions.list` (api-version 2022-12-01) and `managedClusters` (2026-04-01).
  */
+import {createHash} from 'node:crypto';
 import type {FakeManagedCluster, FakeRoleAssignment, FakeSubscription} from './arm-world.ts';
 import {managedClusterId, roleAssignmentId} from './arm-world.ts';
 import {buildKubeconfig} from './kube-kubeconfig.ts';
@@ -27,6 +28,12 @@ export function subscriptionJson(sub: FakeSubscription): Record<string, unknown>
     state: sub.state,
     subscriptionPolicies: {locationPlacementId: 'Public_2014-09-01', quotaId: 'PayAsYouGo_2014-09-01', spendingLimit: 'Off'},
   };
+}
+
+/** The issuer AKS gives a cluster with its OIDC issuer enabled: per region and tenant, a trailing slash. */
+export function aksOidcIssuer(cluster: FakeManagedCluster, tenantId: string): string {
+  const id = createHash('sha256').update(`oidc:${managedClusterId(cluster).toLowerCase()}`).digest('hex');
+  return `https://${cluster.location}.oic.prod-aks.azure.com/${tenantId}/${id.slice(0, 8)}-${id.slice(8, 12)}-${id.slice(12, 16)}-${id.slice(16, 20)}-${id.slice(20, 32)}/`;
 }
 
 /** A managed cluster as the list and get operations return it. */
@@ -59,6 +66,7 @@ export function managedClusterJson(cluster: FakeManagedCluster, tenantId: string
     };
   }
   if (cluster.disableLocalAccounts !== undefined) properties['disableLocalAccounts'] = cluster.disableLocalAccounts;
+  properties['oidcIssuerProfile'] = cluster.oidcIssuer ? {enabled: true, issuerURL: aksOidcIssuer(cluster, tenantId)} : {enabled: false};
   return {
     id: managedClusterId(cluster),
     location: cluster.location,

@@ -43,6 +43,8 @@ export interface FakeManagedCluster extends ClusterRef {
   readonly fqdn: string;
   readonly aadProfile?: FakeAadProfile;
   readonly disableLocalAccounts?: boolean;
+  /** Whether the cluster's OIDC issuer is enabled (`properties.oidcIssuerProfile`); off by default, as on AKS. */
+  readonly oidcIssuer?: boolean;
   /** API server URL written into the kubeconfig (point it at a fake Kubernetes API). */
   readonly server: string;
   /** CA of that API server, written as `certificate-authority-data`; '' leaves it out. */
@@ -207,6 +209,7 @@ export class ArmWorld {
       fqdn,
       ...(input.aadProfile === undefined ? {} : {aadProfile: input.aadProfile}),
       ...(input.disableLocalAccounts === undefined ? {} : {disableLocalAccounts: input.disableLocalAccounts}),
+      ...(input.oidcIssuer === undefined ? {} : {oidcIssuer: input.oidcIssuer}),
       server: input.server ?? `https://${fqdn}:443`,
       caPem: input.caPem ?? '',
       localAccountToken: input.localAccountToken ?? randomBytes(32).toString('hex'),

@@ -99,6 +99,7 @@ describe('EKS', () => {
       certificateAuthority: {data: CA},
       tags: {env: 'prod'},
       accessConfig: {authenticationMode: 'API_AND_CONFIG_MAP'},
+      identity: {oidc: {issuer: expect.stringMatching(/^https:\/\/oidc\.eks\.us-east-1\.amazonaws\.com\/id\/[0-9A-F]{32}$/)}},
     });
     expect(cluster?.createdAt).toEqual(new Date(1_700_000_000_000));
 

@@ -19,6 +19,11 @@ function ok(body: unknown): ApiResponse {
 
 const epochSeconds = (ms: number): number => ms / 1000;
 
+/** The OIDC issuer EKS gives a cluster (`identity.oidc.issuer`): its region's issuer host and an id of 32 hex digits. */
+export function eksOidcIssuer(c: Pick<FakeEksCluster, 'arn' | 'region'>): string {
+  return `https://oidc.eks.${c.region}.amazonaws.com/id/${createHash('sha256').update(`oidc:${c.arn}`).digest('hex').slice(0, 32).toUpperCase()}`;
+}
+
 function clusterJson(c: FakeEksCluster): Record<string, unknown> {
   const shortId = createHash('sha256').update(c.arn).digest('hex').slice(0, 15);
   return {
@@ -38,6 +43,7 @@ function clusterJson(c: FakeEksCluster): Record<string, unknown> {
       publicAccessCidrs: ['0.0.0.0/0'],
     },
     kubernetesNetworkConfig: {serviceIpv4Cidr: '10.100.0.0/16', ipFamily: 'ipv4'},
+    identity: {oidc: {issuer: eksOidcIssuer(c)}},
     status: c.status,
     certificateAuthority: c.caData === undefined ? {} : {data: c.caData},
     platformVersion: c.platformVersion,

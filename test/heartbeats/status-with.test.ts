@@ -19,4 +19,20 @@ describe('statusWith', () => {
     const generic = {...status, target_health: health};
     expect(statusWith(status, health, '')).toEqual(generic);
   });
+
+  it('keeps the token issuer of a reachable cluster, with the keys in the generic path\'s order', () => {
+    const status: NonNullable<KubeServer['status']> = {
+      target_health: {status: 'unknown', reason: 'not_probed', message: 'not probed yet'},
+      endpoint: 'https://a.example',
+      ca_data: 'Y2E=',
+      auth_mode: 'API',
+      access: {kind: 'eks', cluster_name: 'a', region: 'us-east-1'},
+      oidc_issuer: 'https://oidc.eks.us-east-1.amazonaws.com/id/0A1B2C3D4E5F60718293A4B5C6D7E8F9',
+    };
+    const health = {status: 'healthy' as const, reason: 'ok', message: 'reachable'};
+    const generic = {...status, target_health: health, discovered_at: '2026-11-24T00:00:00Z'};
+    const made = statusWith(status, health, '2026-11-24T00:00:00Z');
+    expect(made).toEqual(generic);
+    expect(Object.keys(made)).toEqual(Object.keys(generic));
+  });
 });

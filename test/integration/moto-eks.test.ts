@@ -4,7 +4,7 @@
  * must register every matching cluster. moto's `certificateAuthority.data` is random text,
  * not base64 PEM, so every entry is registered unhealthy with reason `invalid_ca`.
  */
-import {CreateClusterCommand, DeleteClusterCommand, EKSClient} from '@aws-sdk/client-eks';
+import {CreateClusterCommand, DeleteClusterCommand, DescribeClusterCommand, EKSClient} from '@aws-sdk/client-eks';
 import {mkdtemp, readFile, rm, writeFile} from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -106,6 +106,13 @@ http: {listen_addr: "127.0.0.1:0"}
         expect(server.spec.cluster.metadata.labels).toMatchObject({env: 'prod', 'account-id': MOTO_ACCOUNT});
       }
       expect(first.find((s) => s.metadata.name === name('prod-2', 'us-east-1'))?.spec.cluster.metadata.labels['team']).toBe('payments');
+      // Each entry records the issuer of its cluster's service-account tokens as moto's DescribeCluster
+      // gives it: a workload's token is then reviewed only by the cluster that issued it.
+      for (const [cluster, region] of [['prod-1', 'us-east-1'], ['prod-2', 'us-east-1'], ['prod-eu', 'eu-west-1']] as const) {
+        const issuer = (await eks(region).send(new DescribeClusterCommand({name: cluster}))).cluster?.identity?.oidc?.issuer;
+        expect(issuer).toMatch(/^https:\/\/oidc\.eks\./);
+        expect(first.find((s) => s.metadata.name === name(cluster, region))?.status?.oidc_issuer).toBe(issuer);
+      }
 
       await eks('us-east-1').send(new DeleteClusterCommand({name: 'prod-2'}));
       await createCluster('eu-west-1', 'prod-eu-2', {env: 'prod'});

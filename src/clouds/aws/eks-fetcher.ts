@@ -233,6 +233,7 @@ function toDiscovered(cluster: Cluster | undefined, listedName: string, options:
     ...(cluster.arn ? {id: cluster.arn} : {}),
     ...(cluster.version ? {kubernetesVersion: intern(cluster.version)} : {}),
     ...(cluster.accessConfig?.authenticationMode ? {authMode: intern(cluster.accessConfig.authenticationMode)} : {}),
+    ...oidcIssuerOf(cluster),
     access: {
       kind: 'eks' as const,
       clusterName: name,
@@ -253,12 +254,14 @@ function toDiscovered(cluster: Cluster | undefined, listedName: string, options:
     const found = caData ? `certificateAuthority.data that is not base64 PEM (${describeValue(caData)})` : 'no certificateAuthority.data';
     return {...base, endpoint, unreachable: {reason: 'invalid_ca', message: `EKS reported ${found}; the API server's certificate cannot be verified`}};
   }
-  const {id, kubernetesVersion, authMode} = base as Partial<DiscoveredCluster>;
+  const {id, kubernetesVersion, authMode, oidcIssuer} = base as Partial<DiscoveredCluster>;
   // Every field at once, in the same order, when the cluster has them all (the usual case): added to
   // a copy of `base`, the last ones took a separate property array per cluster.
   if (id !== undefined && kubernetesVersion !== undefined && authMode !== undefined) {
     const {cloud, type, region, tags: ownTags, status: ownStatus, sourceId, access} = base;
-    return {cloud, type, name, region, account, tags: ownTags, status: ownStatus, statusOk, sourceId, id, kubernetesVersion, authMode, access, endpoint, caData};
+    return oidcIssuer === undefined
+      ? {cloud, type, name, region, account, tags: ownTags, status: ownStatus, statusOk, sourceId, id, kubernetesVersion, authMode, access, endpoint, caData}
+      : {cloud, type, name, region, account, tags: ownTags, status: ownStatus, statusOk, sourceId, id, kubernetesVersion, authMode, oidcIssuer, access, endpoint, caData};
   }
   return {...base, endpoint, caData};
 }
@@ -306,4 +309,14 @@ function readTags(tags: unknown): Record<string, string> | string {
     out[k] = intern(v);
   }
   return out;
+}
+
+/**
+ * The issuer of the cluster's service-account tokens, when EKS gave an https URL. Only the token
+ * review reads it, to send a token to the cluster that issued it: anything else is left out, and
+ * never makes the record malformed.
+ */
+function oidcIssuerOf(cluster: Cluster): {oidcIssuer?: string} {
+  const issuer: unknown = cluster.identity?.oidc?.issuer;
+  return typeof issuer === 'string' && isHttpsUrl(issuer) ? {oidcIssuer: issuer} : {};
 }

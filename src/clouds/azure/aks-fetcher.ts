@@ -297,6 +297,7 @@ function toDiscovered(record: AksRecord, options: AksFetcherOptions): Discovered
     statusOk: AKS_KEPT_PROVISIONING_STATES.has(provisioning) && power === 'Running',
     ...(kubernetesVersion ? {kubernetesVersion} : {}),
     authMode: aad ? (aad.enableAzureRbac ? 'EntraID+AzureRBAC' : 'EntraID') : record.disableLocalAccounts ? 'None' : 'LocalAccounts',
+    ...(record.oidcIssuerURL ? {oidcIssuer: record.oidcIssuerURL} : {}),
     access: accessOf(record, undefined),
     sourceId: source.id,
   };

@@ -6,6 +6,7 @@
  * not silently change how the cluster is labelled or signed in to.
  */
 import type {MalformedCluster} from '../../core/types.ts';
+import {isHttpsUrl} from '../../core/validate.ts';
 import type {AksClusterRef} from '../../credentials/aks-local-accounts.ts';
 
 /** What discovery reads of a managed cluster record; names as the SDK's model spells them. */
@@ -27,6 +28,8 @@ export interface AksRecord {
   readonly privateFqdn?: string;
   readonly aadProfile?: {readonly managed?: boolean; readonly enableAzureRbac?: boolean; readonly tenantID?: string; readonly serverAppID?: string};
   readonly disableLocalAccounts?: boolean;
+  /** `properties.oidcIssuerProfile.issuerURL` when it is an https URL (read leniently: it decides no existence). */
+  readonly oidcIssuerURL?: string;
 }
 
 const CLUSTER_ID = /^\/subscriptions\/([^/]+)\/resourcegroups\/([^/]+)\/providers\/microsoft\.containerservice\/managedclusters\/([^/]+)$/i;
@@ -114,6 +117,11 @@ export function readAksRecord(item: JsonObject, sourceId: string, valid: (name: 
     set(record, 'fqdn', optional(properties, 'fqdn', 'properties.fqdn', 'string'));
     set(record, 'privateFqdn', optional(properties, 'privateFQDN', 'properties.privateFQDN', 'string'));
     set(record, 'disableLocalAccounts', optional(properties, 'disableLocalAccounts', 'properties.disableLocalAccounts', 'boolean'));
+    // Only the token review reads the issuer (to send a token to the cluster that issued it): an
+    // unusable one is left out rather than making the record malformed.
+    const issuerProfile = properties['oidcIssuerProfile'];
+    const issuer = isObject(issuerProfile) ? issuerProfile['issuerURL'] : undefined;
+    if (typeof issuer === 'string' && isHttpsUrl(issuer)) record.oidcIssuerURL = issuer;
     if (aad) {
       const profile: Mutable<NonNullable<AksRecord['aadProfile']>> = {};
       set(profile, 'managed', optional(aad, 'managed', 'properties.aadProfile.managed', 'boolean'));
