@@ -24,6 +24,14 @@ export interface SqliteBackendOptions {
    * service to log once per state change; nothing is printed by the backend itself.
    */
   readonly onError?: (error: Error) => void;
+  /**
+   * Leases that lapsed while the file was closed get one TTL from open to be resumed or re-put (the
+   * service sets it). Nobody could renew them while no process ran, and nobody read them lapse (this
+   * embedded store's only reader is the process that opens it): purged at open, a restart after
+   * more than a TTL down would serve an empty inventory and, with the cloud failing in its first
+   * cycle, lose every cluster although no listing lacked one.
+   */
+  readonly graceOnOpen?: boolean;
 }
 
 /** The database file was deleted or replaced under a running process; writes re-create it. */
@@ -89,6 +97,7 @@ function prepareStatements(db: DatabaseSync) {
     keepAlive: db.prepare('UPDATE leases SET expires = $now + ttl_ms WHERE id = $id AND expires > $now'),
     // A lease this process kept alive through a failing disk may look expired on disk; it is not.
     keepAliveHeld: db.prepare('UPDATE leases SET expires = $now + ttl_ms WHERE id = $id'),
+    lapsedLeases: db.prepare('SELECT id, ttl_ms FROM leases WHERE expires <= $now'),
     liveLease: db.prepare('SELECT ttl_ms, expires FROM leases WHERE id = $id AND expires > $now'),
     expiredLeases: db.prepare('SELECT id FROM leases WHERE expires <= $now'),
     leaseKeys: db.prepare('SELECT key FROM entries WHERE lease = $id ORDER BY key'),
@@ -182,6 +191,7 @@ export class SqliteBackend implements RegistryBackend {
     this.#sql = prepareStatements(db);
     this.#fileId = fileId(options.path);
     this.#purgeIntervalMs = purgeIntervalMs;
+    if (options.graceOnOpen === true && !readOnly) this.#graceLapsedLeases();
     this.#schedulePurge();
   }
 
@@ -241,7 +251,23 @@ export class SqliteBackend implements RegistryBackend {
     this.#open();
     this.#commitPuts();
     const row = this.#sql.liveLease.get({id, now: this.#clock.now()}) as {ttl_ms: number} | undefined;
-    return row ? {id, ttlMs: row.ttl_ms} : undefined;
+    if (row) return {id, ttlMs: row.ttl_ms};
+    // A lease held alive in memory (kept alive through a failing disk, or given its grace at open) is alive.
+    const held = this.#held.get(id);
+    return held && this.#heldAlive(held) ? {id, ttlMs: held.ttlMs} : undefined;
+  }
+
+  /**
+   * Holds every lease that lapsed while the file was closed alive for one TTL from now (see
+   * `graceOnOpen`), in memory as a kept-alive lease is: nothing is written at open, so a full disk
+   * still opens. Not renewed (resumed, or its entries re-put) within that TTL, it is purged as usual.
+   */
+  #graceLapsedLeases(): void {
+    const now = this.#clock.now();
+    const keptAt = this.#elapsed();
+    for (const row of this.#sql.lapsedLeases.all({now}) as unknown as Array<{id: string; ttl_ms: number}>) {
+      this.#held.set(row.id, {ttlMs: row.ttl_ms, expires: now + row.ttl_ms, keptAt});
+    }
   }
 
   /**
