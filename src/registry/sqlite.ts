@@ -258,15 +258,16 @@ export class SqliteBackend implements RegistryBackend {
   }
 
   /**
-   * Holds every lease that lapsed while the file was closed alive for one TTL from now (see
-   * `graceOnOpen`), in memory as a kept-alive lease is: nothing is written at open, so a full disk
+   * Holds every lease that lapsed while the file was closed (see `graceOnOpen`) or read-only alive
+   * for one TTL from now, in memory as a kept-alive lease is: nothing is written at open, so a full disk
    * still opens. Not renewed (resumed, or its entries re-put) within that TTL, it is purged as usual.
    */
   #graceLapsedLeases(): void {
     const now = this.#clock.now();
     const keptAt = this.#elapsed();
     for (const row of this.#sql.lapsedLeases.all({now}) as unknown as Array<{id: string; ttl_ms: number}>) {
-      this.#held.set(row.id, {ttlMs: row.ttl_ms, expires: now + row.ttl_ms, keptAt});
+      // A lease this process holds keeps its own account (alive, or lapsed in its hands).
+      if (!this.#held.has(row.id)) this.#held.set(row.id, {ttlMs: row.ttl_ms, expires: now + row.ttl_ms, keptAt});
     }
   }
 
@@ -512,6 +513,9 @@ export class SqliteBackend implements RegistryBackend {
     }
     this.#useConnection(db);
     this.#readOnly = false;
+    // Nothing could renew a lease while the file was read-only, and readers were served every entry:
+    // what lapsed meanwhile gets one TTL from now to be resumed or re-put, not a purge by the next read.
+    this.#graceLapsedLeases();
   }
 
   /** Swaps the connection for `db`, freshly opened on the file at `path`. */
