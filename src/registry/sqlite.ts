@@ -630,28 +630,45 @@ function openDatabase(options: SqliteBackendOptions): DatabaseSync {
 }
 
 const SQLITE_READONLY = 8;
+const SQLITE_IOERR = 10;
+const SQLITE_FULL = 13;
+const SQLITE_CANTOPEN = 14;
 
 /**
- * Opens an existing registry read-only and immutable (a WAL database on a read-only file system
- * cannot be opened otherwise), when `cause` said the file cannot be written. Rethrows `cause` when
- * that is not the problem or the file is not a registry this version reads.
+ * Opens an existing registry read-only, when `cause` said the file cannot be written: a read-only
+ * file system, or a full one (a WAL database needs room for its `-wal` and `-shm` files to open for
+ * writing; SQLite reports that as a full disk or an I/O error). Read as is first, so a write-ahead
+ * log a crashed run left is read too; else immutable (a WAL database on a read-only file system
+ * cannot be opened otherwise). Rethrows `cause` when that is not the problem or the file is not a
+ * registry this version reads.
  */
 function openReadOnly(path: string, cause: unknown): DatabaseSync {
-  const code = (cause as {errcode?: number}).errcode;
-  const readOnlyProblem = code === SQLITE_READONLY || code === 14 || /read-?only|unable to open/i.test(errorMessage(cause));
+  const errcode = (cause as {errcode?: number}).errcode;
+  const code = typeof errcode === 'number' ? errcode & 0xff : undefined;
+  const readOnlyProblem =
+    code === SQLITE_READONLY || code === SQLITE_CANTOPEN || code === SQLITE_FULL || code === SQLITE_IOERR || /read-?only|unable to open|disk is full|disk I\/O error/i.test(errorMessage(cause));
   if (path === ':memory:' || !readOnlyProblem || fileId(path) === undefined) throw cause;
+  const db = openVersioned(path, {readOnly: true}) ?? openVersioned(`file:${encodeURI(path)}?immutable=1`, {readOnly: true});
+  if (db === undefined) throw cause;
+  return db;
+}
+
+/** The database at `location` when it opens and reads as a registry of this schema version, else undefined. */
+function openVersioned(location: string, options: {readOnly: boolean}): DatabaseSync | undefined {
   let db: DatabaseSync;
   try {
-    db = new DatabaseSync(`file:${encodeURI(path)}?immutable=1`, {readOnly: true});
+    db = new DatabaseSync(location, options);
   } catch {
-    throw cause;
+    return undefined;
   }
-  const version = (db.prepare('PRAGMA user_version').get() as {user_version: number}).user_version;
-  if (version !== SQLITE_SCHEMA_VERSION) {
-    db.close();
-    throw cause;
+  try {
+    const version = (db.prepare('PRAGMA user_version').get() as {user_version: number}).user_version;
+    if (version === SQLITE_SCHEMA_VERSION) return db;
+  } catch {
+    // Unreadable this way: the caller tries the next, or rethrows the original problem.
   }
-  return db;
+  db.close();
+  return undefined;
 }
 
 /** `dev:ino` of the file, or undefined when it does not exist. */
