@@ -151,8 +151,13 @@ export class EtcdBackend implements RegistryBackend {
   readonly #clock: Clock;
   readonly #requestTimeoutMs: number;
   readonly #logger: Logger | undefined;
-  /** Expiry (epoch ms, conservative) of leases this process granted or kept alive. */
-  readonly #leaseExpiry = new Map<string, number>();
+  /**
+   * Expiry (conservative) of leases this process granted or kept alive, on the clock's elapsed
+   * time: etcd counts a lease down on its own clock, so a step of this host's wall clock must not
+   * make a live lease of ours look lapsed (and its entries drop out of our listings). `wall` is the
+   * same expiry in epoch ms as of the call, what `#expiryOf` reports while the wall clock agrees.
+   */
+  readonly #leaseExpiry = new Map<string, {readonly elapsed: number; readonly wall: number}>();
   readonly #watchers = new Set<Watcher>();
   readonly #security: SecuritySettings;
   /** The last error etcd or the connection gave, to explain calls the client's circuit breaker then refuses unsent. */
@@ -183,35 +188,38 @@ export class EtcdBackend implements RegistryBackend {
 
   async grantLease(ttlMs: number): Promise<Lease> {
     if (!Number.isFinite(ttlMs) || ttlMs <= 0) throw new RangeError(`Expected lease ttlMs to be a positive number, got ${ttlMs}`);
-    const sentAt = this.#clock.now();
-    for (const [id, expiry] of this.#leaseExpiry) if (expiry < sentAt) this.#leaseExpiry.delete(id); // lapsed, never revoked
+    const sentAt = this.#elapsed();
+    const wallAt = this.#clock.now();
+    for (const [id, expiry] of this.#leaseExpiry) if (expiry.elapsed < sentAt) this.#leaseExpiry.delete(id); // lapsed, never revoked
     // etcd counts TTLs in whole seconds; round up so an entry never lives shorter than asked.
     const res = await this.#call('grant lease', () => this.#client.leaseClient.leaseGrant({TTL: Math.ceil(ttlMs / 1000)}, this.#opts()));
     const granted = Number(res.TTL) * 1000;
-    this.#leaseExpiry.set(res.ID, sentAt + granted);
+    this.#leaseExpiry.set(res.ID, {elapsed: sentAt + granted, wall: wallAt + granted});
     return {id: res.ID, ttlMs: granted};
   }
 
   /** Reuses a lease granted before a restart when it is still alive (so entries keep their lease); undefined when gone. */
   async resumeLease(id: string): Promise<Lease | undefined> {
-    const sentAt = this.#clock.now();
+    const sentAt = this.#elapsed();
+    const wallAt = this.#clock.now();
     const res = await this.#call('look up lease', () => this.#client.leaseClient.leaseTimeToLive({ID: id}, this.#opts()));
     // etcd answers -1 for an unknown or expired lease, and the remaining whole seconds otherwise (0 = under a second left).
     const remaining = Number(res.TTL);
     if (remaining < 0) return undefined;
-    if (remaining > 0) this.#leaseExpiry.set(id, sentAt + remaining * 1000);
+    if (remaining > 0) this.#leaseExpiry.set(id, {elapsed: sentAt + remaining * 1000, wall: wallAt + remaining * 1000});
     return {id, ttlMs: Number(res.grantedTTL) * 1000};
   }
 
   async keepAlive(lease: Lease): Promise<void> {
     this.#keepAliveCalls++;
-    const sentAt = this.#clock.now();
+    const sentAt = this.#elapsed();
+    const wallAt = this.#clock.now();
     const ttl = await this.#call('keep lease alive', () => this.#keepAliveOnce(lease.id));
     if (ttl <= 0) {
       this.#leaseExpiry.delete(lease.id);
       throw new LeaseNotFoundError(`etcd lease ${lease.id} has expired or was revoked (keepalive at ${this.#where} returned TTL 0); grant a new lease`);
     }
-    this.#leaseExpiry.set(lease.id, sentAt + ttl * 1000);
+    this.#leaseExpiry.set(lease.id, {elapsed: sentAt + ttl * 1000, wall: wallAt + ttl * 1000});
   }
 
   async revokeLease(lease: Lease): Promise<void> {
@@ -355,7 +363,7 @@ export class EtcdBackend implements RegistryBackend {
   }
 
   #written(key: string, value: string, revision: string, lease?: Lease): RegistryItem {
-    const expires = lease ? this.#leaseExpiry.get(lease.id) : undefined;
+    const expires = lease ? this.#expiryOf(lease.id) : undefined;
     return {key, value, revision, ...(lease ? {lease: lease.id} : {}), ...(expires !== undefined ? {expires} : {})};
   }
 
@@ -386,7 +394,7 @@ export class EtcdBackend implements RegistryBackend {
     const unknown = new Set<string>();
     for (const kv of kvs) {
       if (kv.lease === '0') continue;
-      const known = this.#leaseExpiry.get(kv.lease);
+      const known = this.#expiryOf(kv.lease);
       if (known !== undefined) expiry.set(kv.lease, known);
       else unknown.add(kv.lease);
     }
@@ -426,8 +434,26 @@ export class EtcdBackend implements RegistryBackend {
 
   #toEvent(kind: 'Put' | 'Delete', kv: IKeyValue): WatchEvent {
     if (kind === 'Delete') return {type: 'delete', key: this.#rel(kv.key), revision: kv.mod_revision};
-    const expires = kv.lease !== '0' ? this.#leaseExpiry.get(kv.lease) : undefined;
+    const expires = kv.lease !== '0' ? this.#expiryOf(kv.lease) : undefined;
     return {type: 'put', item: this.#toItem(kv, expires)};
+  }
+
+  /**
+   * Epoch ms at which a lease of ours lapses as far as we know (see #leaseExpiry), or undefined. Alive
+   * or lapsed is decided on elapsed time; the wall-clock expiry recorded with it is reported unless
+   * a step of the wall clock contradicts that (then the remaining elapsed time from now).
+   */
+  #expiryOf(id: string): number | undefined {
+    const expiry = this.#leaseExpiry.get(id);
+    if (expiry === undefined) return undefined;
+    const now = this.#clock.now();
+    const left = expiry.elapsed - this.#elapsed();
+    if (left <= 0) return Math.min(expiry.wall, now);
+    return expiry.wall > now ? expiry.wall : Math.ceil(now + left);
+  }
+
+  #elapsed(): number {
+    return this.#clock.elapsed?.() ?? this.#clock.now();
   }
 
   #abs(key: string): Buffer {

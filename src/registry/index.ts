@@ -24,7 +24,8 @@ export interface MemoryStorageConfig {
 /** The registered backends, explicitly: nothing registers itself on import. */
 export const backends = {
   memory: (_config: MemoryStorageConfig, deps: BackendDeps) => Promise.resolve(new MemoryBackend({clock: deps.clock})),
-  sqlite: (config: SqliteStorageConfig, deps: BackendDeps) => SqliteBackend.open({path: config.path, clock: deps.clock, ...(deps.onError ? {onError: deps.onError} : {})}),
+  // The service's own file: leases that lapsed while it was down get one TTL to be resumed (sqlite.ts).
+  sqlite: (config: SqliteStorageConfig, deps: BackendDeps) => SqliteBackend.open({path: config.path, clock: deps.clock, graceOnOpen: true, ...(deps.onError ? {onError: deps.onError} : {})}),
   // Loaded on use: the etcd client (gRPC) costs tens of MB that embedded deployments don't need.
   etcd: async (config: EtcdStorageConfig, deps: BackendDeps) => (await import('./etcd.ts')).etcdBackendFromConfig(config, deps),
   // Loaded on use as well: @kubernetes/client-node costs ~80 MB RSS (measured, see README).

@@ -24,6 +24,14 @@ export interface SqliteBackendOptions {
    * service to log once per state change; nothing is printed by the backend itself.
    */
   readonly onError?: (error: Error) => void;
+  /**
+   * Leases that lapsed while the file was closed get one TTL from open to be resumed or re-put (the
+   * service sets it). Nobody could renew them while no process ran, and nobody read them lapse (this
+   * embedded store's only reader is the process that opens it): purged at open, a restart after
+   * more than a TTL down would serve an empty inventory and, with the cloud failing in its first
+   * cycle, lose every cluster although no listing lacked one.
+   */
+  readonly graceOnOpen?: boolean;
 }
 
 /** The database file was deleted or replaced under a running process; writes re-create it. */
@@ -89,6 +97,7 @@ function prepareStatements(db: DatabaseSync) {
     keepAlive: db.prepare('UPDATE leases SET expires = $now + ttl_ms WHERE id = $id AND expires > $now'),
     // A lease this process kept alive through a failing disk may look expired on disk; it is not.
     keepAliveHeld: db.prepare('UPDATE leases SET expires = $now + ttl_ms WHERE id = $id'),
+    lapsedLeases: db.prepare('SELECT id, ttl_ms FROM leases WHERE expires <= $now'),
     liveLease: db.prepare('SELECT ttl_ms, expires FROM leases WHERE id = $id AND expires > $now'),
     expiredLeases: db.prepare('SELECT id FROM leases WHERE expires <= $now'),
     leaseKeys: db.prepare('SELECT key FROM entries WHERE lease = $id ORDER BY key'),
@@ -182,6 +191,7 @@ export class SqliteBackend implements RegistryBackend {
     this.#sql = prepareStatements(db);
     this.#fileId = fileId(options.path);
     this.#purgeIntervalMs = purgeIntervalMs;
+    if (options.graceOnOpen === true && !readOnly) this.#graceLapsedLeases();
     this.#schedulePurge();
   }
 
@@ -241,7 +251,24 @@ export class SqliteBackend implements RegistryBackend {
     this.#open();
     this.#commitPuts();
     const row = this.#sql.liveLease.get({id, now: this.#clock.now()}) as {ttl_ms: number} | undefined;
-    return row ? {id, ttlMs: row.ttl_ms} : undefined;
+    if (row) return {id, ttlMs: row.ttl_ms};
+    // A lease held alive in memory (kept alive through a failing disk, or given its grace at open) is alive.
+    const held = this.#held.get(id);
+    return held && this.#heldAlive(held) ? {id, ttlMs: held.ttlMs} : undefined;
+  }
+
+  /**
+   * Holds every lease that lapsed while the file was closed (see `graceOnOpen`) or read-only alive
+   * for one TTL from now, in memory as a kept-alive lease is: nothing is written at open, so a full disk
+   * still opens. Not renewed (resumed, or its entries re-put) within that TTL, it is purged as usual.
+   */
+  #graceLapsedLeases(): void {
+    const now = this.#clock.now();
+    const keptAt = this.#elapsed();
+    for (const row of this.#sql.lapsedLeases.all({now}) as unknown as Array<{id: string; ttl_ms: number}>) {
+      // A lease this process holds keeps its own account (alive, or lapsed in its hands).
+      if (!this.#held.has(row.id)) this.#held.set(row.id, {ttlMs: row.ttl_ms, expires: now + row.ttl_ms, keptAt});
+    }
   }
 
   /**
@@ -486,6 +513,9 @@ export class SqliteBackend implements RegistryBackend {
     }
     this.#useConnection(db);
     this.#readOnly = false;
+    // Nothing could renew a lease while the file was read-only, and readers were served every entry:
+    // what lapsed meanwhile gets one TTL from now to be resumed or re-put, not a purge by the next read.
+    this.#graceLapsedLeases();
   }
 
   /** Swaps the connection for `db`, freshly opened on the file at `path`. */
@@ -600,28 +630,45 @@ function openDatabase(options: SqliteBackendOptions): DatabaseSync {
 }
 
 const SQLITE_READONLY = 8;
+const SQLITE_IOERR = 10;
+const SQLITE_FULL = 13;
+const SQLITE_CANTOPEN = 14;
 
 /**
- * Opens an existing registry read-only and immutable (a WAL database on a read-only file system
- * cannot be opened otherwise), when `cause` said the file cannot be written. Rethrows `cause` when
- * that is not the problem or the file is not a registry this version reads.
+ * Opens an existing registry read-only, when `cause` said the file cannot be written: a read-only
+ * file system, or a full one (a WAL database needs room for its `-wal` and `-shm` files to open for
+ * writing; SQLite reports that as a full disk or an I/O error). Read as is first, so a write-ahead
+ * log a crashed run left is read too; else immutable (a WAL database on a read-only file system
+ * cannot be opened otherwise). Rethrows `cause` when that is not the problem or the file is not a
+ * registry this version reads.
  */
 function openReadOnly(path: string, cause: unknown): DatabaseSync {
-  const code = (cause as {errcode?: number}).errcode;
-  const readOnlyProblem = code === SQLITE_READONLY || code === 14 || /read-?only|unable to open/i.test(errorMessage(cause));
+  const errcode = (cause as {errcode?: number}).errcode;
+  const code = typeof errcode === 'number' ? errcode & 0xff : undefined;
+  const readOnlyProblem =
+    code === SQLITE_READONLY || code === SQLITE_CANTOPEN || code === SQLITE_FULL || code === SQLITE_IOERR || /read-?only|unable to open|disk is full|disk I\/O error/i.test(errorMessage(cause));
   if (path === ':memory:' || !readOnlyProblem || fileId(path) === undefined) throw cause;
+  const db = openVersioned(path, {readOnly: true}) ?? openVersioned(`file:${encodeURI(path)}?immutable=1`, {readOnly: true});
+  if (db === undefined) throw cause;
+  return db;
+}
+
+/** The database at `location` when it opens and reads as a registry of this schema version, else undefined. */
+function openVersioned(location: string, options: {readOnly: boolean}): DatabaseSync | undefined {
   let db: DatabaseSync;
   try {
-    db = new DatabaseSync(`file:${encodeURI(path)}?immutable=1`, {readOnly: true});
+    db = new DatabaseSync(location, options);
   } catch {
-    throw cause;
+    return undefined;
   }
-  const version = (db.prepare('PRAGMA user_version').get() as {user_version: number}).user_version;
-  if (version !== SQLITE_SCHEMA_VERSION) {
-    db.close();
-    throw cause;
+  try {
+    const version = (db.prepare('PRAGMA user_version').get() as {user_version: number}).user_version;
+    if (version === SQLITE_SCHEMA_VERSION) return db;
+  } catch {
+    // Unreadable this way: the caller tries the next, or rethrows the original problem.
   }
-  return db;
+  db.close();
+  return undefined;
 }
 
 /** `dev:ino` of the file, or undefined when it does not exist. */

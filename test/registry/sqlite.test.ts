@@ -79,6 +79,35 @@ describe('sqlite backend file', () => {
     await second.close();
   });
 
+  it('with graceOnOpen (the service), a lease that lapsed while the file was closed gets one TTL from open to be resumed', async () => {
+    const first = await open();
+    const lease = await first.grantLease(60_000);
+    await first.put('kube_servers/g/a', 'x', {lease});
+    await first.close();
+
+    await clock.advance(5 * 60_000);
+    const second = await SqliteBackend.open({path: join(dir, 'data', 'registry.db'), clock, graceOnOpen: true});
+    // Served as the last inventory, with one TTL from open ...
+    expect(await second.list('kube_servers/')).toMatchObject([{key: 'kube_servers/g/a', expires: clock.now() + 60_000}]);
+    // ... and resumed by its owner, which keeps it alive from then on.
+    const resumed = await second.resumeLease(lease.id);
+    expect(resumed).toEqual({id: lease.id, ttlMs: 60_000});
+    if (resumed) await second.keepAlive(resumed);
+    await clock.advance(50_000);
+    await second.keepAlive(lease);
+    await clock.advance(50_000);
+    expect(await second.list('kube_servers/')).toHaveLength(1);
+    await second.close();
+
+    // Not renewed within that TTL, it lapses as any other.
+    await clock.advance(5 * 60_000);
+    const third = await SqliteBackend.open({path: join(dir, 'data', 'registry.db'), clock, graceOnOpen: true});
+    await clock.advance(60_000);
+    expect(await third.list('kube_servers/')).toEqual([]);
+    await expect(third.keepAlive(lease)).rejects.toBeInstanceOf(LeaseNotFoundError);
+    await third.close();
+  });
+
   it('fails at open naming the path when the file is not a database', async () => {
     const path = join(dir, 'registry.db');
     writeFileSync(path, 'this is not a sqlite database, just some garbage bytes '.repeat(100));
