@@ -161,5 +161,17 @@ describe('service-account tokens of discovered clusters', () => {
       expect(reviews(prod, a)).toBe(1);
       expect(reviews(prodB, b)).toBe(0);
     });
+
+    it('does not send a token of a cluster the inventory knows to an allow-listed cluster whose issuer is not recorded', async () => {
+      // prod-b is discovered (its issuer recorded) but not allow-listed; prod-a's issuer is not recorded.
+      // prod-b's token was not issued by prod-a: handing it there gives prod-a's endpoint a live credential of prod-b.
+      const servers = [server('prod-a', prod, {env: 'prod'}), server('prod-b', prodB, {env: 'dev'}, PROD_B_ISSUER)];
+      const {auth, minted} = authenticator(['env=prod/monitoring:grafana'], 10_000, servers);
+      const [a, b] = [prod.calls.length, prodB.calls.length];
+      expect(await auth(`Bearer ${PROD_B_GRAFANA}`)).toBe(false);
+      expect(reviews(prod, a) + reviews(prodB, b)).toBe(0);
+      expect(minted).toEqual([]);
+    });
+
   });
 });
