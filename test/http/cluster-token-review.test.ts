@@ -173,5 +173,11 @@ describe('service-account tokens of discovered clusters', () => {
       expect(minted).toEqual([]);
     });
 
+    it('still reviews tokens when an entry written by another writer has a recorded issuer that is not text', async () => {
+      const odd = {...server('prod-c', prodB, {env: 'prod'}), status: {...server('prod-c', prodB, {env: 'prod'}).status, oidc_issuer: 42 as unknown as string}};
+      const servers = [odd, server('prod-b', prodB, {env: 'prod'}, PROD_B_ISSUER)];
+      const {auth} = authenticator(['env=prod/monitoring:grafana'], 10_000, servers);
+      expect(await auth(`Bearer ${PROD_B_GRAFANA}`)).toBe(true);
+    });
   });
 });
