@@ -9,7 +9,7 @@
  * A token is a live credential of the cluster that issued it: it goes for review only to that
  * cluster. A service-account token names its issuer (`iss`), and discovery records each cluster's
  * issuer when the cloud reports it (`status.oidc_issuer`). So a token goes to the allow-listed
- * clusters whose issuer is its `iss`; when none has it, only to those whose issuer is not
+ * clusters whose issuer is its `iss`; when no discovered cluster has it, only to those whose issuer is not
  * recorded (an AKS cluster without an OIDC issuer, an entry written before issuers were), never
  * to a cluster known to have another issuer.
  */
@@ -63,19 +63,26 @@ function matches(server: KubeServer, cluster: NonNullable<AllowEntry['cluster']>
 export function clusterTokenReviewer(options: ClusterTokenReviewOptions): TokenReviewer {
   return async (token) => {
     const remote = options.entries.filter((e) => e.cluster !== undefined);
+    const servers = options.servers();
     // Every (entry, cluster) pair the allow-list names, in the allow-list's order.
     const candidates: {readonly entry: AllowEntry; readonly server: KubeServer}[] = [];
     for (const entry of remote) {
-      for (const server of options.servers()) {
+      for (const server of servers) {
         if (!entry.cluster || !matches(server, entry.cluster)) continue;
         if (!server.status?.endpoint || !server.status.access) continue;
         candidates.push({entry, server});
       }
     }
     const issuer = tokenIssuer(token);
-    const issuerOf = (server: KubeServer): string | undefined => normalizeIssuer(server.status?.oidc_issuer);
-    const issued = issuer === undefined ? [] : candidates.filter((c) => issuerOf(c.server) === issuer);
-    const chosen = issued.length > 0 ? issued : candidates.filter((c) => issuerOf(c.server) === undefined);
+    // An entry is any writer's document: an issuer that is not text is no issuer, not a failed review.
+    const issuerOf = (server: KubeServer): string | undefined => {
+      const recorded: unknown = server.status?.oidc_issuer;
+      return typeof recorded === 'string' ? normalizeIssuer(recorded) : undefined;
+    };
+    // An issuer some discovered cluster has (allow-listed or not, reachable or not) names the cluster
+    // that issued the token: no other cluster is asked, not even one whose issuer is not recorded.
+    const known = issuer !== undefined && servers.some((s) => issuerOf(s) === issuer);
+    const chosen = known ? candidates.filter((c) => issuerOf(c.server) === issuer) : candidates.filter((c) => issuerOf(c.server) === undefined);
     const tried = new Set<string>();
     for (const {entry, server} of chosen) {
       const name = server.metadata.name;
