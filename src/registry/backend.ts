@@ -80,6 +80,11 @@ export interface RegistryBackend {
    * Lets a restarted replica adopt its own lease instead of re-writing every entry.
    */
   resumeLease?(id: string): Promise<Lease | undefined>;
+  /**
+   * True when the lease had lapsed with nobody renewing it and is served alive only for a grace
+   * (sqlite: one TTL after open, so the restarted service can resume it): its holder stopped.
+   */
+  lapsedInGrace?(id: string): boolean;
   /** Creates or replaces an entry. */
   put(key: string, value: string, options?: PutOptions): Promise<RegistryItem>;
   /** One live entry, or undefined (expired entries are never returned). */

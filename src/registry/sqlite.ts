@@ -147,7 +147,7 @@ export class SqliteBackend implements RegistryBackend {
    * the keepalive: readers and the purge follow the owner, not the last row written. Whether the
    * owner kept one alive within its TTL is judged on elapsed time (`keptAt`, see `#heldAlive`).
    */
-  readonly #held = new Map<string, {ttlMs: number; expires: number; keptAt: number}>();
+  readonly #held = new Map<string, {ttlMs: number; expires: number; keptAt: number; graced?: boolean}>();
   /** Puts waiting for their group's transaction (see put). */
   #pendingPuts: {key: string; value: string; leaseId: string | undefined; document: unknown; resolve: (item: RegistryItem) => void; reject: (error: unknown) => void}[] = [];
   /** Opened read-only (the file system refused writes at open): every stored entry is served as last known. */
@@ -222,6 +222,7 @@ export class SqliteBackend implements RegistryBackend {
     if (held && this.#heldAlive(held)) {
       held.expires = now + held.ttlMs;
       held.keptAt = this.#elapsed();
+      delete held.graced;
     }
     this.#writable();
     if (this.#reopenIfDeleted()) {
@@ -267,8 +268,17 @@ export class SqliteBackend implements RegistryBackend {
     const keptAt = this.#elapsed();
     for (const row of this.#sql.lapsedLeases.all({now}) as unknown as Array<{id: string; ttl_ms: number}>) {
       // A lease this process holds keeps its own account (alive, or lapsed in its hands).
-      if (!this.#held.has(row.id)) this.#held.set(row.id, {ttlMs: row.ttl_ms, expires: now + row.ttl_ms, keptAt});
+      if (!this.#held.has(row.id)) this.#held.set(row.id, {ttlMs: row.ttl_ms, expires: now + row.ttl_ms, keptAt, graced: true});
     }
+  }
+
+  /**
+   * Whether the lease lapsed unrenewed (while the file was closed or read-only) and is alive only by
+   * its grace, nobody having kept it alive since: a writer record on it names a process that stopped.
+   */
+  lapsedInGrace(id: string): boolean {
+    const held = this.#held.get(id);
+    return held?.graced === true && this.#heldAlive(held);
   }
 
   /**

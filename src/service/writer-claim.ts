@@ -40,6 +40,9 @@ export async function releaseWriter(backend: RegistryBackend, group: string): Pr
 export async function runningWriter(backend: RegistryBackend, group: string): Promise<WriterClaim | undefined> {
   const item = await backend.get(writerKey(group));
   if (!item) return undefined;
+  // A record served only by the grace a lapsed lease gets at open names a process that stopped
+  // renewing it more than a TTL ago: dead, or cut off from this file, as a lapsed lease always meant.
+  if (item.lease !== undefined && backend.lapsedInGrace?.(item.lease) === true) return undefined;
   let claim: WriterClaim;
   try {
     claim = JSON.parse(item.value) as WriterClaim;
