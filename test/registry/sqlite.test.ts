@@ -92,7 +92,10 @@ describe('sqlite backend file', () => {
     // ... and resumed by its owner, which keeps it alive from then on.
     const resumed = await second.resumeLease(lease.id);
     expect(resumed).toEqual({id: lease.id, ttlMs: 60_000});
+    // Alive by its grace only until someone renews it (a writer record on it names a stopped process).
+    expect(second.lapsedInGrace(lease.id)).toBe(true);
     if (resumed) await second.keepAlive(resumed);
+    expect(second.lapsedInGrace(lease.id)).toBe(false);
     await clock.advance(50_000);
     await second.keepAlive(lease);
     await clock.advance(50_000);
