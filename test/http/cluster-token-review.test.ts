@@ -113,6 +113,13 @@ describe('service-account tokens of discovered clusters', () => {
     expect(minted.every((n) => n === 'prod-a')).toBe(true);
   });
 
+  it('accepts a service account a later allow-list entry names for a cluster an earlier entry names too', async () => {
+    const {auth, minted} = authenticator(['prod-a/monitoring:grafana', 'env=prod/default:intruder']);
+    expect(await auth('Bearer intruder-token')).toBe(true);
+    // One review per cluster, whatever the number of entries naming it.
+    expect(minted).toEqual(['prod-a']);
+  });
+
   it('a discovered cluster that errors or hangs refuses the token without failing the request', async () => {
     const {auth} = authenticator(['prod-a/monitoring:grafana']);
     prod.setFault(() => ({status: 500, body: '{}'}));
