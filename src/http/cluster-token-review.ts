@@ -83,11 +83,12 @@ export function clusterTokenReviewer(options: ClusterTokenReviewOptions): TokenR
     // that issued the token: no other cluster is asked, not even one whose issuer is not recorded.
     const known = issuer !== undefined && servers.some((s) => issuerOf(s) === issuer);
     const chosen = known ? candidates.filter((c) => issuerOf(c.server) === issuer) : candidates.filter((c) => issuerOf(c.server) === undefined);
-    const tried = new Set<string>();
+    // One review per cluster: its answer is checked against every entry that names the cluster.
+    const reviewed = new Map<string, string | undefined>();
     for (const {entry, server} of chosen) {
       const name = server.metadata.name;
-      const identity = tried.has(name) ? undefined : await review(server, token, options).catch(() => undefined);
-      tried.add(name);
+      if (!reviewed.has(name)) reviewed.set(name, await review(server, token, options).catch(() => undefined));
+      const identity = reviewed.get(name);
       if (identity !== undefined && identity === entry.serviceAccount) return `${name}/${identity}`;
     }
     return undefined;
