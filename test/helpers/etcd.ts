@@ -61,6 +61,16 @@ export interface TestEtcd {
 }
 
 /** Path of the etcd binary (`ETCD_BIN`, `/usr/bin/etcd`, or on PATH), or undefined when not installed. */
+/** Drops etcd's history up to `revision`. */
+export async function compact(endpoint: string, revision: string): Promise<void> {
+  const client = new Etcd3({hosts: endpoint});
+  try {
+    await client.kv.compact({revision, physical: true});
+  } finally {
+    client.close();
+  }
+}
+
 export const etcdBinary: string | undefined = findEtcd();
 
 function findEtcd(): string | undefined {
