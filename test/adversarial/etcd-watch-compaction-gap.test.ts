@@ -13,13 +13,12 @@
  * although every listing still has the cluster (until a cycle after that re-creates it).
  */
 import {afterAll, beforeAll, expect, it} from 'vitest';
-import {Etcd3} from 'etcd3';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
 import type {KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import {systemClock} from '../../src/core/clock.ts';
 import {Inventory} from '../../src/inventory/inventory.ts';
 import {openEtcdBackend} from '../../src/registry/etcd.ts';
-import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
+import {compact, describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
 import {startTcpProxy} from '../helpers/tcp-proxy.ts';
 
 const GROUP = 'gap';
@@ -43,16 +42,6 @@ async function until(what: string, check: () => boolean, timeoutMs = 15_000): Pr
   while (!check()) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-/** Drops etcd's history up to `revision`. */
-async function compact(endpoint: string, revision: string): Promise<void> {
-  const client = new Etcd3({hosts: endpoint});
-  try {
-    await client.kv.compact({revision, physical: true});
-  } finally {
-    client.close();
   }
 }
 

@@ -7,6 +7,7 @@ import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {startFakeAws, type FakeAws, type FakeOrganization} from '../fakes/aws-fakes.ts';
 import {awsClassifier, startFaultProxy, type FaultProxy} from '../fakes/faults.ts';
 import {setEnv} from '../helpers/env.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 import {organizationWorld, startOrgDiscovery} from '../helpers/org-world.ts';
 
 const MGMT = '111111111111';
@@ -70,7 +71,7 @@ describe('an organization walk with an account record of unknown state', () => {
   for (const [what, edit] of spoilers) {
     it(`keeps the account's clusters when its record has ${what}`, async () => {
       proxy.fault = undefined;
-      const {discovery, registrar, names, stop} = await startOrgDiscovery({orgId: org.id, role: ROLE, file: 'adv-org.yaml', organizations: {organizationsTimeoutMs: 2000}});
+      const {discovery, registrar, names, stop} = await startOrgDiscovery({orgId: org.id, role: ROLE, file: 'adv-org.yaml', organizations: {organizationsTimeoutMs: ROUND_TRIP.timeout}});
       try {
         await discovery.runCycle(registrar);
         expect(await names()).toEqual([`member-eks-us-east-1-${MEMBER}`]);

@@ -19,6 +19,7 @@ import {MemoryBackend} from '../../src/registry/memory.ts';
 import {startFakeAws, type FakeAws, type FakeOrganization} from '../fakes/aws-fakes.ts';
 import {FakeClock} from '../helpers/fake-clock.ts';
 import {setEnv} from '../helpers/env.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 import {organizationWorld} from '../helpers/org-world.ts';
 
 const MGMT = '111111111111';
@@ -91,7 +92,8 @@ ${matchers().join('')}storage: {type: memory}
     const providers = new AwsCredentialProviders({env: process.env, base: () => Promise.resolve(KEY)});
     // The planner's clock: the region list is asked again once its hour is over.
     const clock = new FakeClock(Date.now());
-    const discovery = new Discovery({config, clock: systemClock, aws: {requestTimeoutMs: 1000, credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: 1000, clock}}});
+    // No call hangs here: the deadlines only bound a stuck test, and a good call on a loaded machine stays within them.
+    const discovery = new Discovery({config, clock: systemClock, aws: {requestTimeoutMs: ROUND_TRIP.timeout, credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: ROUND_TRIP.timeout, clock}}});
     const registrar = createRegistrar(backend, heartbeat, 'g');
     const names = async (): Promise<string[]> => (await registrar.current()).map((s) => s.metadata.name).sort();
     try {

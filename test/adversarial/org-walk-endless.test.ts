@@ -9,6 +9,10 @@
  */
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
+import {AwsSources} from '../../src/clouds/aws/sources.ts';
+import {awsCloud} from '../../src/clouds/aws/cloud-module.ts';
+import {azureCloud} from '../../src/clouds/azure/cloud-module.ts';
+import {Clouds} from '../../src/clouds/cloud.ts';
 import {systemClock} from '../../src/core/clock.ts';
 import {parseConfig} from '../../src/config/load.ts';
 import {AwsCredentialProviders} from '../../src/credentials/aws-credentials.ts';
@@ -18,6 +22,7 @@ import {MemoryBackend} from '../../src/registry/memory.ts';
 import {startFakeAws, type FakeAws, type FakeOrganization} from '../fakes/aws-fakes.ts';
 import {answer, awsClassifier, startFaultProxy, type FaultProxy, type ProxyFaultRule} from '../fakes/faults.ts';
 import {setEnv} from '../helpers/env.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 import {organizationWorld} from '../helpers/org-world.ts';
 
 const MGMT = '111111111111';
@@ -100,11 +105,11 @@ const FAULTS: [string, ProxyFaultRule, string][] = [
 describe('an organization walk that would never end', () => {
   for (const [what, rule, reason] of FAULTS) {
     it(`${what}: the matcher fails (${reason}), nothing is deleted, and no Organizations call is made after the cycle`, async () => {
-      const config = parseConfig(
+      const config = (cycleTimeout: string): ReturnType<typeof parseConfig> => parseConfig(
         `version: v1
 discovery_service:
   discovery_group: g
-  cycle_timeout: 2s
+  cycle_timeout: ${cycleTimeout}
   aws:
     - types: [eks]
       regions: [us-east-1]
@@ -118,15 +123,20 @@ storage: {type: memory}
       const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
       await heartbeat.start();
       const providers = new AwsCredentialProviders({env: process.env, base: () => Promise.resolve(KEY)});
-      const discovery = new Discovery({config, clock: systemClock, aws: {requestTimeoutMs: 1000, credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: 1000}}});
+      // Only the endless walk is to be cut off, by the 2 s cycle deadline. The good first cycle has a
+      // generous one, and no call hangs: on a loaded machine a good call or cycle can take seconds.
+      // Both cycles plan with the same AWS planner (its last plan), as two cycles of one process do.
+      const sources = new AwsSources({requestTimeoutMs: ROUND_TRIP.timeout, credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: ROUND_TRIP.timeout}});
+      const clouds = new Clouds([{...awsCloud, planner: (options) => ({plan: (context) => sources.plan(options.config.discovery_service.aws, context)})}, azureCloud]);
+      const discovery = (cycleTimeout: string): Discovery => new Discovery({config: config(cycleTimeout), clock: systemClock, clouds});
       const registrar = createRegistrar(backend, heartbeat, 'g');
       const organizationsCalls = (): number => proxy.seen.filter((s) => /^(?:List|Describe)(?:Roots|OrganizationalUnits|Accounts|Organization)/.test(s.req.operation)).length;
       try {
-        await discovery.runCycle(registrar);
+        await discovery('20s').runCycle(registrar);
         expect((await registrar.current()).map((s) => s.metadata.name)).toEqual([NAME]);
 
         proxy.fault = rule;
-        const spoiled = await discovery.runCycle(registrar);
+        const spoiled = await discovery('2s').runCycle(registrar);
         expect(spoiled.items.filter((i) => i.action === 'delete')).toEqual([]);
         expect(spoiled.sources.find((s) => s.id.startsWith('eks:*'))?.error?.reason).toBe(reason);
         expect((await registrar.current()).map((s) => ({name: s.metadata.name, stale: s.status?.stale}))).toEqual([{name: NAME, stale: true}]);

@@ -19,6 +19,7 @@ import {Metrics} from '../../src/observability/metrics.ts';
 import {StatusTracker} from '../../src/status/status.ts';
 import {FakeAwsWorld, FakeOrganization, startFakeAws, type FakeAws, type FaultHook} from '../fakes/aws-fakes.ts';
 import {setEnv} from '../helpers/env.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 
 const MGMT = '111111111111';
 const KEY = {accessKeyId: 'AKIAORGTEST000000001', secretAccessKey: 'org-secret-key'};
@@ -78,7 +79,8 @@ interface Harness {
   close(): Promise<void>;
 }
 
-async function harness(orgYaml: string, regions = `[${REGIONS.join(', ')}]`): Promise<Harness> {
+/** Discovery of one organization matcher; Organizations calls end at `organizationsTimeoutMs`, short only where one is made to hang. */
+async function harness(orgYaml: string, regions = `[${REGIONS.join(', ')}]`, organizationsTimeoutMs: number = ROUND_TRIP.timeout): Promise<Harness> {
   const config = parseConfig(
     `version: v1
 discovery_service:
@@ -101,7 +103,7 @@ storage: {type: memory}
   const discovery = new Discovery({
     config,
     clock: systemClock,
-    aws: {credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: 1000, clock}},
+    aws: {credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs, clock}},
   });
   const registrar = createRegistrar(backend, heartbeat, 'org');
   return {
@@ -312,19 +314,20 @@ describe('regions ["*"] of an organization matcher', () => {
   });
 });
 
-const faults: {name: string; hook: FaultHook; reason: string}[] = [
+// Only the hang row has a short Organizations deadline (its good calls share the client with the hung one).
+const faults: {name: string; hook: FaultHook; reason: string; organizationsTimeoutMs?: number}[] = [
   {name: 'ListRoots AccessDenied', hook: (c) => (c.operation === 'ListRoots' ? {code: 'AccessDeniedException', status: 400} : undefined), reason: 'access_denied'},
   {name: 'ListOrganizationalUnitsForParent throttled', hook: (c) => (c.operation === 'ListOrganizationalUnitsForParent' ? {code: 'TooManyRequestsException', status: 400} : undefined), reason: 'throttled'},
   {name: 'ListAccountsForParent broken JSON', hook: (c) => (c.operation === 'ListAccountsForParent' ? {malformed: 'invalid-json'} : undefined), reason: 'invalid_response'},
   {name: 'ListAccountsForParent empty 2xx body', hook: (c) => (c.operation === 'ListAccountsForParent' ? {malformed: 'missing-fields'} : undefined), reason: 'invalid_response'},
   {name: 'ListOrganizationalUnitsForParent empty 2xx body', hook: (c) => (c.operation === 'ListOrganizationalUnitsForParent' ? {malformed: 'missing-fields'} : undefined), reason: 'invalid_response'},
-  {name: 'DescribeOrganization hangs', hook: (c) => (c.operation === 'DescribeOrganization' ? {hang: true} : undefined), reason: 'timeout'},
+  {name: 'DescribeOrganization hangs', hook: (c) => (c.operation === 'DescribeOrganization' ? {hang: true} : undefined), reason: 'timeout', organizationsTimeoutMs: 1000},
 ];
 
 describe('organization walk faults delete nothing', () => {
   for (const fault of faults) {
     it(`${fault.name}: the matcher fails (${fault.reason}), every entry stays`, async () => {
-      h = await harness(`{organization_id: ${org.id}, organizational_units: {include: ["${ou['prod']}"]}}`);
+      h = await harness(`{organization_id: ${org.id}, organizational_units: {include: ["${ou['prod']}"]}}`, undefined, fault.organizationsTimeoutMs);
       await h.cycle();
       const before = await h.names();
       expect(before.length).toBeGreaterThan(0);

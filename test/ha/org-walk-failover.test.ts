@@ -11,7 +11,6 @@ import {afterAll, beforeAll, expect, it} from 'vitest';
 import {FakeOrganization} from '../fakes/aws-fakes.ts';
 import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
-import {freePort} from '../helpers/net.ts';
 import {spawnCli, type CliProcess} from '../helpers/process.ts';
 import {replicaJson, replicaNames, replicaOutputs, until as untilSaid, type Replica} from '../helpers/replica.ts';
 
@@ -70,7 +69,7 @@ describeWithEtcd('the organization walk across a leader change', () => {
       },
     });
     for (const name of ['r1', 'r2']) {
-      const port = await freePort();
+      // Port 0: the replica says where it serves (servedPort).
       await writeFile(
         aws.file(`${name}.yaml`),
         `version: v1
@@ -85,10 +84,10 @@ discovery_service:
 storage: {type: etcd, endpoints: ["${etcd.endpoint}"], session_ttl: 5s}
 probe: {enabled: false}
 log: {level: debug}
-http: {listen_addr: "127.0.0.1:${port}"}
+http: {listen_addr: "127.0.0.1:0"}
 `,
       );
-      replicas.push({name, port, proc: undefined as unknown as CliProcess});
+      replicas.push({name, proc: undefined as unknown as CliProcess});
     }
     everyReplica = replicas;
   });

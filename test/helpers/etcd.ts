@@ -6,7 +6,7 @@
  */
 import {spawn, type ChildProcess} from 'node:child_process';
 import {accessSync, constants, existsSync} from 'node:fs';
-import {mkdtemp, readFile, rm} from 'node:fs/promises';
+import {mkdir, mkdtemp, readFile, rm} from 'node:fs/promises';
 import https from 'node:https';
 import net from 'node:net';
 import os from 'node:os';
@@ -61,6 +61,16 @@ export interface TestEtcd {
 }
 
 /** Path of the etcd binary (`ETCD_BIN`, `/usr/bin/etcd`, or on PATH), or undefined when not installed. */
+/** Drops etcd's history up to `revision`. */
+export async function compact(endpoint: string, revision: string): Promise<void> {
+  const client = new Etcd3({hosts: endpoint});
+  try {
+    await client.kv.compact({revision, physical: true});
+  } finally {
+    client.close();
+  }
+}
+
 export const etcdBinary: string | undefined = findEtcd();
 
 function findEtcd(): string | undefined {
@@ -120,9 +130,12 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<TestEtc
   // tmpfs when there is one: etcd fsyncs every write, which dominates test time on a disk.
   const base = existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir();
   const dataDir = options.dataDir ?? (await mkdtemp(path.join(base, 'kube-discovery-etcd-')));
-  const clientPort = await freePort();
-  const peerPort = await freePort();
-  const endpoint = `${options.tls ? 'https' : 'http'}://127.0.0.1:${clientPort}`;
+  // etcd cannot report ports it chose itself (its gateway dials the listen URL, port 0 included), so
+  // it gets ports that were free a moment ago; another process can take one first, and the start is
+  // then retried on new ones (below).
+  let clientPort = await freePort();
+  let peerPort = await freePort();
+  let endpoint = `${options.tls ? 'https' : 'http'}://127.0.0.1:${clientPort}`;
   const clientTls = options.tls ? await readClientTls(options.tls.client) : undefined;
   const tlsFlags = options.tls
     ? [
@@ -131,8 +144,8 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<TestEtc
         ...(options.tls.clientCaFile !== undefined ? [`--trusted-ca-file=${options.tls.clientCaFile}`, '--client-cert-auth'] : []),
       ]
     : [];
-  const peer = `http://127.0.0.1:${peerPort}`;
-  const name = `test-${clientPort}`;
+  let peer = `http://127.0.0.1:${peerPort}`;
+  let name = `test-${clientPort}`;
   let child: ChildProcess | undefined;
   // Resolves when the last spawned process has exited, so a restart after kill() reuses free ports.
   let gone: Promise<void> = Promise.resolve();
@@ -192,7 +205,26 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<TestEtc
     await gone;
   };
 
-  await spawnOnce();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await spawnOnce();
+      break;
+    } catch (err) {
+      // A port taken between freePort() and etcd's bind: new ports, in a fresh data dir (the failed
+      // start may have written its member there). A directory the caller gave is not ours to wipe.
+      await gone;
+      // 'exit' can come before the last of stderr: give it a moment.
+      await new Promise((r) => setTimeout(r, 50));
+      if (attempt >= 5 || !ownDir || !/address already in use/i.test(`${stderrTail} ${String(err)}`)) throw err;
+      await rm(dataDir, {recursive: true, force: true});
+      await mkdir(dataDir, {recursive: true});
+      clientPort = await freePort();
+      peerPort = await freePort();
+      endpoint = `${options.tls ? 'https' : 'http'}://127.0.0.1:${clientPort}`;
+      peer = `http://127.0.0.1:${peerPort}`;
+      name = `test-${clientPort}`;
+    }
+  }
   if (options.auth) {
     try {
       await enableAuth(endpoint, clientTls, options.auth);

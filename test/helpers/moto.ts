@@ -4,7 +4,6 @@
  */
 import {spawn, spawnSync, type ChildProcess} from 'node:child_process';
 import {describe, it} from 'vitest';
-import {freePort} from './net.ts';
 
 /** A running moto server. */
 export interface Moto {
@@ -23,22 +22,34 @@ export function motoAvailable(): boolean {
   return spawnSync('sh', ['-c', 'command -v moto_server'], {stdio: 'ignore'}).status === 0;
 }
 
-/** Starts `moto_server` on a free loopback port and waits until it answers. */
+/**
+ * Starts `moto_server` on loopback port 0 and waits until it answers where it says it runs: a port
+ * picked for it and freed before it binds could be taken by another process in between.
+ */
 export async function startMoto(timeoutMs = 30_000): Promise<Moto> {
-  const port = await freePort();
-  const endpoint = `http://127.0.0.1:${port}`;
-  const child: ChildProcess = spawn('moto_server', ['-H', '127.0.0.1', '-p', String(port)], {
+  const child: ChildProcess = spawn('moto_server', ['-H', '127.0.0.1', '-p', '0'], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: {...process.env, PYTHONUNBUFFERED: '1'},
   });
   let stderr = '';
+  let endpoint: string | undefined;
   child.stderr?.on('data', (c: Buffer) => {
     stderr = (stderr + c.toString('utf8')).slice(-4000);
+    // Werkzeug's banner: ` * Running on http://127.0.0.1:<port>`.
+    endpoint ??= /Running on (http:\/\/127\.0\.0\.1:\d+)/.exec(stderr)?.[1];
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`moto_server exited early: ${stderr}`);
+    if (endpoint === undefined) {
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`moto_server did not say where it runs within ${timeoutMs} ms: ${stderr}`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+      continue;
+    }
     try {
       const res = await fetch(`${endpoint}/moto-api/`, {signal: AbortSignal.timeout(1000)});
       await res.body?.cancel();

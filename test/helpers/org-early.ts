@@ -19,6 +19,7 @@ import {Discovery} from '../../src/discovery/discovery.ts';
 import {createRegistrar} from '../../src/discovery/registrar.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
 import type {FakeClock} from './fake-clock.ts';
+import {ROUND_TRIP} from './wait.ts';
 
 /** Holds the walk's ListAccountsForParent calls (before they are sent) until released. */
 export interface WalkGate {
@@ -70,7 +71,7 @@ export async function earlyHarness(
   clock: FakeClock,
   matcherYaml: string,
   key: {accessKeyId: string; secretAccessKey: string},
-  options: {regionRefreshMs?: number} = {},
+  options: {regionRefreshMs?: number; requestTimeoutMs?: number} = {},
 ): Promise<EarlyHarness> {
   const gateState: {closed: Promise<void> | undefined; waiting: number; open: () => void} = {closed: undefined, waiting: 0, open: () => undefined};
   const gate: WalkGate = {
@@ -92,7 +93,8 @@ export async function earlyHarness(
   // here, so the tests that change a matcher see what the planner does with the last plan's listings.
   let organizationsClient: OrganizationsApi | undefined;
   const sources = new AwsSources({
-    requestTimeoutMs: 1000,
+    // Short only where a call is made to hang: a good call on a loaded machine can take seconds.
+    requestTimeoutMs: options.requestTimeoutMs ?? ROUND_TRIP.timeout,
     credentialProvider: (role) => providers.provider(role),
     organizations: {organizationsTimeoutMs: 5000, clock, ...(options.regionRefreshMs === undefined ? {} : {regionRefreshMs: options.regionRefreshMs}), makeOrganizationsClient: (credentials) => (organizationsClient ??= gatedClient(credentials, gateState))},
   });

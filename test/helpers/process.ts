@@ -63,3 +63,21 @@ export function spawnCli(args: readonly string[], env: Readonly<Record<string, s
     },
   };
 }
+
+const SERVING = /serving on http:\/\/127\.0\.0\.1:(\d+)/g;
+
+/**
+ * The port a `start` process serves its API on, from its last `serving on` log line (undefined
+ * before it). Give it `listen_addr: "127.0.0.1:0"`: a port picked for it and freed before it binds
+ * it could be taken by another process in between.
+ */
+export function servedPort(proc: CliProcess): number | undefined {
+  const said = [...(proc.stdout() + proc.stderr()).matchAll(SERVING)].at(-1);
+  return said?.[1] === undefined ? undefined : Number(said[1]);
+}
+
+/** Waits for the `serving on` line of a `start` process bound to port 0 and returns its port. */
+export async function servingPort(proc: CliProcess, timeoutMs?: number): Promise<number> {
+  await proc.waitFor(/serving on http:\/\/127\.0\.0\.1:\d+/, timeoutMs);
+  return servedPort(proc) as number;
+}

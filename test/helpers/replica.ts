@@ -5,20 +5,21 @@
 import {writeFile} from 'node:fs/promises';
 import {expect} from 'vitest';
 import {startAwsServiceWorld, type AwsServiceWorld, type ServiceTestKey} from './aws-service-world.ts';
-import {freePort} from './net.ts';
-import type {CliProcess} from './process.ts';
+import {servedPort, type CliProcess} from './process.ts';
 
-/** One replica: its name, its HTTP port and its (re)started process. */
+/** One replica: its name and its (re)started process. */
 export interface Replica {
   readonly name: string;
-  readonly port: number;
   proc: CliProcess;
 }
 
 /** GETs `p` from the replica's HTTP API as JSON; undefined while it is down or not answering. */
 export async function replicaJson<T>(r: Replica, p: string): Promise<T | undefined> {
+  // Replicas bind port 0 and say where they serve; undefined until the current process said so.
+  const port = servedPort(r.proc);
+  if (port === undefined) return undefined;
   try {
-    return (await (await fetch(`http://127.0.0.1:${r.port}${p}`, {signal: AbortSignal.timeout(10_000)})).json()) as T;
+    return (await (await fetch(`http://127.0.0.1:${port}${p}`, {signal: AbortSignal.timeout(10_000)})).json()) as T;
   } catch {
     return undefined;
   }
@@ -71,13 +72,12 @@ export function startHaWorld(options: {readonly key: ServiceTestKey; readonly ex
 
 /**
  * Writes each replica's config to `configFile(name)` — discovery group `ha` polling EKS in
- * us-east-1 every 10 s, probes off, the API on a free loopback port — plus `extra` YAML lines
+ * us-east-1 every 10 s, probes off, the API on loopback port 0 (see servedPort) — plus `extra` YAML lines
  * (storage, election, log), and returns the replicas, not started yet.
  */
 export async function writeReplicaConfigs(names: readonly string[], configFile: (name: string) => string, extra: string): Promise<Replica[]> {
   const replicas: Replica[] = [];
   for (const name of names) {
-    const port = await freePort();
     await writeFile(configFile(name), `version: v1
 discovery_service:
   discovery_group: ha
@@ -85,9 +85,9 @@ discovery_service:
   aws: [{types: [eks], regions: [us-east-1]}]
 ${extra.trim()}
 probe: {enabled: false}
-http: {listen_addr: "127.0.0.1:${port}"}
+http: {listen_addr: "127.0.0.1:0"}
 `);
-    replicas.push({name, port, proc: undefined as unknown as CliProcess});
+    replicas.push({name, proc: undefined as unknown as CliProcess});
   }
   return replicas;
 }

@@ -6,7 +6,6 @@
  */
 import {spawn, type ChildProcess} from 'node:child_process';
 import {readFile, writeFile} from 'node:fs/promises';
-import net from 'node:net';
 import path from 'node:path';
 import {afterAll, beforeAll, expect, it} from 'vitest';
 import {systemClock} from '../../src/core/clock.ts';
@@ -32,17 +31,6 @@ interface Panel {
   readonly type: string;
   readonly targets?: readonly {expr: string; refId: string}[];
   readonly panels?: readonly Panel[];
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const {port} = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 async function poll<T>(what: string, attempt: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
@@ -111,8 +99,6 @@ http: {listen_addr: "127.0.0.1:0"}
     svc.trigger();
     await second;
 
-    const port = await freePort();
-    promUrl = `http://127.0.0.1:${port}`;
     const target = new URL(svc.url).host;
     await writeFile(
       path.join(dir, 'prometheus.yml'),
@@ -123,12 +109,17 @@ http: {listen_addr: "127.0.0.1:0"}
       [
         `--config.file=${path.join(dir, 'prometheus.yml')}`,
         `--storage.tsdb.path=${path.join(dir, 'data')}`,
-        `--web.listen-address=127.0.0.1:${port}`,
-        '--log.level=warn',
+        // Port 0, read back from its log: a port picked for it and freed before it binds could be taken first.
+        '--web.listen-address=127.0.0.1:0',
+        '--log.level=info',
       ],
       {stdio: ['ignore', 'ignore', 'pipe']},
     );
     prometheus.stderr?.on('data', (d: Buffer) => (promLog += d.toString()));
+    promUrl = await poll('Prometheus to say where it listens', async () => {
+      const port = /msg="Listening on" address=127\.0\.0\.1:(\d+)/.exec(promLog)?.[1];
+      return port === undefined ? undefined : `http://127.0.0.1:${port}`;
+    });
     await poll('Prometheus to be ready', async () => ((await fetch(`${promUrl}/-/ready`)).status === 200 ? true : undefined));
     // Two scrapes of the service: rate() and increase() need two samples in their window.
     await poll('two scrapes of the service', async () => {

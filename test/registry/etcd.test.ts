@@ -12,7 +12,7 @@ import {systemClock} from '../../src/core/clock.ts';
 import {FencedError} from '../../src/core/errors.ts';
 import type {RegistryBackend, WatchEvent} from '../../src/registry/backend.ts';
 import {etcdBackendFromConfig, openEtcdBackend, type EtcdBackend} from '../../src/registry/etcd.ts';
-import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
+import {compact, describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
 import {startTcpProxy} from '../helpers/tcp-proxy.ts';
 import {backendContract, eventually} from './contract.ts';
 
@@ -200,16 +200,6 @@ async function seed(endpoint: string, keys: readonly string[], lease: string): P
       const success = keys.slice(i, i + 128).map((key) => ({request_put: {key: Buffer.from(key), value: Buffer.from('{}'), lease}}));
       await client.kv.txn({success});
     }
-  } finally {
-    client.close();
-  }
-}
-
-/** Drops etcd's history up to `revision`. */
-async function compact(endpoint: string, revision: string): Promise<void> {
-  const client = new Etcd3({hosts: endpoint});
-  try {
-    await client.kv.compact({revision, physical: true});
   } finally {
     client.close();
   }

@@ -18,6 +18,7 @@ import {MemoryBackend} from '../../src/registry/memory.ts';
 import {startFakeAws, type FakeAws, type FakeOrganization} from '../fakes/aws-fakes.ts';
 import {awsClassifier, startFaultProxy, type FaultProxy, type FaultRequest, type ProxyFaultRule} from '../fakes/faults.ts';
 import {setEnv} from '../helpers/env.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 import {organizationWorld} from '../helpers/org-world.ts';
 
 const MGMT = '111111111111';
@@ -100,7 +101,8 @@ storage: {type: memory}
     'org-duplicate-keys.yaml',
   );
   const providers = new AwsCredentialProviders({env: process.env, base: () => Promise.resolve(KEY)});
-  return new Discovery({config, clock: systemClock, aws: {requestTimeoutMs: 2000, credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: 2000}}});
+  // No call hangs here: the deadlines only bound a stuck test, and a good call on a loaded machine stays within them.
+  return new Discovery({config, clock: systemClock, aws: {requestTimeoutMs: ROUND_TRIP.timeout, credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: ROUND_TRIP.timeout}}});
 }
 
 describe('an organization listing with a key given twice', () => {

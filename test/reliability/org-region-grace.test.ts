@@ -20,6 +20,7 @@ import {MemoryBackend} from '../../src/registry/memory.ts';
 import {FakeAwsWorld, FakeOrganization, startFakeAws, type FakeAws, type FaultHook} from '../fakes/aws-fakes.ts';
 import {FakeClock} from '../helpers/fake-clock.ts';
 import {setEnv} from '../helpers/env.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 
 const MGMT = '111111111111';
 const MEMBER = '222222222222';
@@ -54,8 +55,11 @@ afterAll(async () => {
 
 interface World {
   readonly registrar: Registrar;
-  /** A new process over the same registry: a restart, a leader change, a rebuilt planner or `once`. */
-  replica(): Discovery;
+  /**
+   * A new process over the same registry: a restart, a leader change, a rebuilt planner or `once`.
+   * Its AWS calls end at `requestTimeoutMs`: generous unless a call is made to hang.
+   */
+  replica(requestTimeoutMs?: number): Discovery;
   names(): Promise<string[]>;
   close(): Promise<void>;
 }
@@ -83,8 +87,8 @@ storage: {type: memory}
   const registrar = createRegistrar(backend, heartbeat, 'regions');
   return {
     registrar,
-    replica: () =>
-      new Discovery({config, clock: systemClock, aws: {requestTimeoutMs: 1000, credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: 1000, clock}}}),
+    replica: (requestTimeoutMs = ROUND_TRIP.timeout) =>
+      new Discovery({config, clock: systemClock, aws: {requestTimeoutMs, credentialProvider: (role) => providers.provider(role), organizations: {organizationsTimeoutMs: requestTimeoutMs, clock}}}),
     names: async () => (await registrar.current()).map((s) => s.metadata.name).sort(),
     close: async () => {
       fake.fault = undefined;
@@ -146,14 +150,15 @@ describe('a region gone from an account\'s ListRegions answer', () => {
 
 // A failed, malformed or empty ListRegions answer is no region list: no region is dropped, on a
 // process's first answer (every region of the partition is listed) or on a refresh (the last known list).
-const LIST_REGIONS_FAULTS: {fault: string; hook?: FaultHook; enabled?: readonly string[]}[] = [
+// Only the hang row has a short deadline (its good calls share the client with the hung one).
+const LIST_REGIONS_FAULTS: {fault: string; hook?: FaultHook; enabled?: readonly string[]; requestTimeoutMs?: number}[] = [
   {fault: '500 InternalFailure', hook: (c) => (c.operation === 'ListRegions' ? {code: 'InternalFailure', status: 500} : undefined)},
   {fault: 'AccessDeniedException', hook: (c) => (c.operation === 'ListRegions' ? {code: 'AccessDeniedException', status: 403} : undefined)},
   {fault: 'throttled', hook: (c) => (c.operation === 'ListRegions' ? {code: 'TooManyRequestsException', status: 429} : undefined)},
   {fault: '200 cut-off JSON', hook: (c) => (c.operation === 'ListRegions' ? {malformed: 'invalid-json'} : undefined)},
   {fault: '200 {} (no Regions list)', hook: (c) => (c.operation === 'ListRegions' ? {malformed: 'missing-fields'} : undefined)},
   {fault: '200 with no enabled region', enabled: []},
-  {fault: 'hang', hook: (c) => (c.operation === 'ListRegions' ? {hang: true} : undefined)},
+  {fault: 'hang', hook: (c) => (c.operation === 'ListRegions' ? {hang: true} : undefined), requestTimeoutMs: 1000},
 ];
 
 describe('ListRegions faults drop no region', () => {
@@ -161,7 +166,7 @@ describe('ListRegions faults drop no region', () => {
     it(`${row.fault}: nothing deregistered, on a first answer and on a refresh`, async () => {
       const w = await world();
       try {
-        const discovery = w.replica();
+        const discovery = w.replica(row.requestTimeoutMs);
         await discovery.runCycle(w.registrar);
         const apply = (): void => {
           if (row.hook) fake.fault = row.hook;
@@ -172,7 +177,7 @@ describe('ListRegions faults drop no region', () => {
         const refresh = await discovery.runCycle(w.registrar);
         expect(deletes(refresh)).toEqual([]);
         expect(action(refresh, OPT_IN)).toBe('unchanged');
-        const first = await w.replica().runCycle(w.registrar);
+        const first = await w.replica(row.requestTimeoutMs).runCycle(w.registrar);
         expect(deletes(first)).toEqual([]);
         expect(action(first, OPT_IN)).toBe('unchanged');
         expect(await w.names()).toEqual([OPT_IN, HOME].sort());

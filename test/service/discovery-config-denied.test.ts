@@ -19,6 +19,10 @@ import {startKubeEnv, type KubeEnv} from '../kubernetes/kube-env.ts';
 const ACCOUNT = '111111111111';
 const KEY = {accessKeyId: 'AKIADCDENIED00000001', secretAccessKey: 'dc-denied-secret'};
 const DC_PATH = DISCOVERY_CONFIGS_PATH;
+// A leader that misses its renew deadline (2/3 of the session TTL) steps down and, winning its
+// Lease again, starts a new term whose denied list covers every entry: base-2 would then stay
+// stale. A loaded machine can stall the event loop for seconds, so the deadline is far above that.
+const SESSION_TTL = '30s';
 const FORBIDDEN = {status: 403, body: '{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,"message":"discoveryconfigs.kube-discovery.io is forbidden: User \\"system:serviceaccount:kd:kube-discovery\\" cannot list resource \\"discoveryconfigs\\""}'};
 
 let kube: KubeEnv;
@@ -61,7 +65,7 @@ discovery_service:
   discovery_group: dyn
   poll_interval: 1h
   aws: [{types: [eks], regions: [us-east-1]}]
-storage: {type: kubernetes, namespace: kd, kubeconfig: "${kube.kubeconfigPath}", session_ttl: 3s}
+storage: {type: kubernetes, namespace: kd, kubeconfig: "${kube.kubeconfigPath}", session_ttl: ${SESSION_TTL}}
 probe: {enabled: false}
 http: {listen_addr: "127.0.0.1:0"}
 `,
@@ -89,6 +93,8 @@ interface Status {
 }
 
 const statusOf = async (svc: RunningService): Promise<Status> => (await (await fetch(`${svc.url}/v1/status`)).json()) as Status;
+/** Ids of the sources a cycle reports failed. */
+const failedSources = (report: CycleReport): string[] => report.sources.filter((s) => !s.ok).map((s) => s.id);
 const actions = (report: CycleReport): Record<string, string> => Object.fromEntries(report.items.map((i) => [i.name.split('-eks-')[0] ?? i.name, i.action]));
 
 /** Touches the DiscoveryConfig so its watch event makes the leader list again. */
@@ -134,13 +140,17 @@ describe('a leader whose DiscoveryConfig list fails', () => {
       await vi.waitFor(() => expect(deniedLists).toBeGreaterThan(refusedBefore), {timeout: 20_000, interval: 50});
       // The fake counts the refusal when it answers; the leader records it a moment later. Cycle
       // (nothing changed yet) until a cycle carries it, so the next one is known to run with it.
-      await vi.waitFor(async () => expect((await cycleOf(svc, true)).result).toBe('partial'), {timeout: 30_000, interval: 100});
+      // The failed source is the term's one source, which covers no entry: a list succeeded in this term.
+      await vi.waitFor(async () => expect(failedSources(await cycleOf(svc, true))).toEqual(['discoveryconfigs:kd']), {timeout: 30_000, interval: 100});
       world.removeCluster(ACCOUNT, 'us-east-1', 'base-2');
       // A cycle already running (the DiscoveryConfig's watch event starts one) may have listed
       // base-2 before it went: that cycle finds it gone from the tag read and keeps it (stale), as
       // the promise says. The next cycle that lists without it deregisters it.
       let after = await cycleOf(svc, true);
       for (let i = 0; i < 3 && actions(after)['base-2'] !== 'delete'; i++) {
+        // Per cloud ids (`discoveryconfigs:kd:eks`) would mean a new term (the leader stepped down and
+        // won again) whose denied list keeps every entry: no delete could come while the list is refused.
+        expect(failedSources(after), 'the leader kept its term').toEqual(['discoveryconfigs:kd']);
         expect(actions(after)).toEqual({'base-1': 'unchanged', 'base-2': expect.stringMatching(/^(unchanged|stale)$/), 'eu-1': 'unchanged'});
         after = await cycleOf(svc, true);
       }

@@ -12,8 +12,7 @@ import {promisify} from 'node:util';
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {validateDiscoveryConfig} from '../../src/service/discovery-configs.ts';
 import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
-import {freePort} from '../helpers/net.ts';
-import {spawnCli, type CliProcess} from '../helpers/process.ts';
+import {servingPort, spawnCli, type CliProcess} from '../helpers/process.ts';
 import {until} from '../helpers/replica.ts';
 import type {KubeEnv} from '../kubernetes/kube-env.ts';
 import {startKubeEnv} from '../kubernetes/kube-env.ts';
@@ -61,7 +60,6 @@ describe.skipIf(!kubectlFound)('DiscoveryConfig resources on a running service',
     world.addCluster(ACCOUNT, 'eu-west-1', {name: 'eu-1'});
     world.addCluster(ACCOUNT, 'eu-west-1', {name: 'eu-2'});
     fake = await startFakeAws({world});
-    port = await freePort();
     await writeFile(path.join(kube.dir, 'svc.yaml'), `version: v1
 discovery_service:
   discovery_group: dyn
@@ -69,7 +67,7 @@ discovery_service:
   aws: [{types: [eks], regions: [us-east-1]}]
 storage: {type: kubernetes, namespace: kd, kubeconfig: "${kube.kubeconfigPath}", session_ttl: 3s}
 probe: {enabled: false}
-http: {listen_addr: "127.0.0.1:${port}"}
+http: {listen_addr: "127.0.0.1:0"}
 `);
     proc = spawnCli(['start', '-c', path.join(kube.dir, 'svc.yaml')], {
       PATH: process.env['PATH'],
@@ -81,6 +79,8 @@ http: {listen_addr: "127.0.0.1:${port}"}
       AWS_SHARED_CREDENTIALS_FILE: '/nonexistent',
       KUBE_DISCOVERY_REPLICA: 'pod-1',
     });
+    // Port 0: the process says where it serves, so no other process can take its port first.
+    port = await servingPort(proc);
   });
 
   afterAll(async () => {
