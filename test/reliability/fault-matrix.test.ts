@@ -90,6 +90,9 @@ const SOURCE_ROWS: SourceRow[] = [
   {fault: 'EKS ListClusters later page (direct way): 500 InternalFailure', proxy: 'aws', rule: when(list('later'), eksError(500, 'InternalFailure')), source: EAST, reason: 'other'},
   {fault: 'EKS ListClusters later page (direct way): hang', proxy: 'aws', rule: when(list('later'), {kind: 'hang'}), source: EAST, reason: 'timeout'},
   {fault: 'EKS ListClusters later page (direct way): 200 {"clusters":[]} with x-amzn-ErrorType', proxy: 'aws', rule: when(list('later'), answer(200, '{"clusters":[]}', {'x-amzn-errortype': 'InternalFailure'})), source: EAST, reason: 'invalid_response'},
+  // JSON protocols name an error's type in the body's `__type`: a 2xx naming one contradicts itself, as the header does.
+  {fault: 'EKS ListClusters first page (SDK way): 200 {"__type":"InternalFailure","clusters":[]}', proxy: 'aws', rule: when(list('first'), answer(200, '{"__type":"InternalFailure","clusters":[]}')), source: EAST, reason: 'invalid_response'},
+  {fault: 'EKS ListClusters later page (direct way): 200 {"clusters":[],"__type":"ThrottlingException"}', proxy: 'aws', rule: when(list('later'), answer(200, '{"clusters":[],"__type":"ThrottlingException"}')), source: EAST, reason: 'invalid_response'},
   {fault: 'EKS DescribeCluster: 500 InternalFailure', proxy: 'aws', rule: when(describeB, eksError(500, 'InternalFailure')), source: EAST, reason: 'other'},
   {fault: 'EKS DescribeCluster: hang', proxy: 'aws', rule: when(describeB, {kind: 'hang'}), source: EAST, reason: 'timeout'},
   {fault: 'EKS DescribeCluster: connection reset', proxy: 'aws', rule: when(describeB, {kind: 'reset'}), source: EAST, reason: 'other'},
@@ -112,6 +115,10 @@ const SOURCE_ROWS: SourceRow[] = [
   {fault: 'ARM managedClusters: truncated answer', proxy: 'azure', rule: when(aksList('later'), {kind: 'truncate'}), source: AKS, reason: 'other', once: false},
   {fault: 'ARM managedClusters later page: 200 cut off mid-JSON', proxy: 'azure', rule: when(aksList('later'), answer(200, '{"value":[{"id":"/subscriptions/')), source: AKS, reason: 'invalid_response'},
   {fault: 'ARM managedClusters: an item that is not an object', proxy: 'azure', rule: when(aksList('first'), mutateJson((body) => ({...body, value: [...(body['value'] as unknown[]), 'a1']}))), source: AKS, reason: 'invalid_response'},
+  // ARM names a failure in the body's `error`: a 200 list page carrying one is no listing, even with a value.
+  {fault: 'ARM managedClusters first page: 200 {"value":[],"error":{...}}', proxy: 'azure', rule: when(aksList('first'), answer(200, '{"value":[],"error":{"code":"InternalServerError","message":"boom"}}')), source: AKS, reason: 'invalid_response'},
+  {fault: 'ARM managedClusters later page: 200 {"error":{...},"value":[]}', proxy: 'azure', rule: when(aksList('later'), answer(200, '{"error":{"code":"ResourceCollectionRequestsThrottled","message":"later"},"value":[]}')), source: AKS, reason: 'invalid_response'},
+  {fault: 'ARM subscriptions list: 200 {"value":[],"error":{...}}', proxy: 'azure', rule: when({operation: 'subscriptions.list'}, answer(200, '{"value":[],"error":{"code":"InternalServerError","message":"boom"}}')), source: AKS_ALL, reason: 'invalid_response'},
   {fault: 'ARM subscriptions list: 200 {}', proxy: 'azure', rule: when({operation: 'subscriptions.list'}, answer(200, '{}')), source: AKS_ALL, reason: 'invalid_response'},
   // A duplicate key in a listing is malformed (src/core/json-keys.ts): never the empty or last page JSON.parse would make of it.
   // The client's first call (the first page) goes the SDK's way; later pages the short, direct way (lean-read.ts).
@@ -134,6 +141,7 @@ const CLUSTER_ROWS: ClusterRow[] = [
   {fault: 'EKS DescribeCluster: names another cluster', proxy: 'aws', rule: when(describeB, editCluster({name: 'zzz'})), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: 404 ResourceNotFoundException for a cluster ListClusters just listed', proxy: 'aws', rule: when(describeB, eksError(404, 'ResourceNotFoundException')), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: an ARN of another account', proxy: 'aws', rule: when(describeB, editCluster({arn: 'arn:aws:eks:us-east-1:999999999999:cluster/b'})), cluster: B, effect: 'malformed'},
+  {fault: 'EKS DescribeCluster: DELETING with "__type":"ResourceNotFoundException" in a 200', proxy: 'aws', rule: when(describeB, mutateJson((body) => ({__type: 'ResourceNotFoundException', cluster: {...(body['cluster'] as object), status: 'DELETING'}}))), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: 200 {}', proxy: 'aws', rule: when(describeB, answer(200, '{}')), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: 200 truncated JSON', proxy: 'aws', rule: when(describeB, answer(200, '{"cluster":{"name":"b"')), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: CA not base64 PEM', proxy: 'aws', rule: when(describeB, editCluster({certificateAuthority: {data: 'bW90byBjYQ=='}})), cluster: B, effect: 'invalid_ca'},
