@@ -126,6 +126,8 @@ describe('a ListClusters answer that is wrong fails the source on the short path
     ['a body shorter than its Content-Length, the connection held', firstPage({body: '{"clusters":["a"],"nextToken":"t1"}', length: 200, after: 'hold'})],
     ['an HTML page with status 200', firstPage({headers: {'content-type': 'text/html'}, body: '<html><body>Service Unavailable</body></html>'})],
     ['a 200 carrying x-amzn-ErrorType', firstPage({headers: {'x-amzn-errortype': 'ThrottlingException'}, body: '{"clusters":[]}'})],
+    ['a 200 whose body names an error type (__type)', laterPage({body: '{"__type":"InternalFailure","clusters":[]}'})],
+    ['a 200 naming an error type under an escaped key ("\\u005f_type")', laterPage({body: '{"\\u005f_type":"InternalFailure","clusters":[]}'})],
     // b's name with a byte that is not UTF-8 after it: read as "b\uFFFD", b itself was not listed.
     ['a name that is not UTF-8', firstPage({body: nonUtf8})],
     ['a name that is not an EKS cluster name', firstPage({body: '{"clusters":["a","b c"],"nextToken":"t1"}'})],
@@ -193,6 +195,23 @@ describe("a 200 carrying x-amzn-ErrorType on the SDK's own path and for Describe
       expect(result.ok).toBe(true);
       expect(result.clusters.map((c) => c.name)).toEqual(['a', 'c']);
       expect(result.malformed).toEqual([expect.objectContaining({name: 'b'})]);
+    } finally {
+      client.destroy();
+    }
+  });
+});
+
+describe('a tag named __type is a tag, not an error type', () => {
+  it('b tagged `__type` (and a name tag escaped as \\u0054...) is read as listed, with its tags', async () => {
+    const client = await primed();
+    try {
+      const tags = '{"env":"prod","__type":"InternalFailure","\\u0054eleportKubernetesName":"bravo"}';
+      spoil = (path) => (path === '/clusters/b' ? {body: clusterJson('b').replace(B_TAGS, tags)} : undefined);
+      const result = await client.fetch();
+      expect(result.ok).toBe(true);
+      expect(result.malformed).toEqual([]);
+      expect(result.clusters.find((c) => c.name === 'b')?.tags).toEqual({env: 'prod', __type: 'InternalFailure', TeleportKubernetesName: 'bravo'});
+      expect(await deletesAfter(client, result)).toEqual([]);
     } finally {
       client.destroy();
     }

@@ -59,6 +59,11 @@ function appended(filter: Partial<FaultRequest>, members: string | (() => string
       : undefined;
 }
 
+/** The answers to `operation` (its first page, or any) replaced by `body`, with status 200. */
+function replaced(filter: Partial<FaultRequest>, body: string): ProxyFaultRule {
+  return (req) => (Object.entries(filter).every(([k, v]) => req[k as keyof FaultRequest] === v) ? {kind: 'mutate', rewrite: () => body} : undefined);
+}
+
 // The walk's own source (the management account's, which has no role to assume, fails every cycle: it is not looked at).
 const WALK = `eks:*:o-`;
 const LISTING = `eks:us-east-1:${MEMBER}`;
@@ -68,7 +73,8 @@ interface Row {
   readonly rule: ProxyFaultRule;
   /** The source that fails (by id prefix). */
   readonly source: string;
-  readonly key: string;
+  /** The duplicate key the failure names, or the words it holds. */
+  readonly key: string | {readonly says: string};
   /** The spoiled answer is the client's first of its operation (the SDK's way) or a later one (the short, direct way of lean-read.ts). */
   readonly way: 'sdk' | 'direct';
 }
@@ -83,6 +89,10 @@ const ROWS: Row[] = [
   {fault: 'member ListClusters first page (SDK way): a second "nextToken":null', rule: appended({operation: 'ListClusters', page: 'first'}, '"nextToken":null'), source: LISTING, key: 'nextToken', way: 'sdk'},
   {fault: 'member ListClusters first page (direct way): a second "clusters":[]', rule: appended({operation: 'ListClusters', page: 'first'}, '"clusters":[]'), source: LISTING, key: 'clusters', way: 'direct'},
   {fault: 'member ListClusters first page (direct way): a second "nextToken":null', rule: appended({operation: 'ListClusters', page: 'first'}, '"nextToken":null'), source: LISTING, key: 'nextToken', way: 'direct'},
+  // A 200 naming an error type in the body (`__type`, as the JSON protocols name errors) is no listing either.
+  {fault: 'ListAccountsForParent: a 200 {"__type":"TooManyRequestsException","Accounts":[]}', rule: replaced({operation: 'ListAccountsForParent'}, '{"__type":"TooManyRequestsException","Accounts":[]}'), source: WALK, key: {says: 'names the error type "TooManyRequestsException"'}, way: 'sdk'},
+  {fault: 'ListOrganizationalUnitsForParent: a 200 {"OrganizationalUnits":[],"__type":"ServiceException"}', rule: replaced({operation: 'ListOrganizationalUnitsForParent'}, '{"OrganizationalUnits":[],"__type":"ServiceException"}'), source: WALK, key: {says: 'names the error type "ServiceException"'}, way: 'sdk'},
+  {fault: 'member ListClusters first page (direct way): a 200 {"__type":"InternalFailure","clusters":[]}', rule: replaced({operation: 'ListClusters', page: 'first'}, '{"__type":"InternalFailure","clusters":[]}'), source: LISTING, key: {says: 'names the error type "InternalFailure"'}, way: 'direct'},
 ];
 
 /** A discovery of the organization matcher: its clients are its own, so its first calls go the SDK's way. */
@@ -107,7 +117,7 @@ storage: {type: memory}
 
 describe('an organization listing with a key given twice', () => {
   for (const row of ROWS) {
-    it(`${row.fault}: the source fails naming the key, nothing is deleted`, async () => {
+    it(`${row.fault}: the source fails naming the fault, nothing is deleted`, async () => {
       const backend = new MemoryBackend({clock: systemClock});
       const heartbeat = new Heartbeat({backend, clock: systemClock, group: 'g', ttlMs: 600_000, hostId: 'h', hostname: 'n', version: 't'});
       await heartbeat.start();
@@ -127,7 +137,7 @@ describe('an organization listing with a key given twice', () => {
         expect(spoiled.items.filter((i) => i.action === 'delete')).toEqual([]);
         const failed = spoiled.sources.find((s) => s.id.startsWith(row.source));
         expect(failed, JSON.stringify(spoiled.sources)).toMatchObject({ok: false, error: {reason: 'invalid_response'}});
-        expect(failed?.error?.message).toContain(`malformed answer: duplicate key "${row.key}"`);
+        expect(failed?.error?.message).toContain(typeof row.key === 'string' ? `malformed answer: duplicate key "${row.key}"` : row.key.says);
         expect(JSON.stringify(spoiled)).not.toContain(KEY.secretAccessKey);
         expect(await names()).toEqual(NAMES.map((name) => ({name, stale: true})));
 
