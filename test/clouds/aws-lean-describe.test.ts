@@ -123,7 +123,6 @@ const SDK_ANSWERS: Record<string, Answer> = {
   'nan-epoch': {body: plain({...NORMAL, createdAt: 'NaN'})},
   'object-epoch': {body: plain({...NORMAL, createdAt: {tag: 1, value: 5}})},
   'typed-record': {body: plain({...NORMAL, __type: 'Cluster', extra: 'copied'})},
-  'typed-body': {body: json({__type: 'x', cluster: NORMAL})},
   'cluster-string': {body: plain('normal')},
   'cluster-array': {body: plain([NORMAL])},
   'tags-array': {body: plain({...NORMAL, tags: ['env']})},
@@ -142,7 +141,12 @@ const SDK_ANSWERS: Record<string, Answer> = {
   throttled: {status: 429, body: json({message: 'Rate exceeded'}), headers: {'x-amzn-errortype': 'ThrottlingException'}},
   'server-error': {status: 500, body: json({message: 'oops'}), headers: {'x-amzn-errortype': 'ServerException'}},
   'unavailable-html': {status: 503, body: '<html>down</html>'},
+};
+/** 2xx answers naming an error type at the top of the body, as JSON protocols name errors: the service's client refuses what the bare SDK reads as a success. */
+const TYPED_ANSWERS: Record<string, Answer> = {
+  'typed-body': {body: json({__type: 'x', cluster: NORMAL})},
   'error-in-200': {body: json({__type: 'ResourceNotFoundException', message: 'in a 200'})},
+  'escaped-type': {body: '{"\\u005f_type":"ResourceNotFoundException","cluster":' + json(NORMAL) + '}'},
 };
 
 describe('DescribeCluster on the short path reads exactly what the SDK reads', () => {
@@ -153,7 +157,7 @@ describe('DescribeCluster on the short path reads exactly what the SDK reads', (
   beforeAll(async () => {
     server = createServer((req, res) => {
       const name = decodeURIComponent((req.url ?? '').split('?')[0]?.split('/').pop() ?? '');
-      const answer = PLAIN_ANSWERS[name] ?? SDK_ANSWERS[name] ?? {body: plain({...NORMAL, name})};
+      const answer = PLAIN_ANSWERS[name] ?? SDK_ANSWERS[name] ?? TYPED_ANSWERS[name] ?? {body: plain({...NORMAL, name})};
       res.writeHead(answer.status ?? 200, {'content-type': 'application/json', ...answer.headers});
       res.end(answer.body);
     });
@@ -185,6 +189,11 @@ describe('DescribeCluster on the short path reads exactly what the SDK reads', (
 
   it.each(Object.keys(SDK_ANSWERS))('%s: the SDK decides, the same output or error', async (name) => {
     expect(await outcome(pair.lean.send(new DescribeClusterCommand({name})))).toStrictEqual(await outcome(pair.sdk.send(new DescribeClusterCommand({name}))));
+  });
+
+  it.each(Object.keys(TYPED_ANSWERS))('%s: refused as malformed, where the bare SDK reads a cluster or nothing', async (name) => {
+    expect(await outcome(pair.lean.send(new DescribeClusterCommand({name})))).toMatchObject({name: 'InvalidResponse', status: 200, message: expect.stringContaining('names the error type') as unknown});
+    expect(await outcome(pair.sdk.send(new DescribeClusterCommand({name})))).toMatchObject({status: 200, output: expect.any(Object) as unknown});
   });
 
   it('dates are Dates, as the SDK gives them', async () => {

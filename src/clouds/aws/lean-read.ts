@@ -354,6 +354,8 @@ async function deserialize(config: ResolvedConfig, op: LeanOperation, schema: un
     if (response.statusCode >= 200 && response.statusCode < 300) {
       // A handler that read the whole answer (undici-handler.ts) gives its bytes.
       const bytes = response.body instanceof Uint8Array ? response.body : response.body instanceof Readable ? await collect(response.body) : await config.streamCollector(response.body);
+      // Read once: the SDK's deserialiser (below) and the 2xx error-type check (lean-sdk.ts) read the same bytes.
+      response.body = bytes;
       const text = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8');
       if (op.listing) {
         const key = duplicateKey(text);
@@ -368,7 +370,6 @@ async function deserialize(config: ResolvedConfig, op: LeanOperation, schema: un
       const output = parsed === undefined ? undefined : op.read(parsed);
       if (output) return {...output, $metadata: metadataOf(response)};
       // Not the plain shape: the SDK reads the same bytes and decides (an output, or its error).
-      response.body = bytes;
     }
     const [, ns, n, t, i, o] = schema as [number, string, string, object, unknown, unknown];
     return (await config.protocol.deserializeResponse(operation(ns, n, t as never, i as never, o as never), {...config, ...context}, response)) as {$metadata: object};

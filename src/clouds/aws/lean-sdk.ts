@@ -25,7 +25,7 @@ import {ALGORITHM_IDENTIFIER, ALWAYS_UNSIGNABLE_HEADERS, KEY_TYPE_IDENTIFIER, AM
 import type {HttpRequest as SignableRequest, RequestSigningArguments} from '@smithy/types';
 import {invalidResponse} from './errors.ts';
 import {NodeSha256} from './sha256.ts';
-import {refuseDuplicateKeys} from './unique-keys.ts';
+import {bodyErrorType, refuseDuplicateKeys} from './unique-keys.ts';
 
 /** The parts of an SDK v3 client used here; any generated client (EKSClient, ...) has them. */
 export interface LeanableClient {
@@ -92,15 +92,18 @@ export function leanSdkClient<C extends LeanableClient>(client: C): C {
 }
 
 /**
- * A 2xx answer that names an error type (`x-amzn-ErrorType`) contradicts itself: AWS sends the
- * header only with errors, so the body is not the listing it looks like. The SDK reads it as a
- * success (`{"clusters":[]}` would be an empty region); it is a malformed answer instead.
+ * A 2xx answer that names an error type contradicts itself: AWS names one only on errors, in the
+ * `x-amzn-ErrorType` header or, in the JSON protocols (the tagging API, Organizations), in the
+ * body's `__type`. The SDK reads either as a success (`{"clusters":[]}` would be an empty
+ * region); it is a malformed answer instead (unique-keys.ts judges a listing's answer on the
+ * SDK's own way, before its deserialiser, as well).
  */
 const refuseErrorTypeOn2xx: Middleware = (next) => async (args) => {
-  const result = (await next(args)) as {response?: {statusCode?: unknown; headers?: Record<string, string | undefined>}};
+  const result = (await next(args)) as {response?: {statusCode?: unknown; headers?: Record<string, string | undefined>; body?: unknown}};
   const status = result.response?.statusCode;
-  const type = result.response?.headers?.['x-amzn-errortype'];
-  if (typeof status === 'number' && status >= 200 && status < 300 && typeof type === 'string') {
+  if (typeof status !== 'number' || status < 200 || status >= 300) return result;
+  const type = result.response?.headers?.['x-amzn-errortype'] ?? bodyErrorType(result.response?.body);
+  if (typeof type === 'string') {
     throw Object.assign(invalidResponse(`an answer with status ${status} names the error type ${JSON.stringify(type.slice(0, 60))}`), {$metadata: {httpStatusCode: status}});
   }
   return result;

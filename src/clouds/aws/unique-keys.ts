@@ -4,7 +4,10 @@
  * parses it, since that parser keeps the last of two equal keys (`"clusters":[]` after the real
  * list, `"nextToken":null` after the real token). The short path of lean-read.ts judges the same
  * answers itself (`LeanOperation.listing`); this middleware covers a client's first call of an
- * operation, rate-shaped clients, and clients without a short path (Organizations).
+ * operation, rate-shaped clients, and clients without a short path (Organizations). A 2xx that
+ * names an error type (`x-amzn-ErrorType`, or `__type` at the top of the body, as the JSON
+ * protocols name errors) fails the same way: the SDK would read `{"__type":"…","Accounts":[]}`
+ * as an empty page.
  */
 import {HttpResponse} from '@smithy/protocol-http';
 import {duplicateKey, duplicateKeyProblem} from '../../core/json-keys.ts';
@@ -58,8 +61,11 @@ export function refuseDuplicateKeys<C extends UniqueKeysClient>(client: C): C {
       // The body is read once: the SDK's deserialiser reads the same bytes.
       response.body = bytes;
       const key = duplicateKey(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'), within);
-      if (key === undefined) return result;
-      const error = Object.assign(invalidResponse(duplicateKeyProblem(key)), {$metadata: metadataOf(response)});
+      // A 2xx naming an error type (header, or `__type` as the JSON protocols name errors) is no listing either.
+      const type = key === undefined ? (response.headers['x-amzn-errortype'] ?? bodyErrorType(bytes)) : undefined;
+      if (key === undefined && type === undefined) return result;
+      const problem = key === undefined ? `an answer with status ${response.statusCode} names the error type ${JSON.stringify((type ?? '').slice(0, 60))}` : duplicateKeyProblem(key);
+      const error = Object.assign(invalidResponse(problem), {$metadata: metadataOf(response)});
       // As the SDK's deserialiser attaches it: the retry and signing middlewares read it.
       Object.defineProperty(error, '$response', {value: response, enumerable: false, writable: false, configurable: false});
       throw error;
@@ -67,6 +73,30 @@ export function refuseDuplicateKeys<C extends UniqueKeysClient>(client: C): C {
   };
   (client.middlewareStack as unknown as {add(m: Middleware, o: object): void}).add(middleware, {step: 'deserialize', priority: 'low', name: 'kubeDiscoveryDuplicateKeys', tags: [], override: true});
   return client;
+}
+
+const TYPE_MEMBER = Buffer.from('"__type"');
+/** JSON may spell a key with escapes (`"\u005f_type"`): a body with any is parsed to tell. */
+const ESCAPE = Buffer.from('\\u');
+
+/**
+ * The `__type` at the top of a JSON body held in memory, as text; undefined when there is none (or
+ * the body is a stream). The body is parsed only when it holds the bytes `"__type"` or an escape
+ * (a tag named so is not at the top level). A body that is not JSON is the deserialiser's to judge.
+ */
+export function bodyErrorType(body: unknown): string | undefined {
+  if (!(body instanceof Uint8Array)) return undefined;
+  const bytes = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  if (bytes.indexOf(TYPE_MEMBER) < 0 && bytes.indexOf(ESCAPE) < 0) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(bytes.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null || !Object.hasOwn(parsed, '__type')) return undefined;
+  const value = (parsed as {__type: unknown}).__type;
+  return typeof value === 'string' ? value : JSON.stringify(value) ?? 'null';
 }
 
 function metadataOf(response: HttpResponse): {httpStatusCode: number; requestId?: string} {

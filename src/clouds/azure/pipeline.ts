@@ -140,6 +140,8 @@ export function parseListPage(status: number, text: string | null | undefined): 
     return {problem: 'a body that is not JSON'};
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return {problem: 'a body that is not a JSON object'};
+  // ARM names a failure in `error`; a page carrying one (with or without a value) is no page of the list.
+  if (Object.hasOwn(body, 'error')) return {problem: 'a 200 list page that carries an error'};
   const {value, nextLink} = body as {value?: unknown; nextLink?: unknown};
   if (!Array.isArray(value)) return {problem: `a page whose value is ${value === undefined ? 'missing' : value === null ? 'null' : `a ${typeof value}`}`};
   for (const v of value as unknown[]) {
