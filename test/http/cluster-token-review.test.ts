@@ -21,6 +21,8 @@ function jwt(claims: Record<string, unknown>): string {
   return `${part({alg: 'RS256', kid: 'k'})}.${part(claims)}.c2lnbmF0dXJl`;
 }
 const PROD_B_GRAFANA = jwt({iss: PROD_B_ISSUER, sub: 'system:serviceaccount:monitoring:grafana'});
+/** A bearer that is no JWT (a static token, a cloud credential pasted by mistake): no service-account token looks like it. */
+const STATIC_TOKEN = 'static-api-token-8c1f0e2a';
 const UNKNOWN_ISSUER_TOKEN = jwt({iss: 'https://oidc.eks.us-east-1.amazonaws.com/id/CCCC3333', sub: 'system:serviceaccount:monitoring:grafana'});
 
 /** An entry as discovery writes it: the cluster's labels on its kube_cluster, only the group's on the kube_server. */
@@ -41,6 +43,8 @@ beforeAll(async () => {
     reviewToken: (token) => ({
       'grafana-token': {username: 'system:serviceaccount:monitoring:grafana'},
       'intruder-token': {username: 'system:serviceaccount:default:intruder'},
+      // A cluster with a static token file: a bearer that is no JWT, which it would accept.
+      [STATIC_TOKEN]: {username: 'system:serviceaccount:monitoring:grafana'},
     })[token],
   });
   prodB = await startKubeApiServer({
@@ -118,6 +122,16 @@ describe('service-account tokens of discovered clusters', () => {
     expect(await auth('Bearer intruder-token')).toBe(true);
     // One review per cluster, whatever the number of entries naming it.
     expect(minted).toEqual(['prod-a']);
+  });
+
+  it('sends a bearer that is no JWT to no cluster, not even one whose issuer is not recorded', async () => {
+    // Service-account tokens, legacy and projected, are JWTs: anything else would only hand the
+    // clusters' endpoints a credential that is not theirs (prod-a would even accept this one).
+    const {auth, minted} = authenticator(['env=prod/monitoring:grafana', 'dev-b/monitoring:grafana']);
+    const [a, d] = [prod.calls.length, dev.calls.length];
+    expect(await auth(`Bearer ${STATIC_TOKEN}`)).toBe(false);
+    expect(prod.calls.length - a + dev.calls.length - d).toBe(0);
+    expect(minted).toEqual([]);
   });
 
   it('a discovered cluster that errors or hangs refuses the token without failing the request', async () => {
