@@ -11,7 +11,8 @@
  * issuer when the cloud reports it (`status.oidc_issuer`). So a token goes to the allow-listed
  * clusters whose issuer is its `iss`; when no discovered cluster has it, only to those whose issuer is not
  * recorded (an AKS cluster without an OIDC issuer, an entry written before issuers were), never
- * to a cluster known to have another issuer.
+ * to a cluster known to have another issuer. A bearer that is no JWT (a static token, a cloud
+ * credential pasted by mistake) is no service-account token: it goes to no cluster.
  */
 import type {KubeAccess, KubeServer} from '../../heartbeats/kube-server.ts';
 import type {TokenReviewer} from './auth.ts';
@@ -62,6 +63,9 @@ function matches(server: KubeServer, cluster: NonNullable<AllowEntry['cluster']>
  */
 export function clusterTokenReviewer(options: ClusterTokenReviewOptions): TokenReviewer {
   return async (token) => {
+    // Service-account tokens, legacy and projected, are JWTs: anything else would only hand the clusters' endpoints a credential that is not theirs.
+    const claims = jwtClaims(token);
+    if (claims === undefined) return undefined;
     const remote = options.entries.filter((e) => e.cluster !== undefined);
     const servers = options.servers();
     // Every (entry, cluster) pair the allow-list names, in the allow-list's order.
@@ -73,7 +77,7 @@ export function clusterTokenReviewer(options: ClusterTokenReviewOptions): TokenR
         candidates.push({entry, server});
       }
     }
-    const issuer = tokenIssuer(token);
+    const issuer = issuerOfClaims(claims);
     // An entry is any writer's document: an issuer that is not text is no issuer, not a failed review.
     const issuerOf = (server: KubeServer): string | undefined => {
       const recorded: unknown = server.status?.oidc_issuer;
@@ -99,11 +103,11 @@ export function clusterTokenReviewer(options: ClusterTokenReviewOptions): TokenR
 const MAX_CLAIMS_CHARS = 16_384;
 
 /**
- * The `iss` claim of a token that is a JWT, read without checking its signature: it only picks
- * the cluster that is asked, and that cluster's TokenReview checks the token. Undefined for a
- * token that is not a JWT or names no issuer.
+ * The claims of a token that is a JWT (three parts, the second a JSON object), read without
+ * checking its signature: they only pick the cluster that is asked, and that cluster's
+ * TokenReview checks the token. Undefined for a token that is not a JWT.
  */
-export function tokenIssuer(token: string): string | undefined {
+function jwtClaims(token: string): object | undefined {
   const first = token.indexOf('.');
   const second = first < 0 ? -1 : token.indexOf('.', first + 1);
   if (second < 0 || token.indexOf('.', second + 1) >= 0 || second - first - 1 > MAX_CLAIMS_CHARS) return undefined;
@@ -113,7 +117,12 @@ export function tokenIssuer(token: string): string | undefined {
   } catch {
     return undefined;
   }
-  const iss = typeof claims === 'object' && claims !== null ? (claims as {iss?: unknown}).iss : undefined;
+  return typeof claims === 'object' && claims !== null && !Array.isArray(claims) ? claims : undefined;
+}
+
+/** The `iss` claim of a JWT's claims, as compared; undefined when it names no issuer. */
+function issuerOfClaims(claims: object): string | undefined {
+  const iss = (claims as {iss?: unknown}).iss;
   return typeof iss === 'string' ? normalizeIssuer(iss) : undefined;
 }
 

@@ -15,6 +15,7 @@ import {FakeAwsWorld, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
 import type {KubeApiServer} from '../fakes/kube-apiserver-crud.ts';
 import {startKubeApiServer} from '../fakes/kube-apiserver-crud.ts';
 import {eksAuthenticator} from '../probe/eks-fixtures.ts';
+import {legacyToken} from '../helpers/sa-token.ts';
 
 const ACCOUNT = '111111111111';
 const USER_ARN = `arn:aws:iam::${ACCOUNT}:user/discovery`;
@@ -22,6 +23,10 @@ const KEY = {accessKeyId: 'AKIACLUSTERREVIEW001', secretAccessKey: 'cluster-revi
 
 let aws: FakeAws;
 let prod: KubeApiServer;
+const GRAFANA = legacyToken('monitoring:grafana');
+const INTRUDER = legacyToken('default:intruder');
+const MADE_UP = legacyToken('monitoring:grafana', 'no cluster issued this');
+
 /** Why the discovered cluster refused a bearer token (never the token itself). */
 let refused: string[] = [];
 /** Principals whose EKS token the discovered cluster accepted. */
@@ -45,8 +50,8 @@ function eksCluster(name: string): Promise<KubeApiServer> {
       return {username: user.user, groups: user.groups};
     },
     reviewToken: (token) => ({
-      'grafana-token': {username: 'system:serviceaccount:monitoring:grafana'},
-      'intruder-token': {username: 'system:serviceaccount:default:intruder'},
+      [GRAFANA]: {username: 'system:serviceaccount:monitoring:grafana'},
+      [INTRUDER]: {username: 'system:serviceaccount:default:intruder'},
     })[token],
   });
 }
@@ -91,7 +96,7 @@ describe('TokenReview on a discovered EKS cluster with a minted EKS token', () =
   it('accepts a listed service account: the cluster verified our minted EKS token, then reviewed the workload token', async () => {
     const auth = authenticator(['prod-a/monitoring:grafana'], [kubeServer('prod-a', prod)]);
     const before = prod.calls.length;
-    expect(await auth('Bearer grafana-token')).toBe(true);
+    expect(await auth(`Bearer ${GRAFANA}`)).toBe(true);
     expect(admitted).toEqual([USER_ARN]);
     const reviews = prod.calls.slice(before).filter((c) => c.path === '/apis/authentication.k8s.io/v1/tokenreviews');
     expect(reviews.map((c) => c.user)).toEqual(['kube-discovery']);
@@ -100,10 +105,10 @@ describe('TokenReview on a discovered EKS cluster with a minted EKS token', () =
   it('refuses an unlisted service account of that cluster, and a made-up token', async () => {
     const auth = authenticator(['prod-a/monitoring:grafana'], [kubeServer('prod-a', prod)]);
     const before = prod.calls.length;
-    expect(await auth('Bearer intruder-token')).toBe(false);
+    expect(await auth(`Bearer ${INTRUDER}`)).toBe(false);
     // Refused on the cluster's verdict, not for want of a credential: the review ran as us.
     expect(prod.calls.slice(before).map((c) => `${c.path} ${c.user ?? ''}`)).toEqual(['/apis/authentication.k8s.io/v1/tokenreviews kube-discovery']);
-    expect(await auth('Bearer made-up')).toBe(false);
+    expect(await auth(`Bearer ${MADE_UP}`)).toBe(false);
   });
 
   it('refuses when the cluster cannot verify our credential (it was minted for another cluster name)', async () => {
@@ -111,7 +116,7 @@ describe('TokenReview on a discovered EKS cluster with a minted EKS token', () =
     const auth = authenticator(['prod-b/monitoring:grafana'], [kubeServer('prod-b', prod)]);
     refused.length = 0;
     admitted.length = 0;
-    expect(await auth('Bearer grafana-token')).toBe(false);
+    expect(await auth(`Bearer ${GRAFANA}`)).toBe(false);
     expect(admitted).toEqual([]);
     expect(refused.length).toBeGreaterThan(0);
     expect(refused.join('\n')).not.toContain('k8s-aws-v1.');

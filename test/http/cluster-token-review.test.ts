@@ -7,6 +7,7 @@ import {createAuthenticator} from '../../src/http/auth.ts';
 import {clusterTokenReviewer, parseAllowEntry} from '../../src/http/cluster-token-review.ts';
 import type {KubeApiServer} from '../fakes/kube-apiserver-crud.ts';
 import {startKubeApiServer} from '../fakes/kube-apiserver-crud.ts';
+import {jwt, legacyToken} from '../helpers/sa-token.ts';
 
 let prod: KubeApiServer;
 let dev: KubeApiServer;
@@ -15,11 +16,11 @@ let prodB: KubeApiServer;
 const PROD_A_ISSUER = 'https://oidc.eks.us-east-1.amazonaws.com/id/AAAA1111';
 const PROD_B_ISSUER = 'https://oidc.eks.us-east-1.amazonaws.com/id/BBBB2222';
 
-/** A service-account token as Kubernetes issues it: a JWT whose `iss` is its cluster's issuer (signature not checked here). */
-function jwt(claims: Record<string, unknown>): string {
-  const part = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
-  return `${part({alg: 'RS256', kid: 'k'})}.${part(claims)}.c2lnbmF0dXJl`;
-}
+/** Legacy tokens name no cluster: they go to the clusters whose issuer is not recorded (prod-a and dev-b here). */
+const GRAFANA = legacyToken('monitoring:grafana');
+const INTRUDER = legacyToken('default:intruder');
+const DEV_GRAFANA = legacyToken('monitoring:grafana', 'dev-b');
+const MADE_UP = legacyToken('monitoring:grafana', 'no cluster issued this');
 const PROD_B_GRAFANA = jwt({iss: PROD_B_ISSUER, sub: 'system:serviceaccount:monitoring:grafana'});
 /** A bearer that is no JWT (a static token, a cloud credential pasted by mistake): no service-account token looks like it. */
 const STATIC_TOKEN = 'static-api-token-8c1f0e2a';
@@ -41,8 +42,8 @@ beforeAll(async () => {
   prod = await startKubeApiServer({
     tokens: {'minted-for-prod-a': {username: 'arn:aws:sts::111111111111:assumed-role/kube-discovery/x'}},
     reviewToken: (token) => ({
-      'grafana-token': {username: 'system:serviceaccount:monitoring:grafana'},
-      'intruder-token': {username: 'system:serviceaccount:default:intruder'},
+      [GRAFANA]: {username: 'system:serviceaccount:monitoring:grafana'},
+      [INTRUDER]: {username: 'system:serviceaccount:default:intruder'},
       // A cluster with a static token file: a bearer that is no JWT, which it would accept.
       [STATIC_TOKEN]: {username: 'system:serviceaccount:monitoring:grafana'},
     })[token],
@@ -53,7 +54,7 @@ beforeAll(async () => {
   });
   dev = await startKubeApiServer({
     tokens: {'minted-for-dev-b': {username: 'arn:aws:sts::111111111111:assumed-role/kube-discovery/x'}},
-    reviewToken: (token) => (token === 'dev-grafana-token' ? {username: 'system:serviceaccount:monitoring:grafana'} : undefined),
+    reviewToken: (token) => (token === DEV_GRAFANA ? {username: 'system:serviceaccount:monitoring:grafana'} : undefined),
   });
 });
 afterAll(async () => {
@@ -96,7 +97,7 @@ describe('service-account tokens of discovered clusters', () => {
   it('accepts a listed service account of a named cluster, checked by a TokenReview there with our credential', async () => {
     const {auth, minted} = authenticator(['prod-a/monitoring:grafana']);
     const before = prod.calls.length;
-    expect(await auth('Bearer grafana-token')).toBe(true);
+    expect(await auth(`Bearer ${GRAFANA}`)).toBe(true);
     expect(minted).toEqual(['prod-a']);
     expect(prod.calls.slice(before).map((c) => `${c.method} ${c.path} ${c.user ?? ''}`)).toEqual([
       'POST /apis/authentication.k8s.io/v1/tokenreviews arn:aws:sts::111111111111:assumed-role/kube-discovery/x',
@@ -105,21 +106,21 @@ describe('service-account tokens of discovered clusters', () => {
 
   it('refuses an unlisted service account of that cluster, and a token no cluster knows', async () => {
     const {auth} = authenticator(['prod-a/monitoring:grafana']);
-    expect(await auth('Bearer intruder-token')).toBe(false);
-    expect(await auth('Bearer made-up')).toBe(false);
+    expect(await auth(`Bearer ${INTRUDER}`)).toBe(false);
+    expect(await auth(`Bearer ${MADE_UP}`)).toBe(false);
   });
 
   it('selects clusters by label: only matching clusters are asked', async () => {
     const {auth, minted} = authenticator(['env=prod/monitoring:grafana']);
-    expect(await auth('Bearer grafana-token')).toBe(true);
+    expect(await auth(`Bearer ${GRAFANA}`)).toBe(true);
     // The dev cluster's grafana is the same name in another cluster: not allowed by env=prod.
-    expect(await auth('Bearer dev-grafana-token')).toBe(false);
+    expect(await auth(`Bearer ${DEV_GRAFANA}`)).toBe(false);
     expect(minted.every((n) => n === 'prod-a')).toBe(true);
   });
 
   it('accepts a service account a later allow-list entry names for a cluster an earlier entry names too', async () => {
     const {auth, minted} = authenticator(['prod-a/monitoring:grafana', 'env=prod/default:intruder']);
-    expect(await auth('Bearer intruder-token')).toBe(true);
+    expect(await auth(`Bearer ${INTRUDER}`)).toBe(true);
     // One review per cluster, whatever the number of entries naming it.
     expect(minted).toEqual(['prod-a']);
   });
@@ -137,10 +138,10 @@ describe('service-account tokens of discovered clusters', () => {
   it('a discovered cluster that errors or hangs refuses the token without failing the request', async () => {
     const {auth} = authenticator(['prod-a/monitoring:grafana']);
     prod.setFault(() => ({status: 500, body: '{}'}));
-    expect(await auth('Bearer grafana-token')).toBe(false);
+    expect(await auth(`Bearer ${GRAFANA}`)).toBe(false);
     prod.setFault(() => 'hang');
     const {auth: fresh} = authenticator(['prod-a/monitoring:grafana'], 500);
-    expect(await fresh('Bearer grafana-token')).toBe(false);
+    expect(await fresh(`Bearer ${GRAFANA}`)).toBe(false);
     prod.setFault(undefined);
   });
 
@@ -167,10 +168,10 @@ describe('service-account tokens of discovered clusters', () => {
       expect(minted).toEqual([]);
     });
 
-    it('sends a token that names no issuer (not a JWT) to none of the clusters whose issuer is known', async () => {
+    it('sends a token that names no cluster (a legacy token) to none of the clusters whose issuer is known', async () => {
       const {auth} = authenticator(['env=prod/monitoring:grafana'], 10_000, issuerServers());
       const [a, b] = [prod.calls.length, prodB.calls.length];
-      expect(await auth('Bearer grafana-token')).toBe(false);
+      expect(await auth(`Bearer ${GRAFANA}`)).toBe(false);
       expect(reviews(prod, a) + reviews(prodB, b)).toBe(0);
     });
 
@@ -178,7 +179,7 @@ describe('service-account tokens of discovered clusters', () => {
       const servers = [server('prod-a', prod, {env: 'prod'}), server('prod-b', prodB, {env: 'prod'}, PROD_A_ISSUER)];
       const {auth} = authenticator(['env=prod/monitoring:grafana'], 10_000, servers);
       const [a, b] = [prod.calls.length, prodB.calls.length];
-      expect(await auth('Bearer grafana-token')).toBe(true);
+      expect(await auth(`Bearer ${GRAFANA}`)).toBe(true);
       expect(reviews(prod, a)).toBe(1);
       expect(reviews(prodB, b)).toBe(0);
     });
