@@ -100,6 +100,12 @@ export interface RegistryBackend {
   /** Deletes an entry; true when it existed. */
   delete(key: string): Promise<boolean>;
   /**
+   * Deletes the entry only while it still holds `expected.value` on `expected.lease` (none: no
+   * lease), in one atomic step; true when it did. A process removes a record it wrote without
+   * removing the one another process wrote over it since (sqlite: one statement).
+   */
+  compareAndDelete?(key: string, expected: {readonly value: string; readonly lease: string | undefined}): Promise<boolean>;
+  /**
    * Calls `onEvent` for every put/delete under `prefix` from now on (or after `fromRevision`
    * where the backend keeps history). Expired entries produce delete events. `onGap` is told when
    * the watch went on after changes it could not deliver (etcd: a watch restarted after its history

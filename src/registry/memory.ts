@@ -120,6 +120,15 @@ export class MemoryBackend implements RegistryBackend {
     return true;
   }
 
+  async compareAndDelete(key: string, expected: {readonly value: string; readonly lease: string | undefined}): Promise<boolean> {
+    this.#open();
+    this.purgeExpired();
+    const entry = this.#entries.get(key);
+    // Nothing awaits between the check and the delete: no other write can come between them.
+    if (!entry || entry.value !== expected.value || entry.lease !== expected.lease) return false;
+    return this.delete(key);
+  }
+
   /** `fromRevision` is ignored: the memory backend keeps no history. */
   async watch(prefix: string, onEvent: (event: WatchEvent) => void): Promise<Watcher> {
     this.#open();

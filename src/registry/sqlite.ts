@@ -108,6 +108,8 @@ function prepareStatements(db: DatabaseSync) {
        ON CONFLICT (key) DO UPDATE SET value = excluded.value, lease = excluded.lease, revision = excluded.revision`,
     ),
     deleteEntry: db.prepare('DELETE FROM entries WHERE key = $key'),
+    // `IS` so that an entry without a lease matches a NULL expected lease.
+    deleteEntryIf: db.prepare('DELETE FROM entries WHERE key = $key AND value = $value AND lease IS $lease'),
     // Liveness is decided in #live: a lease this process keeps alive counts even when the disk could not record it.
     get: db.prepare(`${ITEM_COLUMNS} WHERE e.key = $key`),
     listAll: db.prepare(`${ITEM_COLUMNS} ORDER BY e.key`),
@@ -398,6 +400,15 @@ export class SqliteBackend implements RegistryBackend {
   }
 
   async delete(key: string): Promise<boolean> {
+    return this.#deleteWhere(key, () => this.#sql.deleteEntry.run({key}));
+  }
+
+  /** One DELETE whose WHERE compares the value and lease, so no other process's write can slip in between. */
+  async compareAndDelete(key: string, expected: {readonly value: string; readonly lease: string | undefined}): Promise<boolean> {
+    return this.#deleteWhere(key, () => this.#sql.deleteEntryIf.run({key, value: expected.value, lease: expected.lease ?? null}));
+  }
+
+  #deleteWhere(key: string, remove: () => {changes: number | bigint}): boolean {
     this.#open();
     this.#commitPuts();
     this.#writable();
@@ -405,7 +416,7 @@ export class SqliteBackend implements RegistryBackend {
     const now = this.#clock.now();
     const [events, existed] = this.#transaction((): [WatchEvent[], boolean] => {
       const purged = this.#purgeIn(now);
-      const {changes} = this.#sql.deleteEntry.run({key});
+      const {changes} = remove();
       if (Number(changes) === 0) return [purged, false];
       return [[...purged, {type: 'delete', key, revision: String(this.#nextRevision())}], true];
     });

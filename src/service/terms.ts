@@ -13,7 +13,7 @@ import type {Scheduler} from '../scheduler/scheduler.ts';
 import type {Role} from './leadership.ts';
 import {reannounce} from './reannounce.ts';
 import type {Runtime, Writer} from './runtime.ts';
-import {claimWriter, releaseWriter} from './writer-claim.ts';
+import {claimWriter, releaseWriter, type HeldClaim} from './writer-claim.ts';
 
 // Pause before a leader that failed to take over tries again.
 const TERM_RETRY_MS = 5_000;
@@ -24,6 +24,8 @@ interface Term {
   readonly scheduler: Scheduler;
   /** storage kubernetes: DiscoveryConfig resources, reconciled while leading. */
   dynamic?: {start(): void; stop(): void};
+  /** Embedded registries: this term's writer record, removed when the term ends. */
+  claim?: HeldClaim;
 }
 
 /** What LeadershipTerms needs from the service. */
@@ -109,13 +111,17 @@ export class LeadershipTerms {
     }
     // On an embedded registry, say who writes: `once` refuses to take over a running service's lease.
     // Etcd and Kubernetes elect a leader; only the embedded registries need a writer record (on Kubernetes it would show up as a KubeServer).
+    let claim: HeldClaim | undefined;
     if ((config.storage.type === 'sqlite' || config.storage.type === 'memory') && writer.heartbeat.lease) {
-      await claimWriter(backend, group, writer.heartbeat.lease, runtime.replica, clock.now()).catch((error: unknown) => log.warn({err: error}, 'could not record this process as the registry writer'));
+      claim = await claimWriter(backend, group, writer.heartbeat.lease, runtime.replica, clock.now()).catch((error: unknown) => {
+        log.warn({err: error}, 'could not record this process as the registry writer');
+        return undefined;
+      });
     }
     if (this.#failures > 0) log.info({attempts: this.#failures}, 'took over as leader after failed attempts');
     this.#failures = 0;
     const scheduler = this.#options.makeScheduler(writer);
-    const begun: Term = {writer, scheduler};
+    const begun: Term = {writer, scheduler, ...(claim ? {claim} : {})};
     if (config.storage.type === 'kubernetes') {
       // DiscoveryConfig matchers are applied before the first cycle, which must not deregister their clusters.
       const {startDiscoveryConfigs} = await import('./kube-dynamic.ts');
@@ -137,13 +143,13 @@ export class LeadershipTerms {
   }
 
   async #end(graceMs: number, deregister: boolean): Promise<void> {
-    const {config, runtime, log} = this.#options;
+    const {runtime, log} = this.#options;
     const ending = this.#term;
     this.#term = undefined;
     if (!ending) return;
     ending.dynamic?.stop();
     await ending.scheduler.stop(graceMs);
-    if (config.storage.type === 'sqlite' || config.storage.type === 'memory') await releaseWriter(runtime.backend, config.discovery_service.discovery_group).catch(() => undefined);
+    if (ending.claim) await releaseWriter(runtime.backend, ending.claim).catch(() => undefined);
     await ending.writer.heartbeat.stop({deregister}).catch((error: unknown) => log.warn({err: error}, 'heartbeat did not stop cleanly'));
   }
 }

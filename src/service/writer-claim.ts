@@ -4,6 +4,7 @@
  * `once` reads it and refuses to take over the lease and entries of a running `start` unless forced.
  * (On etcd the leader election already decides who writes.)
  */
+import {randomUUID} from 'node:crypto';
 import os from 'node:os';
 import type {Lease, RegistryBackend} from '../registry/backend.ts';
 
@@ -15,6 +16,15 @@ export interface WriterClaim {
   readonly command: string;
   /** RFC 3339 of when it started writing. */
   readonly since: string;
+  /** Random per claim: two claims of one process (or of two with one pid) never read the same. */
+  readonly token?: string;
+}
+
+/** A record as this process wrote it, which only it may remove (see releaseWriter). */
+export interface HeldClaim {
+  readonly group: string;
+  readonly value: string;
+  readonly lease: string;
 }
 
 /** Registry key of a group's writer record (outside `kube_servers/`, so readers never see it). */
@@ -22,15 +32,29 @@ export function writerKey(group: string): string {
   return `writers/${group}`;
 }
 
-/** Records this process as the group's writer, on its heartbeat lease. */
-export async function claimWriter(backend: RegistryBackend, group: string, lease: Lease, replica: string, now: number): Promise<void> {
-  const claim: WriterClaim = {pid: process.pid, hostname: os.hostname(), replica, command: 'start', since: new Date(now).toISOString()};
-  await backend.put(writerKey(group), JSON.stringify(claim), {lease});
+/** Records this process as the group's writer, on its heartbeat lease; the result is what releaseWriter takes. */
+export async function claimWriter(backend: RegistryBackend, group: string, lease: Lease, replica: string, now: number): Promise<HeldClaim> {
+  const claim: WriterClaim = {pid: process.pid, hostname: os.hostname(), replica, command: 'start', since: new Date(now).toISOString(), token: randomUUID()};
+  const value = JSON.stringify(claim);
+  await backend.put(writerKey(group), value, {lease});
+  return {group, value, lease: lease.id};
 }
 
-/** Removes the record on a clean stop, so `once` may run at once. */
-export async function releaseWriter(backend: RegistryBackend, group: string): Promise<void> {
-  await backend.delete(writerKey(group));
+/**
+ * Removes this process's record on a clean stop, so `once` may run at once. Only its own: two
+ * `start` on one file (a rolling restart) overlap, and the one stopping must not leave the other
+ * writing without a record, for `once` would then take over its lease and entries.
+ */
+export async function releaseWriter(backend: RegistryBackend, held: HeldClaim): Promise<void> {
+  const key = writerKey(held.group);
+  const expected = {value: held.value, lease: held.lease};
+  if (backend.compareAndDelete) {
+    await backend.compareAndDelete(key, expected);
+    return;
+  }
+  // A backend without an atomic compare (a test's wrapper): compare, then delete.
+  const item = await backend.get(key);
+  if (item?.value === expected.value && item.lease === expected.lease) await backend.delete(key);
 }
 
 /**

@@ -7,11 +7,11 @@
  * /v1/watch reader `delete` and served an empty /v1/kube_servers until the next keepalive.
  * The same step on SQLite, memory and Kubernetes: clock-step.test.ts, kube-clock-step.test.ts.
  */
-import {afterAll, beforeAll, expect, it} from 'vitest';
+import {expect, it} from 'vitest';
 import {kubeServerKey, kubeServerPrefix} from '../../heartbeats/kube-server.ts';
 import {Inventory} from '../../src/inventory/inventory.ts';
 import {openEtcdBackend} from '../../src/registry/etcd.ts';
-import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
+import {describeOnEtcd} from '../helpers/etcd.ts';
 import {SteppedClock} from '../helpers/stepped-clock.ts';
 
 const GROUP = 'step';
@@ -26,13 +26,7 @@ function doc(name: string): string {
   });
 }
 
-describeWithEtcd('a forward step of the wall clock on etcd', () => {
-  let etcd: TestEtcd;
-  beforeAll(async () => {
-    etcd = await startEtcd();
-  });
-  afterAll(() => etcd?.stop());
-
+describeOnEtcd('a forward step of the wall clock on etcd', (etcd) => {
   it('keeps serving the entries on the replica\'s own live lease', async () => {
     const clock = new SteppedClock();
     const backend = await openEtcdBackend({endpoints: [etcd.endpoint], prefix: '/clock-step/', requestTimeoutMs: 2_000, clock});

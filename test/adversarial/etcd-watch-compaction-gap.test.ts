@@ -12,13 +12,13 @@
  * ours, the next cycle writes nothing, and the entry leaves the registry with the other lease
  * although every listing still has the cluster (until a cycle after that re-creates it).
  */
-import {afterAll, beforeAll, expect, it} from 'vitest';
+import {expect, it} from 'vitest';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
 import type {KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import {systemClock} from '../../src/core/clock.ts';
 import {Inventory} from '../../src/inventory/inventory.ts';
 import {openEtcdBackend} from '../../src/registry/etcd.ts';
-import {compact, describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
+import {compact, describeOnEtcd} from '../helpers/etcd.ts';
 import {startTcpProxy} from '../helpers/tcp-proxy.ts';
 
 const GROUP = 'gap';
@@ -45,13 +45,7 @@ async function until(what: string, check: () => boolean, timeoutMs = 15_000): Pr
   }
 }
 
-describeWithEtcd('a replica whose etcd watch was restarted after a compaction', () => {
-  let etcd: TestEtcd;
-  beforeAll(async () => {
-    etcd = await startEtcd();
-  });
-  afterAll(() => etcd?.stop());
-
+describeOnEtcd('a replica whose etcd watch was restarted after a compaction', (etcd) => {
   it('serves the clusters registered while its watch was away, not the view from before the gap', async () => {
     const prefix = '/compaction-gap/';
     // The leader writes directly; the follower's registry client goes through a link the test can cut.

@@ -17,7 +17,7 @@ import type {RegistryBackend} from '../../src/registry/backend.ts';
 import {openEtcdBackend} from '../../src/registry/etcd.ts';
 import {KubernetesBackend} from '../../src/registry/kubernetes.ts';
 import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
-import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
+import {describeOnEtcd} from '../helpers/etcd.ts';
 import {startKubeEnv, type KubeEnv} from '../kubernetes/kube-env.ts';
 
 const ACCOUNT = '111111111111';
@@ -90,13 +90,7 @@ describe('an entry deleted by someone else while its cluster is listed (kubernet
   });
 });
 
-describeWithEtcd('an entry deleted by someone else while its cluster is listed (etcd)', () => {
-  let etcd: TestEtcd;
-  beforeAll(async () => {
-    etcd = await startEtcd();
-  });
-  afterAll(() => etcd?.stop());
-
+describeOnEtcd('an entry deleted by someone else while its cluster is listed (etcd)', (etcd) => {
   it('is written again by the next cycle', async () => {
     const writer = await openEtcdBackend({endpoints: [etcd.endpoint], prefix: '/ext-delete/', requestTimeoutMs: 2_000});
     const operator = await openEtcdBackend({endpoints: [etcd.endpoint], prefix: '/ext-delete/', requestTimeoutMs: 2_000});

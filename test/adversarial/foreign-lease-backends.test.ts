@@ -13,7 +13,7 @@ import {Inventory} from '../../src/inventory/inventory.ts';
 import type {RegistryBackend} from '../../src/registry/backend.ts';
 import {openEtcdBackend} from '../../src/registry/etcd.ts';
 import {KubernetesBackend} from '../../src/registry/kubernetes.ts';
-import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
+import {describeOnEtcd} from '../helpers/etcd.ts';
 import {startKubeEnv, type KubeEnv} from '../kubernetes/kube-env.ts';
 
 const GROUP = 'fl';
@@ -95,13 +95,7 @@ async function scenario(writer: RegistryBackend, other: RegistryBackend): Promis
   }
 }
 
-describeWithEtcd('an entry on a foreign lease, etcd', () => {
-  let etcd: TestEtcd;
-  beforeAll(async () => {
-    etcd = await startEtcd();
-  });
-  afterAll(() => etcd?.stop());
-
+describeOnEtcd('an entry on a foreign lease, etcd', (etcd) => {
   it('is moved back onto our lease, and an entry on ours is not written again', async () => {
     const writer = await openEtcdBackend({endpoints: [etcd.endpoint], prefix: '/foreign-lease/', requestTimeoutMs: 2_000});
     const other = await openEtcdBackend({endpoints: [etcd.endpoint], prefix: '/foreign-lease/', requestTimeoutMs: 2_000});

@@ -13,7 +13,7 @@ import {Inventory} from '../../src/inventory/inventory.ts';
 import type {RegistryBackend} from '../../src/registry/backend.ts';
 import {openEtcdBackend} from '../../src/registry/etcd.ts';
 import {KubernetesBackend} from '../../src/registry/kubernetes.ts';
-import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
+import {describeOnEtcd} from '../helpers/etcd.ts';
 import {startKubeEnv, type KubeEnv} from '../kubernetes/kube-env.ts';
 
 const GROUP = 'start-gap';
@@ -66,13 +66,7 @@ async function scenario(leader: RegistryBackend, follower: RegistryBackend): Pro
   }
 }
 
-describeWithEtcd('an inventory starting while the leader writes (etcd)', () => {
-  let etcd: TestEtcd;
-  beforeAll(async () => {
-    etcd = await startEtcd();
-  });
-  afterAll(() => etcd?.stop());
-
+describeOnEtcd('an inventory starting while the leader writes (etcd)', (etcd) => {
   it('serves a cluster registered between its first listing and its watch', async () => {
     const leader = await openEtcdBackend({endpoints: [etcd.endpoint], prefix: '/start-gap/', requestTimeoutMs: 2_000});
     const follower = await openEtcdBackend({endpoints: [etcd.endpoint], prefix: '/start-gap/', requestTimeoutMs: 2_000});

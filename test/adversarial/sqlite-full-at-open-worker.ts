@@ -3,20 +3,14 @@
  * registry was closed cleanly, the volume filled up, and the service starts again. Prints
  * `RESULT {...}` with what the opened registry served at each step.
  */
-import {execFileSync} from 'node:child_process';
-import {closeSync, openSync, rmSync, writeSync} from 'node:fs';
+import {rmSync} from 'node:fs';
 import path from 'node:path';
 import {systemClock} from '../../src/core/clock.ts';
 import {errorMessage} from '../../src/core/errors.ts';
 import {SqliteBackend} from '../../src/registry/sqlite.ts';
+import {fillDisk, mountWorkerTmpfs} from '../helpers/tmpfs.ts';
 
-const [dir] = process.argv.slice(2);
-if (!dir) {
-  process.stderr.write('usage: sqlite-full-at-open-worker.ts DIR\n');
-  process.exit(2);
-}
-execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', dir]);
-const file = path.join(dir, 'registry.db');
+const {dir, file} = mountWorkerTmpfs(process.argv[2], '16m', 'sqlite-full-at-open-worker.ts DIR');
 const fill = path.join(dir, 'fill');
 const KEYS = Array.from({length: 20}, (_, i) => `kube_servers/g/c${String(i).padStart(2, '0')}`);
 
@@ -27,14 +21,7 @@ await Promise.all(KEYS.map((key) => first.put(key, JSON.stringify({key}), {lease
 await first.close();
 
 // The volume fills up (logs, a core dump) while the process restarts.
-const fd = openSync(fill, 'w');
-try {
-  for (;;) writeSync(fd, Buffer.alloc(64 * 1024));
-} catch (error) {
-  if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
-} finally {
-  closeSync(fd);
-}
+fillDisk(fill, 64 * 1024);
 
 let openError: string | undefined;
 let served: string[] = [];

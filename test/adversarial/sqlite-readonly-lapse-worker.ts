@@ -4,18 +4,12 @@
  * `RESULT {...}` with what a reader saw at each step.
  */
 import {execFileSync} from 'node:child_process';
-import path from 'node:path';
 import {SqliteBackend} from '../../src/registry/sqlite.ts';
 import type {WatchEvent} from '../../src/registry/backend.ts';
 import {FakeClock} from '../helpers/fake-clock.ts';
+import {mountWorkerTmpfs} from '../helpers/tmpfs.ts';
 
-const [dir] = process.argv.slice(2);
-if (!dir) {
-  process.stderr.write('usage: sqlite-readonly-lapse-worker.ts DIR\n');
-  process.exit(2);
-}
-execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', dir]);
-const file = path.join(dir, 'registry.db');
+const {dir, file} = mountWorkerTmpfs(process.argv[2], '8m', 'sqlite-readonly-lapse-worker.ts DIR');
 const clock = new FakeClock();
 const TTL = 60_000;
 

@@ -1,6 +1,7 @@
 /**
  * `once` on the sqlite file of a running `start`: refused with a clear message (the service's
  * lease and entries stay as they are) unless `--force`; allowed again once the service stopped.
+ * Two `start` on one file (a rolling restart): the one stopping leaves the other's record alone.
  */
 import {writeFile} from 'node:fs/promises';
 import os from 'node:os';
@@ -49,6 +50,35 @@ describe('once next to a running start', () => {
     } finally {
       await svc.stop({deregister: false});
     }
+    const after = captureIo();
+    expect(await main(['once', '-c', file, '--output', 'json'], after.io)).toBe(0);
+  });
+
+  it('still refuses after a second start on the file outlived the first (rolling restart)', async () => {
+    const file = aws.file('rolling.yaml');
+    await writeFile(
+      file,
+      `version: v1\ndiscovery_service:\n  discovery_group: rolling\n  poll_interval: 1h\n  aws:\n    - types: [eks]\n      regions: [us-east-1]\nstorage: {type: sqlite, path: ${aws.file('rolling.db')}}\nhttp: {listen_addr: "127.0.0.1:0"}\n`,
+    );
+    const config = await loadConfigFile(file);
+    const old = await startService({config, io: captureIo().io, clock: systemClock, logger: silentLogger});
+    let stopped = false;
+    const next = await startService({config, io: captureIo().io, clock: systemClock, logger: silentLogger});
+    try {
+      await old.nextCycle();
+      await next.nextCycle();
+      // The old process goes away while the new one keeps writing: the new one's record must stay.
+      await old.stop({deregister: false});
+      stopped = true;
+      const refused = captureIo();
+      expect(await main(['once', '-c', file, '--output', 'json'], refused.io)).toBe(1);
+      expect(refused.stderr()).toContain('a running `kube-discovery start`');
+      expect(refused.stdout()).toBe('');
+    } finally {
+      if (!stopped) await old.stop({deregister: false});
+      await next.stop({deregister: false});
+    }
+    // The survivor's own clean stop removes its record.
     const after = captureIo();
     expect(await main(['once', '-c', file, '--output', 'json'], after.io)).toBe(0);
   });

@@ -1,4 +1,5 @@
-// Slots (src/core/slots.ts): the FIFO bound the early Azure listings run under.
+// Slots (src/core/slots.ts): the FIFO bound the early listings (`run`), a region's DescribeCluster
+// calls and the per-account cap of organization matchers (`add`) run under.
 import {describe, expect, it} from 'vitest';
 import {Slots} from '../../src/core/slots.ts';
 
@@ -95,5 +96,117 @@ describe('Slots', () => {
       }, live()),
     ).rejects.toThrow('bug');
     await expect(slots.run(async () => 'next', live())).resolves.toBe('next');
+  });
+});
+
+/** A task that runs until released by hand, recording its start. */
+function gate(started: number[], id: number): {task: () => Promise<number>; release: () => void; fail: (e: Error) => void} {
+  let release!: () => void;
+  let fail!: (e: Error) => void;
+  const done = new Promise<void>((resolve, reject) => {
+    release = resolve;
+    fail = reject;
+  });
+  return {
+    task: async () => {
+      started.push(id);
+      await done;
+      return id;
+    },
+    release: () => release(),
+    fail: (e) => fail(e),
+  };
+}
+
+const settle = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+describe('Slots.add', () => {
+  it('runs at most N tasks at once and starts the waiting ones in arrival order', async () => {
+    const limiter = new Slots(2);
+    const started: number[] = [];
+    const gates = Array.from({length: 5}, (_, i) => gate(started, i));
+    const results = gates.map((g) => limiter.add(g.task));
+    await settle();
+    expect(started).toEqual([0, 1]);
+    expect([limiter.running, limiter.waiting]).toEqual([2, 3]);
+    gates[1]?.release();
+    await settle();
+    expect(started).toEqual([0, 1, 2]);
+    gates[0]?.release();
+    gates[2]?.release();
+    await settle();
+    expect(started).toEqual([0, 1, 2, 3, 4]);
+    gates[3]?.release();
+    gates[4]?.release();
+    expect(await Promise.all(results)).toEqual([0, 1, 2, 3, 4]);
+    expect([limiter.running, limiter.waiting]).toEqual([0, 0]);
+  });
+
+  it('a task that fails gives its caller the error and its slot to the next task', async () => {
+    const limiter = new Slots(1);
+    const started: number[] = [];
+    const first = gate(started, 0);
+    const second = gate(started, 1);
+    const failed = limiter.add(first.task);
+    const next = limiter.add(second.task);
+    await settle();
+    first.fail(new Error('AccessDenied'));
+    await expect(failed).rejects.toThrow('AccessDenied');
+    await settle();
+    expect(started).toEqual([0, 1]);
+    second.release();
+    expect(await next).toBe(1);
+    // A task that throws before its first await frees its slot as well.
+    await expect(limiter.add(() => Promise.reject(new Error('sync')))).rejects.toThrow('sync');
+    expect(limiter.running).toBe(0);
+  });
+
+  it('a task that returns a plain value (a caller outside the types) settles with it and frees its slot', async () => {
+    const limiter = new Slots(1);
+    const plain = (): Promise<number> => 7 as unknown as Promise<number>;
+    await expect(limiter.add(plain)).resolves.toBe(7);
+    expect(limiter.running).toBe(0);
+    // The slot really is free: the next task runs.
+    await expect(limiter.add(async () => 8)).resolves.toBe(8);
+    expect([limiter.running, limiter.waiting]).toEqual([0, 0]);
+  });
+
+  it('keeps the cap over thousands of queued tasks', async () => {
+    const limiter = new Slots(3);
+    let inFlight = 0;
+    let most = 0;
+    const tasks = Array.from({length: 3000}, (_, i) =>
+      limiter.add(async () => {
+        inFlight++;
+        most = Math.max(most, inFlight);
+        await settle();
+        inFlight--;
+        return i;
+      }),
+    );
+    const out = await Promise.all(tasks);
+    expect(out).toEqual(Array.from({length: 3000}, (_, i) => i));
+    expect(most).toBe(3);
+  });
+
+  it('shares its slots with `run`: aborted waiting tasks between them hand the slot on, in order', async () => {
+    const limiter = new Slots(1);
+    const started: number[] = [];
+    const first = gate(started, 0);
+    const dropped = new AbortController();
+    const results = [
+      limiter.add(first.task),
+      ...Array.from({length: 3000}, () => limiter.run(async () => -1, dropped.signal)),
+      limiter.add(async () => 1),
+      limiter.run(async () => 2, new AbortController().signal),
+    ];
+    await settle();
+    expect([limiter.running, limiter.waiting]).toEqual([1, 3002]);
+    dropped.abort(new Error('dropped'));
+    first.release();
+    const settled = await Promise.allSettled(results);
+    expect(settled.filter((r) => r.status === 'rejected')).toHaveLength(3000);
+    expect(settled.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []))).toEqual([0, 1, 2]);
+    expect([limiter.running, limiter.waiting]).toEqual([0, 0]);
   });
 });

@@ -12,7 +12,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import {Etcd3, Range, type IOptions} from 'etcd3';
-import {describe, it} from 'vitest';
+import {afterAll, beforeAll, describe, it} from 'vitest';
 
 /** TLS on etcd's client URLs (which then are `https://`); PEM file paths, as etcd's flags take them. */
 export interface EtcdTlsOptions {
@@ -60,7 +60,6 @@ export interface TestEtcd {
   restart(): Promise<void>;
 }
 
-/** Path of the etcd binary (`ETCD_BIN`, `/usr/bin/etcd`, or on PATH), or undefined when not installed. */
 /** Drops etcd's history up to `revision`. */
 export async function compact(endpoint: string, revision: string): Promise<void> {
   const client = new Etcd3({hosts: endpoint});
@@ -71,6 +70,7 @@ export async function compact(endpoint: string, revision: string): Promise<void>
   }
 }
 
+/** Path of the etcd binary (`ETCD_BIN`, `/usr/bin/etcd`, or on PATH), or undefined when not installed. */
 export const etcdBinary: string | undefined = findEtcd();
 
 function findEtcd(): string | undefined {
@@ -107,6 +107,32 @@ export function describeWithEtcd(name: string, fn: () => void): void {
   }
   console.warn(`skipping "${name}": ${message}`);
   describe.skip(`${name} (skipped: ${message})`, fn);
+}
+
+/**
+ * describeWithEtcd around one etcd of its own, started before the suite's tests and stopped after
+ * them. `fn` gets that etcd at once (its tests read it once it runs): it stands for the one started.
+ */
+export function describeOnEtcd(name: string, fn: (etcd: TestEtcd) => void): void {
+  describeWithEtcd(name, () => {
+    let started: TestEtcd | undefined;
+    beforeAll(async () => {
+      started = await startEtcd();
+    });
+    afterAll(() => started?.stop());
+    const running = (): TestEtcd => {
+      if (!started) throw new Error('etcd is not running: it starts before the suite\'s tests');
+      return started;
+    };
+    fn({
+      get endpoint() {
+        return running().endpoint;
+      },
+      stop: () => running().stop(),
+      kill: () => running().kill(),
+      restart: () => running().restart(),
+    });
+  });
 }
 
 async function freePort(): Promise<number> {

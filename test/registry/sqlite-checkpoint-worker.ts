@@ -5,32 +5,15 @@
  * registry checkpoints, then frees the disk. Prints what it saw as one `RESULT {...}` line.
  */
 import {execFileSync} from 'node:child_process';
-import {closeSync, openSync, rmSync, statSync, writeSync} from 'node:fs';
+import {rmSync, statSync} from 'node:fs';
 import path from 'node:path';
 import {QUIET_CHECKPOINT_WRITES, SqliteBackend} from '../../src/registry/sqlite.ts';
 import {FakeClock} from '../helpers/fake-clock.ts';
+import {fillDisk, mountWorkerTmpfs} from '../helpers/tmpfs.ts';
 
-const [dir] = process.argv.slice(2);
-if (!dir) {
-  process.stderr.write('usage: sqlite-checkpoint-worker.ts DIR\n');
-  process.exit(2);
-}
-execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=8m', 'tmpfs', dir]);
-const file = path.join(dir, 'registry.db');
+const {dir, file} = mountWorkerTmpfs(process.argv[2], '8m', 'sqlite-checkpoint-worker.ts DIR');
 const fill = path.join(dir, 'fill');
 const TICK = 1_000;
-
-function fillDisk(): void {
-  const fd = openSync(fill, 'w');
-  const chunk = Buffer.alloc(16 * 1024);
-  try {
-    for (;;) writeSync(fd, chunk);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
-  } finally {
-    closeSync(fd);
-  }
-}
 
 const clock = new FakeClock();
 const errors: string[] = [];
@@ -39,7 +22,7 @@ const lease = await store.grantLease(3_600_000);
 const written = Math.max(QUIET_CHECKPOINT_WRITES, 500);
 const value = JSON.stringify({kind: 'kube_server', spec: {ca: 'x'.repeat(2_000)}});
 await Promise.all(Array.from({length: written}, (_, i) => store.put(`kube_servers/g/c${i}`, value, {lease})));
-fillDisk();
+fillDisk(fill, 16 * 1024);
 // One tick that saw the burst, one quiet tick: the checkpoint, which needs room in the file.
 await clock.advance(TICK);
 await clock.advance(TICK);

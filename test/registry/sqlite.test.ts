@@ -33,6 +33,27 @@ describe('sqlite backend file', () => {
     rmSync(dir, {recursive: true, force: true});
   });
 
+  it('compareAndDelete removes an entry only while another process has not rewritten it', async () => {
+    const first = await open();
+    const second = await open();
+    const lease = await first.grantLease(60_000);
+    await first.put('writers/g', 'first', {lease});
+    // The second process writes over the record on a lease of its own.
+    const other = await second.grantLease(60_000);
+    const theirs = await second.put('writers/g', 'second', {lease: other});
+    expect(await first.compareAndDelete('writers/g', {value: 'first', lease: lease.id})).toBe(false);
+    expect(await first.compareAndDelete('writers/g', {value: 'second', lease: lease.id})).toBe(false);
+    expect(await second.get('writers/g')).toEqual(theirs);
+    expect(await second.compareAndDelete('writers/g', {value: 'second', lease: other.id})).toBe(true);
+    expect(await first.get('writers/g')).toBeUndefined();
+    // An entry without a lease matches an expected lease of none.
+    await first.put('plain', 'v');
+    expect(await second.compareAndDelete('plain', {value: 'v', lease: lease.id})).toBe(false);
+    expect(await second.compareAndDelete('plain', {value: 'v', lease: undefined})).toBe(true);
+    await first.close();
+    await second.close();
+  });
+
   it('creates the parent directory and runs in WAL mode', async () => {
     const backend = await open();
     await backend.close();

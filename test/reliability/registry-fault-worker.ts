@@ -7,11 +7,12 @@
  * caught by it). Prints the observations as one `RESULT {...}` line on stdout.
  */
 import {execFileSync} from 'node:child_process';
-import {closeSync, openSync, rmSync, writeSync} from 'node:fs';
+import {rmSync} from 'node:fs';
 import path from 'node:path';
 import {kubeServerKey} from '../../heartbeats/kube-server.ts';
 import {systemClock} from '../../src/core/clock.ts';
 import {SqliteBackend} from '../../src/registry/sqlite.ts';
+import {fillDisk, mountWorkerTmpfs} from '../helpers/tmpfs.ts';
 import {CLUSTERS, runRegistryFaultScenario, type RegistryFaultDriver} from './registry-fault-scenario.ts';
 
 const [fault, dir] = process.argv.slice(2);
@@ -19,23 +20,8 @@ if (!dir || (fault !== 'disk_full' && fault !== 'read_only')) {
   process.stderr.write('usage: registry-fault-worker.ts disk_full|read_only DIR\n');
   process.exit(2);
 }
-execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=3m', 'tmpfs', dir]);
+const {file} = mountWorkerTmpfs(dir, '3m', 'registry-fault-worker.ts disk_full|read_only DIR');
 const fill = path.join(dir, 'fill');
-
-/** Writes zeros until the file system says ENOSPC. */
-function fillDisk(): void {
-  const fd = openSync(fill, 'w');
-  const chunk = Buffer.alloc(64 * 1024);
-  try {
-    for (;;) writeSync(fd, chunk);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
-  } finally {
-    closeSync(fd);
-  }
-}
-
-const file = path.join(dir, 'registry.db');
 
 /** The registry a previous run left: CLUSTERS entries on a lease. */
 async function fillRegistry(): Promise<void> {
@@ -57,7 +43,7 @@ const driver: RegistryFaultDriver = {
     execFileSync('mount', ['-o', 'remount,ro', dir]);
   },
   async inject() {
-    if (fault === 'disk_full') fillDisk();
+    if (fault === 'disk_full') fillDisk(fill, 64 * 1024);
   },
   async clear() {
     if (fault === 'disk_full') rmSync(fill);

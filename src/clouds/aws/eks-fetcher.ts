@@ -22,7 +22,7 @@ export const EKS_KNOWN_STATUSES: ReadonlySet<string> = new Set(['CREATING', 'ACT
 /** The narrow client surface the fetcher needs; a real EKSClient (or an aws-sdk-client-mock'ed one) satisfies it. */
 export type EksApi = Pick<EKSClient, 'send'>;
 
-/** Bounds a region's DescribeCluster calls in flight: a `CallLimiter` (the service's), or a p-queue. */
+/** Bounds a region's DescribeCluster calls in flight: `Slots` (the service's), or a p-queue. */
 export interface DescribeQueue {
   add(task: () => Promise<void>): Promise<unknown>;
 }

@@ -24,7 +24,7 @@ import type {KubeServer} from '../../../heartbeats/kube-server.ts';
 import type {AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
 import {listEnabledRegions, type AccountApi} from './account-regions.ts';
 import {createEksFetcher, type EksApi} from './eks-fetcher.ts';
-import {CallLimiter} from './call-limiter.ts';
+import {Slots} from '../../core/slots.ts';
 import {awsFailure} from './errors.ts';
 // A function declaration: safe across the import cycle with sources.ts (nothing runs at load).
 import {awsRequestHandler} from './sources.ts';
@@ -167,7 +167,7 @@ export class OrganizationPlanner {
   readonly #missedOnce = new Map<number, ReadonlySet<string>>();
   /** One pool of keep-alive sockets for every member-account client (pooled per endpoint host). */
   #sharedDispatcher: AwsDispatcher | undefined;
-  readonly #accountQueues = new Map<string, CallLimiter>();
+  readonly #accountQueues = new Map<string, Slots>();
   #accountApi: AccountApi | undefined;
   readonly #enabledRegions = new Map<string, {regions: readonly string[]; at: number}>();
   /**
@@ -366,7 +366,7 @@ export class OrganizationPlanner {
             skipNotEnabledRegion: wildcard,
             roleArn,
             ...(externalId ? {externalId} : {}),
-            describeQueue: new CallLimiter(this.#options.perRegionConcurrency ?? 10),
+            describeQueue: new Slots(this.#options.perRegionConcurrency ?? 10),
             ...(tagReader ? {tagReader} : {}),
           }).fetch(signal);
         } finally {
@@ -585,10 +585,10 @@ export class OrganizationPlanner {
     return this.#sharedDispatcher;
   }
 
-  #accountQueue(account: string): CallLimiter {
+  #accountQueue(account: string): Slots {
     let queue = this.#accountQueues.get(account);
     if (!queue) {
-      queue = new CallLimiter(this.#options.perAccountConcurrency ?? 10);
+      queue = new Slots(this.#options.perAccountConcurrency ?? 10);
       this.#accountQueues.set(account, queue);
     }
     return queue;

@@ -2,7 +2,7 @@
 import {DescribeClusterCommand, EKSClient, ListClustersCommand} from '@aws-sdk/client-eks';
 import {GetResourcesCommand, ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import {GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
-import {CallLimiter} from './call-limiter.ts';
+import {Slots} from '../../core/slots.ts';
 import type {ClusterFetcher, PlanContext, PlannedSources} from '../fetcher.ts';
 import type {SourceRef, SourceResult} from '../../core/types.ts';
 import {awsCredentialProvider, type AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
@@ -79,7 +79,7 @@ export class AwsSources {
   readonly #options: AwsSourcesOptions;
   readonly #clients = new Map<string, EksApi>();
   readonly #credentials = new Map<string, AwsCredentialProvider>();
-  readonly #queues = new Map<string, CallLimiter>();
+  readonly #queues = new Map<string, Slots>();
   /** The default credentials' account, with the access key it was looked up with and the region whose STS answered. */
   #defaultAccount: {readonly accessKeyId: string; readonly account: string; readonly region: string} | undefined;
   /** Accounts of default keys met while listing (see #signingProvider), by access key. */
@@ -406,12 +406,12 @@ export class AwsSources {
     shapeClient(client, shaper, role.roleArn?.split(':')[4] || 'caller', region);
   }
 
-  #queue(region: string): CallLimiter {
+  #queue(region: string): Slots {
     let queue = this.#queues.get(region);
     if (!queue) {
       // A FIFO cap, not p-queue: a full cycle passes every DescribeCluster through it (p-queue's
       // events, promise and closures per task were ~2 % of W0's first cycle).
-      queue = new CallLimiter(this.#options.perRegionConcurrency ?? 10);
+      queue = new Slots(this.#options.perRegionConcurrency ?? 10);
       this.#queues.set(region, queue);
     }
     return queue;
