@@ -47,6 +47,8 @@ interface KubeResponse {
 }
 
 const MAX_BODY_BYTES = 1 << 20;
+/** Characters of an answer redacted before the start of them is quoted. */
+const QUOTED_SCAN = 64 * 1024;
 // Node's codes for "the certificate chain does not lead to the CA we trust" and friends.
 const CERT_ERRORS = new Set([
   'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
@@ -274,13 +276,18 @@ function gitVersionOf(body: string): string | undefined {
 }
 
 /** The `message` of a Kubernetes Status body, if it is one. */
+/**
+ * What a server said, redacted and only then cut: a credential is removed by its whole value, so a
+ * token that an answer echoed across the cut would otherwise stay, all but its last characters.
+ * (Redacted are the first 64 KiB, not a whole megabyte-long error page: only the start is kept.)
+ */
 function statusMessage(body: string): string | undefined {
   const m = (parse(body) as {kind?: unknown; message?: unknown} | undefined)?.message;
-  return typeof m === 'string' && m ? m.slice(0, 300) : undefined;
+  return typeof m === 'string' && m ? redactText(m.slice(0, QUOTED_SCAN)).slice(0, 300) : undefined;
 }
 
 function describeBody(body: string): string {
-  const message = statusMessage(body) ?? body.trim().slice(0, 200);
+  const message = statusMessage(body) ?? redactText(body.trim().slice(0, QUOTED_SCAN)).slice(0, 200);
   return message ? `: ${message}` : '';
 }
 
