@@ -7,7 +7,7 @@
 import https from 'node:https';
 import type {TargetHealth} from '../../heartbeats/kube-server.ts';
 import {systemClock, type Clock} from '../core/clock.ts';
-import {redactText} from '../observability/redact.ts';
+import {redactedStart, redactText} from '../observability/redact.ts';
 import {
   apiErrorMessage,
   forbiddenMessage,
@@ -47,8 +47,6 @@ interface KubeResponse {
 }
 
 const MAX_BODY_BYTES = 1 << 20;
-/** Characters of an answer redacted before the start of them is quoted. */
-const QUOTED_SCAN = 64 * 1024;
 // Node's codes for "the certificate chain does not lead to the CA we trust" and friends.
 const CERT_ERRORS = new Set([
   'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
@@ -276,18 +274,14 @@ function gitVersionOf(body: string): string | undefined {
 }
 
 /** The `message` of a Kubernetes Status body, if it is one. */
-/**
- * What a server said, redacted and only then cut: a credential is removed by its whole value, so a
- * token that an answer echoed across the cut would otherwise stay, all but its last characters.
- * (Redacted are the first 64 KiB, not a whole megabyte-long error page: only the start is kept.)
- */
+/** What a server said, redacted before it is cut (redactedStart): a token it echoed must not stay half. */
 function statusMessage(body: string): string | undefined {
   const m = (parse(body) as {kind?: unknown; message?: unknown} | undefined)?.message;
-  return typeof m === 'string' && m ? redactText(m.slice(0, QUOTED_SCAN)).slice(0, 300) : undefined;
+  return typeof m === 'string' && m ? redactedStart(m, 300) : undefined;
 }
 
 function describeBody(body: string): string {
-  const message = statusMessage(body) ?? redactText(body.trim().slice(0, QUOTED_SCAN)).slice(0, 200);
+  const message = statusMessage(body) ?? redactedStart(body.trim(), 200);
   return message ? `: ${message}` : '';
 }
 
