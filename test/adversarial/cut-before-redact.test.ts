@@ -4,13 +4,18 @@
  * token error at 400), and were cut *before* being redacted. A credential the process holds is
  * redacted by its whole value, so one that a message echoed across the cut (a proxy or gateway
  * quoting what it was handed; here an Azure client secret, whose shape no pattern knows) kept all
- * but its last characters. Same defect as the probe's (probe-echo-truncated.test.ts).
+ * but its last characters. Same defect as the probe's (probe-echo-truncated.test.ts); the access
+ * set-up's Kubernetes calls quote a plain-text answer at 200 characters the same way.
  */
+import {createServer} from 'node:https';
+import type {AddressInfo} from 'node:net';
 import {expect, it} from 'vitest';
+import {canI} from '../../src/access/kube-apply.ts';
 import {awsFailure} from '../../src/clouds/aws/errors.ts';
 import {azureFailure} from '../../src/clouds/azure/errors.ts';
 import {mintEntraToken} from '../../src/credentials/aks-token.ts';
 import {redactText, registerSecret} from '../../src/observability/redact.ts';
+import {createTestCa} from '../fakes/tls-ca.ts';
 
 // An Entra ID client secret (the identity's AZURE_CLIENT_SECRET, registered for redaction when read).
 const SECRET = 'Xq8~Jv2.Tn5_Lp0-Wr7zKc4~Hs1.Bd6_Fm9-Ga3yNe';
@@ -37,4 +42,24 @@ it('an Entra ID token error keeps no part of a credential its message echoed acr
   const error = await mintEntraToken(credential, '6dae42f8-4368-4678-94ff-3960e28e3630').then(() => undefined, (e: unknown) => e as Error);
   expect(error?.message).toContain('could not get an Entra ID token');
   expect(redactText(error?.message ?? '')).not.toContain(SECRET.slice(0, 12));
+});
+
+it('access set-up keeps no part of a credential a cluster echoed across the cut of a plain-text answer', async () => {
+  const ca = await createTestCa();
+  const tls = await ca.issueServerCert();
+  const server = createServer({cert: tls.certPem, key: tls.keyPem}, (_req, res) => {
+    res.writeHead(502, {'content-type': 'text/plain'});
+    res.end(echo(200));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const target = {server: `https://127.0.0.1:${(server.address() as AddressInfo).port}`, caPem: ca.caPem, token: SECRET};
+    const error = await canI(target, 'create', 'clusterroles', 'rbac.authorization.k8s.io').then(() => undefined, (e: unknown) => e as Error);
+    expect(error?.message).toContain('502');
+    // Redacted again where it is shown (the access set-up note, the log).
+    expect(redactText(error?.message ?? '')).not.toContain(SECRET.slice(0, 12));
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
 });
