@@ -14,7 +14,8 @@ import {canI} from '../../src/access/kube-apply.ts';
 import {awsFailure} from '../../src/clouds/aws/errors.ts';
 import {azureFailure} from '../../src/clouds/azure/errors.ts';
 import {mintEntraToken} from '../../src/credentials/aks-token.ts';
-import {redactText, registerSecret} from '../../src/observability/redact.ts';
+import {redact, redactText, registerSecret} from '../../src/observability/redact.ts';
+import {summaryLine} from '../../src/status/summary.ts';
 import {createTestCa} from '../fakes/tls-ca.ts';
 
 // An Entra ID client secret (the identity's AZURE_CLIENT_SECRET, registered for redaction when read).
@@ -62,4 +63,11 @@ it('access set-up keeps no part of a credential a cluster echoed across the cut 
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
   }
+});
+
+it("the /v1/status summary line keeps no part of a credential a source's error echoed across its cut", () => {
+  // A failure recorded as the planner threw it (a credential provider's own error), not through a cloud's classifier.
+  const failed = {id: 'aks:*', cloud: 'Azure', region: '*', account: '', ok: false, clusters: 0, stale: true, consecutive_failures: 1, last_error: {reason: 'other' as const, code: 'Error', operation: 'plan', message: echo(160), at: '2026-01-01T00:00:00Z'}};
+  // statusBodyOf redacts the whole body, this line included.
+  expect(redact(summaryLine({role: 'leader', clusters: 3, sources: [failed]}))).not.toContain(SECRET.slice(0, 12));
 });
