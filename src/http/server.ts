@@ -136,7 +136,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: HttpSe
 
   // An inventory never read is not an empty one: an empty list, a 404 or a snapshot of nothing would
   // tell every reader its clusters are gone. Until the first listing succeeds, the inventory says nothing.
-  if (method === 'GET' && (path === '/v1/watch' || path.startsWith('/v1/kube_servers')) && !options.inventory.synced) {
+  if (method === 'GET' && (path === '/v1/watch' || path === '/v1/kube_servers' || path.startsWith('/v1/kube_servers/')) && !options.inventory.synced) {
     throw new UnavailableError('not_synced', 'the registry has not been read yet since this replica started; retry later (the reason is in /v1/status)');
   }
 
