@@ -122,6 +122,13 @@ export class Heartbeat {
   #cancelTick: (() => void) | undefined;
   #ticking: Promise<void> | undefined;
   #replacing: Promise<void> | undefined;
+  /**
+   * Entries whose re-put onto a replacement lease failed (name → the doc it was to write): nobody
+   * awaits that re-put, so the next good keepalive writes them again. Left out, such an entry stayed
+   * out of the registry until a cycle wrote it, and a cycle whose source fails keeps only what the
+   * registry has.
+   */
+  readonly #unannounced = new Map<string, number>();
 
   constructor(options: HeartbeatOptions) {
     const {ttlMs, retry = {attempts: 3, baseMs: 200}} = options;
@@ -351,6 +358,7 @@ export class Heartbeat {
       this.#leaseExpires = at + this.#ttlMs;
       this.#onSuccess('keepalive');
       this.#onKeepAlive(lease, this.#leaseExpires);
+      if (this.#unannounced.size > 0) await this.#reputUnannounced(lease);
     } catch (err) {
       this.#onFailure('keepalive', err);
       // A backend whose leases live while their holder keeps calling (sqlite) has not lost one to a failing disk.
@@ -382,7 +390,11 @@ export class Heartbeat {
         const rePut = async (): Promise<void> => {
           while (next < held.length) {
             const [name, e] = held[next++] as [string, Entry];
-            await this.#write(name, e.doc, withoutRegistryFields(e.server), lease).catch(() => failed++);
+            this.#unannounced.delete(name);
+            await this.#write(name, e.doc, withoutRegistryFields(e.server), lease).catch(() => {
+              failed++;
+              this.#unannounced.set(name, e.doc);
+            });
           }
         };
         await Promise.all(Array.from({length: Math.min(REPUT_CONCURRENCY, held.length)}, rePut));
@@ -394,6 +406,29 @@ export class Heartbeat {
       this.#replacing = undefined;
     });
     return this.#replacing;
+  }
+
+  /** Writes again the entries whose re-put onto `lease` failed, unless a newer announce or a removal came since. */
+  async #reputUnannounced(lease: Lease): Promise<void> {
+    const pending = [...this.#unannounced];
+    let next = 0;
+    const rePut = async (): Promise<void> => {
+      while (next < pending.length && this.#state === 'running' && this.#lease?.id === lease.id) {
+        const [name, doc] = pending[next++] as [string, number];
+        const entry = this.#entries.get(name);
+        if (entry?.doc !== doc) {
+          this.#unannounced.delete(name);
+          continue;
+        }
+        try {
+          await this.#write(name, doc, withoutRegistryFields(entry.server), lease);
+          if (this.#unannounced.get(name) === doc) this.#unannounced.delete(name);
+        } catch {
+          // Still refused: the next keepalive tries again.
+        }
+      }
+    };
+    await Promise.all(Array.from({length: Math.min(REPUT_CONCURRENCY, pending.length)}, rePut));
   }
 
   async #currentLease(): Promise<Lease> {

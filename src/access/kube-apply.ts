@@ -6,6 +6,7 @@
 import {request} from 'node:https';
 import type {RbacObject} from './rbac.ts';
 import {rbacUpToDate} from './rbac.ts';
+import {redactedStart} from '../observability/redact.ts';
 
 /** What happened to one object. */
 export type ApplyOutcome = 'created' | 'updated' | 'unchanged';
@@ -130,7 +131,8 @@ function call(target: KubeTarget, method: string, path: string, body?: unknown):
           try {
             parsed = text ? JSON.parse(text) : {};
           } catch {
-            parsed = {message: text.slice(0, 200)};
+            // Redacted before it is cut: a token it echoed, cut in two, would no longer be known by its value.
+            parsed = {message: redactedStart(text, 200)};
           }
           const record = typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : {};
           resolve({status: res.statusCode ?? 0, body: record});

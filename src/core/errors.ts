@@ -20,6 +20,17 @@ export class AuthenticationError extends Error {
   override readonly name = 'AuthenticationError';
 }
 
+/** What was asked for cannot be answered yet (the registry has not been read). HTTP 503 with Retry-After. */
+export class UnavailableError extends Error {
+  override readonly name = 'UnavailableError';
+  /** The `error` field of the JSON answer, e.g. `not_synced`. */
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
 /** A write was refused because this replica no longer holds leadership. */
 export class FencedError extends Error {
   override readonly name = 'FencedError';

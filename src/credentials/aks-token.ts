@@ -11,6 +11,7 @@ import {noAzureCredentialsMessage} from './aks-credential.ts';
 import {AksLocalAccounts} from './aks-local-accounts.ts';
 import {TokenCache} from './token-cache.ts';
 import {errorMessage} from '../core/errors.ts';
+import {redactedStart} from '../observability/redact.ts';
 
 /** Entra ID application of the AKS API server: the audience of AKS-managed Entra ID tokens in every Azure cloud. */
 export const AKS_SERVER_ID = '6dae42f8-4368-4678-94ff-3960e28e3630';
@@ -106,5 +107,7 @@ function firstLine(error: unknown): string {
   const lines = errorMessage(error).split('\n');
   // Some credentials append a stack frame to their message; an exec plugin's stderr must not carry one.
   const text = lines.map((l) => l.trim()).filter((l) => l !== '' && !/^at \S.*:\d+(?::\d+)?\)?$/.test(l)).join(' ');
-  return text.length > 400 ? `${text.slice(0, 400)}…` : text || 'unknown error';
+  // Redacted before it is cut: a credential cut in two is no longer known by its value.
+  const quoted = redactedStart(text, 400);
+  return text.length > 400 ? `${quoted}…` : quoted || 'unknown error';
 }

@@ -11,6 +11,7 @@ import {armClientOptions, type AzureClientOptions} from '../clouds/azure/pipelin
 import {parseAksKubeconfig, type AksUserKubeconfig} from './aks-kubeconfig.ts';
 import type {AksClusterRef} from './aks-local-accounts.ts';
 import {errorMessage} from '../core/errors.ts';
+import {redactedStart} from '../observability/redact.ts';
 
 /** Where and as whom to ask Resource Manager. */
 export interface AksUserCredentialRequest {
@@ -35,7 +36,8 @@ export async function fetchAksUserKubeconfig(request: AksUserCredentialRequest):
     const result = await client.managedClusters.listClusterUserCredentials(resourceGroup, name, {format: 'exec'});
     value = result.kubeconfigs?.find((k) => k.value !== undefined)?.value;
   } catch (error) {
-    const message = errorMessage(error).split('\n')[0]?.slice(0, 300) ?? '';
+    // Redacted before it is cut: a credential cut in two is no longer known by its value.
+    const message = redactedStart(errorMessage(error).split('\n')[0] ?? '', 300);
     throw new Error(`listClusterUserCredential for AKS cluster ${name} (resource group ${resourceGroup}, subscription ${subscriptionId}) failed: ${message}`, {cause: error});
   }
   if (!value) throw new Error(`listClusterUserCredential for AKS cluster ${name} returned no kubeconfig`);

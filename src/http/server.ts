@@ -6,7 +6,7 @@
 import {createServer, type IncomingMessage, type Server, type ServerResponse} from 'node:http';
 import type {AddressInfo} from 'node:net';
 import {systemClock} from '../core/clock.ts';
-import {AuthenticationError, InputError, NotFoundError} from '../core/errors.ts';
+import {AuthenticationError, InputError, NotFoundError, UnavailableError} from '../core/errors.ts';
 import type {Inventory} from '../inventory/inventory.ts';
 import type {Logger} from '../observability/logger.ts';
 import {redactText} from '../observability/redact.ts';
@@ -134,6 +134,12 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: HttpSe
     throw new AuthenticationError('a valid bearer token is required');
   }
 
+  // An inventory never read is not an empty one: an empty list, a 404 or a snapshot of nothing would
+  // tell every reader its clusters are gone. Until the first listing succeeds, the inventory says nothing.
+  if (method === 'GET' && (path === '/v1/watch' || path === '/v1/kube_servers' || path.startsWith('/v1/kube_servers/')) && !options.inventory.synced) {
+    throw new UnavailableError('not_synced', 'the registry has not been read yet since this replica started; retry later (the reason is in /v1/status)');
+  }
+
   if (path === '/v1/kube_servers' && method === 'GET') {
     const selector = parseLabelSelector(url.searchParams.get('labels'));
     const limit = parseLimit(url.searchParams.get('limit'));
@@ -214,6 +220,10 @@ function sendError(res: ServerResponse, error: unknown, logger: Logger | undefin
   }
   if (error instanceof InputError) return sendJson(res, 400, {error: 'bad_request', message: redactText(error.message)});
   if (error instanceof NotFoundError) return sendJson(res, 404, {error: 'not_found', message: redactText(error.message)});
+  if (error instanceof UnavailableError) {
+    res.setHeader('retry-after', '5');
+    return sendJson(res, 503, {error: error.code, message: error.message});
+  }
   if (error instanceof AuthenticationError) {
     res.setHeader('www-authenticate', 'Bearer');
     return sendJson(res, 401, {error: 'unauthorized', message: error.message});

@@ -193,6 +193,17 @@ export function redactText(text: string): string {
   return out.replace(AWS_SECRET_KEY, (m) => (looksLikeSecretKey(m) ? REDACTED : m));
 }
 
+/** Characters of a text redacted before its start is quoted: enough for any credential cut by the quote, not a whole error page. */
+const QUOTE_SCAN = 64 * 1024;
+
+/**
+ * The first `max` characters of `text`, redacted before they are cut: a credential is redacted by
+ * its whole value, so one cut in two by the quote would keep all but its last characters.
+ */
+export function redactedStart(text: string, max: number): string {
+  return redactText(text.slice(0, QUOTE_SCAN)).slice(0, max);
+}
+
 function redactEntries(entries: Iterable<[string, unknown]>, depth: number, seen: WeakSet<object>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of entries) {

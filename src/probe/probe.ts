@@ -7,7 +7,7 @@
 import https from 'node:https';
 import type {TargetHealth} from '../../heartbeats/kube-server.ts';
 import {systemClock, type Clock} from '../core/clock.ts';
-import {redactText} from '../observability/redact.ts';
+import {redactedStart, redactText} from '../observability/redact.ts';
 import {
   apiErrorMessage,
   forbiddenMessage,
@@ -274,13 +274,14 @@ function gitVersionOf(body: string): string | undefined {
 }
 
 /** The `message` of a Kubernetes Status body, if it is one. */
+/** What a server said, redacted before it is cut (redactedStart): a token it echoed must not stay half. */
 function statusMessage(body: string): string | undefined {
   const m = (parse(body) as {kind?: unknown; message?: unknown} | undefined)?.message;
-  return typeof m === 'string' && m ? m.slice(0, 300) : undefined;
+  return typeof m === 'string' && m ? redactedStart(m, 300) : undefined;
 }
 
 function describeBody(body: string): string {
-  const message = statusMessage(body) ?? body.trim().slice(0, 200);
+  const message = statusMessage(body) ?? redactedStart(body.trim(), 200);
   return message ? `: ${message}` : '';
 }
 

@@ -674,6 +674,12 @@ class KubeWatch {
   #handle: {abort(): void} | undefined;
   #closed = false;
   #retryDelayMs = 100;
+  /**
+   * An event could not be applied (the Lease it names unreadable, the object malformed): the view
+   * may hold an entry on a Lease it left, whose lapse would read as a deletion. The stream is ended
+   * and resumed from a new listing.
+   */
+  #relistNeeded = false;
 
   constructor(backend: KubernetesBackend, prefix: string, onEvent: (event: WatchEvent) => void) {
     this.#backend = backend;
@@ -753,21 +759,33 @@ class KubeWatch {
           return;
         }
         this.#chain = this.#chain.then(() => this.#apply(event.type, event.object)).catch((err: unknown) => {
-          // A malformed event is dropped, never read as a deletion; the next relist repairs the view.
+          // An event that cannot be applied is dropped, never read as a deletion; a new listing repairs the view.
           this.#backend.reportBackground(err);
+          this.#relistSoon();
         });
       },
       (err) => {
         if (this.#closed) return;
         const expired = gone || (err instanceof Error && /\b410\b|Gone|Expired/.test(err.message));
-        this.#resume(expired);
+        this.#resume(expired || this.#relistNeeded);
       },
     ).catch((err: unknown) => {
-      this.#resume(false, err);
+      this.#resume(this.#relistNeeded, err);
       return undefined;
     });
     if (this.#closed) handle?.abort();
-    else this.#handle = handle;
+    else {
+      this.#handle = handle;
+      // An event of this stream failed before its handle was known.
+      if (this.#relistNeeded) handle?.abort();
+    }
+  }
+
+  /** Ends the stream so that it resumes from a new listing (see #relistNeeded). */
+  #relistSoon(): void {
+    if (this.#closed || this.#relistNeeded) return;
+    this.#relistNeeded = true;
+    this.#handle?.abort();
   }
 
   #resume(relist: boolean, _err?: unknown): void {
@@ -778,10 +796,15 @@ class KubeWatch {
       if (this.#closed) return;
       void (async () => {
         try {
-          if (relist) await this.#relist(true);
+          if (relist) {
+            // Cleared first: an event that fails while this listing runs asks for another.
+            this.#relistNeeded = false;
+            await this.#relist(true);
+          }
           this.#retryDelayMs = 100;
         } catch {
           // The API server is unavailable: keep the view as it is and try again.
+          this.#relistNeeded ||= relist;
           this.#resume(relist);
           return;
         }

@@ -4,6 +4,7 @@
  * cloud credentials at all): ready for reads, yet not doing its job.
  */
 import type {CycleStatus, SourceStatus} from './status.ts';
+import {redactedStart} from '../observability/redact.ts';
 
 /** What the summary line is made of. */
 export interface SummaryInput {
@@ -39,5 +40,6 @@ function firstFailure(sources: readonly SourceStatus[]): string {
   const failed = sources.find((s) => !s.ok && s.last_error);
   if (!failed?.last_error) return '';
   const more = sources.filter((s) => !s.ok).length > 1 ? ', first' : '';
-  return `${more}: ${failed.id}: ${failed.last_error.code}${failed.last_error.message ? ` — ${failed.last_error.message.slice(0, 160)}` : ''}`;
+  // Redacted before it is cut: the body's redaction afterwards would not know a credential cut in two.
+  return `${more}: ${failed.id}: ${failed.last_error.code}${failed.last_error.message ? ` — ${redactedStart(failed.last_error.message, 160)}` : ''}`;
 }

@@ -1,6 +1,6 @@
 /** Maps AWS SDK errors to the bounded failure reasons used by metrics, logs and /v1/status. */
 import type {FailureReason, SourceFailure} from '../../core/types.ts';
-import {redactText} from '../../observability/redact.ts';
+import {redactedStart} from '../../observability/redact.ts';
 
 interface SdkErrorShape {
   name?: string;
@@ -68,7 +68,7 @@ export function classifyAwsError(error: unknown): FailureReason {
 export function awsFailure(error: unknown, operation: string): SourceFailure {
   const e = error as SdkErrorShape | undefined;
   // Cloud messages reach /v1/status and CLI output: strip anything credential-shaped first.
-  const message = redactText((e?.message ?? String(error)).split('\n')[0]?.slice(0, 300) ?? '');
+  const message = redactedStart((e?.message ?? String(error)).split('\n')[0] ?? '', 300);
   const requestId = e?.$metadata?.requestId;
   const code = awsErrorCode(error);
   return {

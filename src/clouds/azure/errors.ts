@@ -2,6 +2,7 @@
 import type {FailureReason, SourceFailure} from '../../core/types.ts';
 import {noAzureCredentialsMessage} from '../../credentials/aks-credential.ts';
 import {recordedArmError, type ArmErrorBody} from './pipeline.ts';
+import {redactedStart} from '../../observability/redact.ts';
 
 interface AzureErrorShape {
   name?: string;
@@ -69,7 +70,9 @@ export function azureFailure(error: unknown, operation: string): SourceFailure {
   const noCredentials = noAzureCredentialsMessage(error);
   const raw = noCredentials ?? armBody(e)?.message ?? e?.message ?? String(error);
   // The SDK's parse error quotes the whole body it could not read: a credential answer's is the user's kubeconfig.
-  const message = raw.replace(/ occurred while parsing the response body - [\s\S]*$/, ' occurred while parsing the response body (not shown)').replace(/\s*\n\s*/g, ' ').trim().slice(0, 300);
+  const oneLine = raw.replace(/ occurred while parsing the response body - [\s\S]*$/, ' occurred while parsing the response body (not shown)').replace(/\s*\n\s*/g, ' ').trim();
+  // Redacted before it is cut: a credential cut in two is no longer known by its value.
+  const message = redactedStart(oneLine, 300);
   const requestId = e?.response?.headers?.get('x-ms-request-id');
   return {
     reason: classifyAzureError(error),
