@@ -56,11 +56,17 @@ describe('AwsCredentialProviders', () => {
     expect((await provider()).accessKeyId).toBe(first.accessKeyId);
     expect(fake.stats.count({operation: 'AssumeRole'})).toBe(before);
 
-    await clock.advance(1_000);
-    expect((await provider()).accessKeyId).toBe(first.accessKeyId); // still valid: served while renewing
-    // The renewal is a real HTTP round trip to the fake; wait for it, not for time.
-    await vi.waitFor(() => expect(fake.stats.count({operation: 'AssumeRole'})).toBe(before + 1), ROUND_TRIP);
-    expect((await provider()).accessKeyId).not.toBe(first.accessKeyId);
+    // STS counts a call when it arrives and answers later: the renewal's answer is 300 ms behind its count here.
+    fake.latencyMs = (ctx) => (ctx.operation === 'AssumeRole' ? 300 : 0);
+    try {
+      await clock.advance(1_000);
+      expect((await provider()).accessKeyId).toBe(first.accessKeyId); // still valid: served while renewing
+      // The renewal is a real HTTP round trip to the fake; wait for it, not for time.
+      await vi.waitFor(() => expect(fake.stats.count({operation: 'AssumeRole'})).toBe(before + 1), ROUND_TRIP);
+      expect((await provider()).accessKeyId).not.toBe(first.accessKeyId);
+    } finally {
+      fake.latencyMs = undefined;
+    }
   });
 
   it('keeps (role, external id) pairs apart and passes the external id', async () => {
