@@ -273,8 +273,10 @@ function gitVersionOf(body: string): string | undefined {
   return typeof v === 'string' ? v : undefined;
 }
 
-/** The `message` of a Kubernetes Status body, if it is one. */
-/** What a server said, redacted before it is cut (redactedStart): a token it echoed must not stay half. */
+/**
+ * The `message` of a Kubernetes Status body, if it is one, redacted before it is cut
+ * (redactedStart): a token the server echoed must not stay half.
+ */
 function statusMessage(body: string): string | undefined {
   const m = (parse(body) as {kind?: unknown; message?: unknown} | undefined)?.message;
   return typeof m === 'string' && m ? redactedStart(m, 300) : undefined;
