@@ -2,6 +2,7 @@
 import {readFile} from 'node:fs/promises';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import {errorMessage} from '../core/errors.ts';
+import {hideUrlUserInfo} from '../observability/redact.ts';
 
 /** Where and how to reach the API. */
 export interface ApiClientOptions {
@@ -17,9 +18,14 @@ export function serverUrl(text: string): {ok: true; url: string} | {ok: false; m
   } catch {
     url = undefined;
   }
+  // A password in the address would be quoted by every error about it (fetch refuses such a URL
+  // anyway): refused up front, the address quoted without it, and the token options named instead.
+  if (url && (url.username !== '' || url.password !== '')) {
+    return {ok: false, message: `expected --server without user info (a name or password before @), got ${JSON.stringify(hideUrlUserInfo(text))}; pass the API's bearer token with --token-file or $KUBE_DISCOVERY_TOKEN`};
+  }
   if (url && (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname) return {ok: true, url: text};
   const hint = /^[\w.-]+:\d+$|^[\w.-]+$|^\[[\d:a-f]+\]:\d+$/i.test(text) ? `; did you mean http://${text}?` : '';
-  return {ok: false, message: `expected --server to be an http:// or https:// URL, got ${JSON.stringify(text)}${hint}`};
+  return {ok: false, message: `expected --server to be an http:// or https:// URL, got ${JSON.stringify(hideUrlUserInfo(text))}${hint}`};
 }
 
 /** The bearer token from `--token-file` or `KUBE_DISCOVERY_TOKEN`. */
