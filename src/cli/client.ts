@@ -2,7 +2,7 @@
 import {readFile} from 'node:fs/promises';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import {errorMessage} from '../core/errors.ts';
-import {hideUrlUserInfo} from '../observability/redact.ts';
+import {hideUrlUserInfo, registerSecret} from '../observability/redact.ts';
 
 /** Where and how to reach the API. */
 export interface ApiClientOptions {
@@ -30,8 +30,10 @@ export function serverUrl(text: string): {ok: true; url: string} | {ok: false; m
 
 /** The bearer token from `--token-file` or `KUBE_DISCOVERY_TOKEN`. */
 export async function resolveToken(tokenFile: string | undefined, env: Readonly<Record<string, string | undefined>>): Promise<string | undefined> {
-  if (tokenFile) return (await readFile(tokenFile, 'utf8')).trim();
-  return env['KUBE_DISCOVERY_TOKEN'] || undefined;
+  const token = tokenFile ? (await readFile(tokenFile, 'utf8')).trim() : env['KUBE_DISCOVERY_TOKEN'] || undefined;
+  // A server (or a proxy before it) may quote the token it was sent in its error answer, which the CLI prints.
+  registerSecret(token);
+  return token;
 }
 
 /** Lists every kube_server (all pages), optionally filtered by a label selector `k=v,...`. */
