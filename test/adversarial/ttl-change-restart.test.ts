@@ -90,6 +90,7 @@ describe.each(Object.keys(backends) as (keyof typeof backends)[])('a restart wit
       for (let t = 0; t < 2 * OLD_TTL; t += 5_000) await clock.advance(5_000);
       expect(inventory.list().map((s) => s.metadata.name)).toEqual(['a', 'b']);
       expect(deleted).toEqual([]);
+      expect((await store.list(`kube_servers/${GROUP}/`)).map((i) => i.lease)).toEqual([hb.lease?.id, hb.lease?.id]);
     });
   }
 });
