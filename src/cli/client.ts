@@ -39,6 +39,7 @@ export async function resolveToken(tokenFile: string | undefined, env: Readonly<
 /** Lists every kube_server (all pages), optionally filtered by a label selector `k=v,...`. */
 export async function listKubeServers(options: ApiClientOptions & {labels?: string}): Promise<KubeServer[]> {
   const out: KubeServer[] = [];
+  const seen = new Set<string>();
   let token: string | undefined;
   do {
     const url = new URL('/v1/kube_servers', options.server);
@@ -58,6 +59,11 @@ export async function listKubeServers(options: ApiClientOptions & {labels?: stri
     const page = (await res.json()) as {items: KubeServer[]; next_page_token?: string};
     out.push(...page.items);
     token = page.next_page_token;
+    // Our server's tokens only move forward; one answered again (a cache ignoring the query string) would be followed for ever.
+    if (token) {
+      if (seen.has(token)) throw new Error(`${url.origin}${url.pathname} answered a next_page_token it had answered before; is a proxy or cache in front of the API ignoring the query string?`);
+      seen.add(token);
+    }
   } while (token);
   return out;
 }
