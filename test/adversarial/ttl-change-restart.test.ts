@@ -2,10 +2,11 @@
  * Adversarial: `heartbeat.ttl` changed between two runs (10m → 1h, say, or the 1m of a test
  * deployment raised). On start the heartbeat finds its previous run's lease but, its TTL being
  * another, neither resumes it nor keeps it alive: the entries on it live only as long as that
- * lease has left, and are re-put on the new lease only when the first cycle announces them. A
- * first cycle that takes longer than that (thousands of clusters, a slow or hanging cloud) lets
- * every entry expire: the registry deletes them, readers see them gone, while every listing still
- * has them. With the TTL unchanged the lease is resumed and kept alive, and nothing expires.
+ * lease has left, and are re-put on the new lease only when something announces them. Here
+ * nothing does for two old TTLs (the service re-announces the group when a term begins, so there
+ * this takes a term that cannot write: etcd-nospace-ttl-change.test.ts): every entry expired, the
+ * registry deleted them and readers saw them gone. With the TTL unchanged the lease is resumed and
+ * kept alive, and nothing expires.
  */
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
