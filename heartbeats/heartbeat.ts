@@ -120,6 +120,8 @@ export class Heartbeat {
   #leaseExpires = 0;
   #state: 'new' | 'running' | 'stopped' = 'new';
   #cancelTick: (() => void) | undefined;
+  /** Keepalive timers of a previous run's leases of another TTL, kept alive while entries still hang on them. */
+  readonly #formerLeases = new Map<string, () => void>();
   #ticking: Promise<void> | undefined;
   #replacing: Promise<void> | undefined;
   /**
@@ -256,6 +258,8 @@ export class Heartbeat {
     const wasRunning = this.#state === 'running';
     this.#state = 'stopped';
     this.#cancelTick?.();
+    for (const cancel of this.#formerLeases.values()) cancel();
+    this.#formerLeases.clear();
     this.#abort.abort(new Error(`heartbeat of group ${this.#group} stopped`));
     await this.#ticking;
     await this.#replacing;
@@ -323,8 +327,13 @@ export class Heartbeat {
     }
     for (const id of ours) {
       const lease = await this.#backend.resumeLease(id).catch(() => undefined);
-      // A TTL changed by config gets a new lease; the entries are re-put on announce.
-      if (!lease || lease.ttlMs !== this.#ttlMs) continue;
+      if (!lease) continue;
+      if (lease.ttlMs !== this.#ttlMs) {
+        // A TTL changed by config gets a new lease; the entries are re-put on announce. Until then
+        // they hang on the old one, which must not lapse: the first cycle may take longer than it has left.
+        this.#keepFormerLeaseAlive(lease);
+        continue;
+      }
       try {
         const at = this.#clock.now();
         await this.#backend.keepAlive(lease);
@@ -336,6 +345,37 @@ export class Heartbeat {
       }
     }
     return undefined;
+  }
+
+  /**
+   * Keeps a previous run's lease (of another TTL) alive at a third of its own TTL while any entry
+   * is still on it; once the cycles have re-put or removed them all it is left to lapse.
+   */
+  #keepFormerLeaseAlive(lease: Lease): void {
+    const tick = async (): Promise<void> => {
+      if (this.#state === 'stopped') return;
+      if (![...this.#entries.values()].some((e) => e.lease === lease.id)) {
+        this.#formerLeases.delete(lease.id);
+        return;
+      }
+      try {
+        await this.#backend.keepAlive(lease);
+      } catch (err) {
+        if (err instanceof LeaseNotFoundError) {
+          this.#formerLeases.delete(lease.id);
+          return;
+        }
+        // Another failure: the next tick tries again, as for our own lease.
+      }
+      // stop() empties the map: a keepalive answered after it schedules nothing.
+      if (this.#formerLeases.has(lease.id)) schedule();
+    };
+    const schedule = (): void => {
+      this.#formerLeases.set(lease.id, this.#clock.setTimeout(() => void tick(), Math.max(1, Math.floor(lease.ttlMs / 3))));
+    };
+    this.#log.info({group: this.#group, lease: lease.id, ttl_ms: lease.ttlMs}, 'a previous run\'s lease has another TTL: kept alive until its entries are re-announced');
+    this.#formerLeases.set(lease.id, () => undefined);
+    void tick();
   }
 
   #schedule(): void {

@@ -2,6 +2,7 @@
 import {readFile} from 'node:fs/promises';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
 import {errorMessage} from '../core/errors.ts';
+import {hideUrlUserInfo, registerSecret} from '../observability/redact.ts';
 
 /** Where and how to reach the API. */
 export interface ApiClientOptions {
@@ -17,20 +18,28 @@ export function serverUrl(text: string): {ok: true; url: string} | {ok: false; m
   } catch {
     url = undefined;
   }
+  // A password in the address would be quoted by every error about it (fetch refuses such a URL
+  // anyway): refused up front, the address quoted without it, and the token options named instead.
+  if (url && (url.username !== '' || url.password !== '')) {
+    return {ok: false, message: `expected --server without user info (a name or password before @), got ${JSON.stringify(hideUrlUserInfo(text))}; pass the API's bearer token with --token-file or $KUBE_DISCOVERY_TOKEN`};
+  }
   if (url && (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname) return {ok: true, url: text};
   const hint = /^[\w.-]+:\d+$|^[\w.-]+$|^\[[\d:a-f]+\]:\d+$/i.test(text) ? `; did you mean http://${text}?` : '';
-  return {ok: false, message: `expected --server to be an http:// or https:// URL, got ${JSON.stringify(text)}${hint}`};
+  return {ok: false, message: `expected --server to be an http:// or https:// URL, got ${JSON.stringify(hideUrlUserInfo(text))}${hint}`};
 }
 
 /** The bearer token from `--token-file` or `KUBE_DISCOVERY_TOKEN`. */
 export async function resolveToken(tokenFile: string | undefined, env: Readonly<Record<string, string | undefined>>): Promise<string | undefined> {
-  if (tokenFile) return (await readFile(tokenFile, 'utf8')).trim();
-  return env['KUBE_DISCOVERY_TOKEN'] || undefined;
+  const token = tokenFile ? (await readFile(tokenFile, 'utf8')).trim() : env['KUBE_DISCOVERY_TOKEN'] || undefined;
+  // A server (or a proxy before it) may quote the token it was sent in its error answer, which the CLI prints.
+  registerSecret(token);
+  return token;
 }
 
 /** Lists every kube_server (all pages), optionally filtered by a label selector `k=v,...`. */
 export async function listKubeServers(options: ApiClientOptions & {labels?: string}): Promise<KubeServer[]> {
   const out: KubeServer[] = [];
+  const seen = new Set<string>();
   let token: string | undefined;
   do {
     const url = new URL('/v1/kube_servers', options.server);
@@ -50,6 +59,11 @@ export async function listKubeServers(options: ApiClientOptions & {labels?: stri
     const page = (await res.json()) as {items: KubeServer[]; next_page_token?: string};
     out.push(...page.items);
     token = page.next_page_token;
+    // Our server's tokens only move forward; one answered again (a cache ignoring the query string) would be followed for ever.
+    if (token) {
+      if (seen.has(token)) throw new Error(`${url.origin}${url.pathname} answered a next_page_token it had answered before; is a proxy or cache in front of the API ignoring the query string?`);
+      seen.add(token);
+    }
   } while (token);
   return out;
 }

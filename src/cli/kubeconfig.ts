@@ -11,7 +11,7 @@ import {systemClock} from '../core/clock.ts';
 import {matchesSelector, parseLabelSelector} from '../http/label-selector.ts';
 import {createBackend} from '../registry/index.ts';
 import {listKubeServers, resolveToken, serverUrl} from './client.ts';
-import {usageError, withConfig} from './common.ts';
+import {oneLine, usageError, withConfig} from './common.ts';
 import {parseFlags} from './flags.ts';
 import type {CliIo, Command} from './io.ts';
 import {wantsHelp} from './usage.ts';
@@ -213,7 +213,7 @@ export const runKubeconfig: Command = async (argv, io) => {
     const token = await resolveToken(values['token-file'], io.env);
     servers = await listKubeServers({server: server.url, ...(token ? {token} : {}), ...(values.labels ? {labels: values.labels} : {})});
   } catch (error) {
-    io.stderr(`kube-discovery kubeconfig: ${errorMessage(error)}\n`);
+    io.stderr(`kube-discovery kubeconfig: ${oneLine(error, io)}\n`);
     return 1;
   }
   return emit(servers);

@@ -9,7 +9,7 @@ import {systemClock, type Clock} from '../core/clock.ts';
 import {builtInClouds} from '../clouds/index.ts';
 import {matchesSelector, parseLabelSelector} from '../http/label-selector.ts';
 import {listKubeServers, resolveToken, serverUrl} from './client.ts';
-import {usageError} from './common.ts';
+import {oneLine, usageError} from './common.ts';
 import {parseFlags} from './flags.ts';
 import type {Command} from './io.ts';
 import {formatLabels} from './table.ts';
@@ -68,7 +68,7 @@ export function lsCommand(deps: LsDeps = {}): Command {
       // The API filters too; filtering here as well covers servers that ignore `labels`.
       items = (await listKubeServers({server: server.url, ...(token ? {token} : {}), ...(selector ? {labels: selector} : {})})).filter((s) => matchesSelector(s, wanted));
     } catch (error) {
-      io.stderr(`kube-discovery ls: ${errorMessage(error)}\n`);
+      io.stderr(`kube-discovery ls: ${oneLine(error, io)}\n`);
       return 1;
     }
     const now = clock.now();
