@@ -11,28 +11,15 @@ import {Etcd3} from 'etcd3';
 import {setTimeout as sleep} from 'node:timers/promises';
 import {expect, it} from 'vitest';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
-import {kubeServerPrefix, type KubeServerDraft} from '../../heartbeats/kube-server.ts';
+import {kubeServerPrefix} from '../../heartbeats/kube-server.ts';
 import {systemClock} from '../../src/core/clock.ts';
 import {openEtcdBackend} from '../../src/registry/etcd.ts';
 import {describeOnEtcd} from '../helpers/etcd.ts';
+import {eksDraft} from '../helpers/eks-draft.ts';
 
 const GROUP = 'g';
 const OLD_TTL = 8_000;
 const NEW_TTL = 600_000;
-
-function draft(name: string): KubeServerDraft {
-  const labels = {env: 'prod', 'teleport.dev/cloud': 'AWS'};
-  return {
-    kind: 'kube_server',
-    version: 'v3',
-    metadata: {name, labels},
-    spec: {
-      cluster: {kind: 'kube_cluster', version: 'v3', metadata: {name, description: 'EKS cluster', labels}, spec: {aws: {region: 'us-east-1', account_id: '111111111111', name}}},
-      proxy_ids: [],
-    },
-    status: {endpoint: 'https://example.eks.amazonaws.com', ca_data: 'LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t'},
-  };
-}
 
 describeOnEtcd('etcd NOSPACE across a restart with another heartbeat.ttl', (etcd) => {
   it('keeps every entry of the previous run while no term can write', async () => {
@@ -44,7 +31,7 @@ describeOnEtcd('etcd NOSPACE across a restart with another heartbeat.ttl', (etcd
     try {
       const previous = heartbeat(OLD_TTL);
       await previous.start();
-      for (const name of ['a', 'b']) await previous.announce(draft(name));
+      for (const name of ['a', 'b']) await previous.announce(eksDraft(name));
       await previous.stop({deregister: false});
 
       memberID = (await admin.maintenance.status()).header.member_id;
@@ -57,7 +44,7 @@ describeOnEtcd('etcd NOSPACE across a restart with another heartbeat.ttl', (etcd
         const hb = heartbeat(NEW_TTL);
         try {
           await hb.start();
-          for (const name of ['a', 'b']) await hb.announce(draft(name));
+          for (const name of ['a', 'b']) await hb.announce(eksDraft(name));
           wrote = true;
         } catch {
           // A failed term: stopped, retried.

@@ -10,30 +10,16 @@
  */
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
 import {Heartbeat} from '../../heartbeats/heartbeat.ts';
-import type {KubeServerDraft} from '../../heartbeats/kube-server.ts';
 import {Inventory} from '../../src/inventory/inventory.ts';
 import type {RegistryBackend} from '../../src/registry/backend.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
 import {SqliteBackend} from '../../src/registry/sqlite.ts';
 import {FakeClock} from '../helpers/fake-clock.ts';
+import {eksDraft} from '../helpers/eks-draft.ts';
 
 const GROUP = 'mgmt';
 const OLD_TTL = 60_000;
 const NEW_TTL = 600_000;
-
-function draft(name: string): KubeServerDraft {
-  const labels = {env: 'prod', 'teleport.dev/cloud': 'AWS'};
-  return {
-    kind: 'kube_server',
-    version: 'v3',
-    metadata: {name, labels},
-    spec: {
-      cluster: {kind: 'kube_cluster', version: 'v3', metadata: {name, description: 'EKS cluster', labels}, spec: {aws: {region: 'us-east-1', account_id: '111111111111', name}}},
-      proxy_ids: [],
-    },
-    status: {endpoint: 'https://example.eks.amazonaws.com', ca_data: 'LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t'},
-  };
-}
 
 const backends = {
   memory: (clock: FakeClock): Promise<RegistryBackend> => Promise.resolve(new MemoryBackend({clock, purgeIntervalMs: 5_000})),
@@ -74,7 +60,7 @@ describe.each(Object.keys(backends) as (keyof typeof backends)[])('a restart wit
     it(`keeps the previous run's entries while the first cycle runs longer than the old TTL (new TTL ${ttl / 1000} s)`, async () => {
       const previous = heartbeat(OLD_TTL);
       await previous.start();
-      for (const name of ['a', 'b']) await previous.announce(draft(name));
+      for (const name of ['a', 'b']) await previous.announce(eksDraft(name));
       await previous.stop({deregister: false});
 
       // The new run starts; its first cycle is still listing (nothing announced yet) two old TTLs later.
@@ -87,7 +73,7 @@ describe.each(Object.keys(backends) as (keyof typeof backends)[])('a restart wit
       expect(deleted).toEqual([]);
 
       // The first cycle then announces them: they live on the new run's lease from then on.
-      for (const name of ['a', 'b']) await hb.announce(draft(name));
+      for (const name of ['a', 'b']) await hb.announce(eksDraft(name));
       for (let t = 0; t < 2 * OLD_TTL; t += 5_000) await clock.advance(5_000);
       expect(inventory.list().map((s) => s.metadata.name)).toEqual(['a', 'b']);
       expect(deleted).toEqual([]);
