@@ -3,7 +3,8 @@
  * a kubeconfig with one cluster, user and context per discovered kube_server. Users are exec
  * credential plugins calling this CLI's `token` command, so the file never holds a token.
  */
-import {open} from 'node:fs/promises';
+import {randomBytes} from 'node:crypto';
+import {open, realpath, rename, rm} from 'node:fs/promises';
 import {fileURLToPath} from 'node:url';
 import {stringify} from 'yaml';
 import {kubeServerPrefix, parseKubeServers, type KubeAccess, type KubeServer} from '../../heartbeats/kube-server.ts';
@@ -133,15 +134,26 @@ export function buildKubeconfig(servers: readonly KubeServer[], exec: ExecInvoca
   };
 }
 
-/** Writes `text` to `path` readable by the owner only, also when the file already existed. */
+/**
+ * Writes `text` to `path` readable by the owner only. The text goes to a new file beside the
+ * target (a symlink's target: the link stays) and is renamed over it, so a write that fails (a full
+ * volume) leaves the previous kubeconfig whole; the new file is the owner's only from its creation.
+ */
 export async function writePrivateFile(path: string, text: string): Promise<void> {
-  const handle = await open(path, 'w', 0o600);
+  const target = await realpath(path).catch(() => path);
+  const scratch = `${target}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  const handle = await open(scratch, 'wx', 0o600);
   try {
-    // Tighten before writing, so an existing 0644 file never shows the new content to others.
-    await handle.chmod(0o600);
-    await handle.writeFile(text, 'utf8');
-  } finally {
-    await handle.close();
+    try {
+      await handle.writeFile(text, 'utf8');
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await rename(scratch, target);
+  } catch (error) {
+    await rm(scratch, {force: true});
+    throw error;
   }
 }
 

@@ -1,7 +1,7 @@
 // `kube-discovery kubeconfig`: reads kube_servers from the HTTP API (all pages) or the
 // registry, and writes one exec-plugin context per cluster, never a token.
 import {existsSync} from 'node:fs';
-import {chmod, mkdtemp, readFile, rm, stat, writeFile} from 'node:fs/promises';
+import {chmod, lstat, mkdtemp, readFile, rm, stat, symlink, writeFile} from 'node:fs/promises';
 import {tmpdir} from 'node:os';
 import path from 'node:path';
 import {afterAll, afterEach, beforeAll, describe, expect, it} from 'vitest';
@@ -115,6 +115,20 @@ describe('kubeconfig', () => {
     const text = await readFile(file, 'utf8');
     expect(text).not.toContain('old content');
     expect((parse(text) as Kubeconfig).contexts.map((c) => c.name)).toEqual(['dev-eks-eu-west-1-111111111111']);
+  });
+
+  it('writes through a symlinked kubeconfig: the link stays, its target gets the new content', async () => {
+    const target = path.join(dir, 'real-kubeconfig.yaml');
+    const link = path.join(dir, 'linked.yaml');
+    await writeFile(target, 'old content\n');
+    await symlink(target, link);
+
+    const code = await runKubeconfig(['--server', api.url, '--labels', 'env=dev', '-o', link], capture({KUBE_DISCOVERY_TOKEN: API_TOKEN}).io);
+
+    expect(code).toBe(0);
+    expect((await lstat(link)).isSymbolicLink()).toBe(true);
+    expect((parse(await readFile(target, 'utf8')) as Kubeconfig).contexts.map((c) => c.name)).toEqual(['dev-eks-eu-west-1-111111111111']);
+    expect((await stat(target)).mode & 0o777).toBe(0o600);
   });
 
   it('keeps only clusters with every --labels label, printing to stdout', async () => {
