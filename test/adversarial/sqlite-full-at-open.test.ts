@@ -6,21 +6,18 @@
  * exiting, and once there is room again writes work and every entry is still there.
  * Runs in its own mount namespace (a small tmpfs filled to ENOSPC), as the registry fault rows do.
  */
-import {spawnSync} from 'node:child_process';
 import {mkdtempSync, rmSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import path from 'node:path';
 import {afterAll, expect, it} from 'vitest';
+import {runInMountNamespace} from '../helpers/tmpfs.ts';
 
 const WORKER = path.resolve(import.meta.dirname, 'sqlite-full-at-open-worker.ts');
 const dir = mkdtempSync(path.join(tmpdir(), 'kd-full-open-'));
 afterAll(() => rmSync(dir, {recursive: true, force: true}));
 
 it('a registry whose volume is full at start is served, and written once there is room', () => {
-  const run = spawnSync('unshare', ['-m', '--propagation', 'private', process.execPath, WORKER, dir], {encoding: 'utf8', timeout: 60_000});
-  const line = run.stdout?.split('\n').find((l) => l.startsWith('RESULT '));
-  if (!line) throw new Error(`worker failed with ${run.status ?? run.signal}: ${run.error?.message ?? ''}\n${run.stderr}`);
-  const seen = JSON.parse(line.slice('RESULT '.length)) as {keys: string[]; openError?: string; served: string[]; writable: string[]};
+  const seen = runInMountNamespace<{keys: string[]; openError?: string; served: string[]; writable: string[]}>(WORKER, [dir]);
   expect(seen.openError).toBeUndefined();
   expect(seen.served).toEqual(seen.keys);
   expect(seen.writable).toEqual(seen.keys);

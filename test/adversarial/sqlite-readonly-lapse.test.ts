@@ -7,21 +7,18 @@
  * (reannounce, the inventory's re-list) still has every entry, and no delete reaches a watcher.
  * Runs in its own mount namespace (a tmpfs remounted ro and rw), as the registry fault rows do.
  */
-import {spawnSync} from 'node:child_process';
 import {mkdtempSync, rmSync} from 'node:fs';
 import {tmpdir} from 'node:os';
 import path from 'node:path';
 import {afterAll, expect, it} from 'vitest';
+import {runInMountNamespace} from '../helpers/tmpfs.ts';
 
 const WORKER = path.resolve(import.meta.dirname, 'sqlite-readonly-lapse-worker.ts');
 const dir = mkdtempSync(path.join(tmpdir(), 'kd-ro-lapse-'));
 afterAll(() => rmSync(dir, {recursive: true, force: true}));
 
 it('a registry served read-only for longer than the TTL keeps every entry once it is writable again', () => {
-  const run = spawnSync('unshare', ['-m', '--propagation', 'private', process.execPath, WORKER, dir], {encoding: 'utf8', timeout: 60_000});
-  const line = run.stdout?.split('\n').find((l) => l.startsWith('RESULT '));
-  if (!line) throw new Error(`worker failed with ${run.status ?? run.signal}: ${run.error?.message ?? ''}\n${run.stderr}`);
-  const seen = JSON.parse(line.slice('RESULT '.length)) as {readOnly: string[]; readOnlyLater: string[]; writeRefused: boolean; writable: string[]; deletes: number};
+  const seen = runInMountNamespace<{readOnly: string[]; readOnlyLater: string[]; writeRefused: boolean; writable: string[]; deletes: number}>(WORKER, [dir]);
   expect(seen.readOnly).toEqual(['kube_servers/g/a']);
   expect(seen.readOnlyLater).toEqual(['kube_servers/g/a']);
   expect(seen.writeRefused).toBe(true);

@@ -1,9 +1,11 @@
 /**
- * The worker side of the tests that break a registry's volume for real: each worker runs as
+ * The tests that break a volume for real (a registry's, a kubeconfig's): each worker runs as
  * `unshare -m --propagation private node WORKER ... DIR`, in a private mount namespace (root), so
  * the tmpfs it mounts on DIR, and what it does to it, stays invisible to the rest of the machine.
+ * The test starts it with `runInMountNamespace`; the worker mounts with `mountWorkerTmpfs` and
+ * prints one `RESULT {json}` line.
  */
-import {execFileSync} from 'node:child_process';
+import {execFileSync, spawnSync} from 'node:child_process';
 import {closeSync, openSync, writeSync} from 'node:fs';
 import path from 'node:path';
 
@@ -37,4 +39,15 @@ export function fillDisk(file: string, chunkBytes: number): void {
   } finally {
     closeSync(fd);
   }
+}
+
+/**
+ * Runs `worker` with `args` in a private mount namespace and returns the JSON of its `RESULT`
+ * line; a worker that printed none fails the test with its exit and its stderr.
+ */
+export function runInMountNamespace<T>(worker: string, args: readonly string[], timeoutMs = 60_000): T {
+  const run = spawnSync('unshare', ['-m', '--propagation', 'private', process.execPath, worker, ...args], {encoding: 'utf8', timeout: timeoutMs});
+  const line = run.stdout?.split('\n').find((l) => l.startsWith('RESULT '));
+  if (!line) throw new Error(`${path.basename(worker)} ${args.join(' ')} failed with ${run.status ?? run.signal}: ${run.error?.message ?? ''}\n${run.stderr}`);
+  return JSON.parse(line.slice('RESULT '.length)) as T;
 }

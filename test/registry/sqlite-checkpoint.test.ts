@@ -1,12 +1,12 @@
 // When the sqlite registry copies its write-ahead log into the database file: once writes pause,
 // not in the middle of a burst such as a first cycle registering 2,000 clusters.
-import {spawnSync} from 'node:child_process';
 import {mkdtempSync, rmSync, statSync} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
 import {QUIET_CHECKPOINT_WRITES, SqliteBackend} from '../../src/registry/sqlite.ts';
 import {FakeClock} from '../helpers/fake-clock.ts';
+import {runInMountNamespace} from '../helpers/tmpfs.ts';
 
 const TICK = 1_000;
 // ~2 KiB, as a registered EKS cluster's document is.
@@ -89,17 +89,14 @@ describe('sqlite registry checkpoint faults', () => {
   it('a checkpoint on a full disk (8 MB tmpfs in a mount namespace) is reported, loses nothing, and succeeds once there is room', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'kd-sqlite-checkpoint-full-'));
     try {
-      const run = spawnSync('unshare', ['-m', '--propagation', 'private', process.execPath, WORKER, dir], {encoding: 'utf8', timeout: 120_000});
-      const line = run.stdout?.split('\n').find((l) => l.startsWith('RESULT '));
-      if (!line) throw new Error(`checkpoint fault worker failed with ${run.status ?? run.signal}: ${run.error?.message ?? ''}\n${run.stderr}`);
-      const seen = JSON.parse(line.slice('RESULT '.length)) as {
+      const seen = runInMountNamespace<{
         written: number;
         errorsWhileFull: string[];
         listedWhileFull: number;
         errorsAfterRoom: number;
         fileGrewAfterRoom: boolean;
         listedAfterReopen: number;
-      };
+      }>(WORKER, [dir], 120_000);
       expect(seen.written).toBeGreaterThan(0);
       // Reported through onError (the service's registry health), with SQLite's reason.
       expect(seen.errorsWhileFull.length).toBeGreaterThan(0);

@@ -15,6 +15,7 @@ import {openEtcdBackend} from '../../src/registry/etcd.ts';
 import type {RegistryItem} from '../../src/registry/backend.ts';
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
 import {CLUSTERS, runRegistryFaultScenario, type RegistryFaultDriver, type RegistryFaultObservations} from './registry-fault-scenario.ts';
+import {runInMountNamespace} from '../helpers/tmpfs.ts';
 
 let dir: string;
 beforeAll(async () => {
@@ -30,10 +31,7 @@ const WORKER = path.resolve(import.meta.dirname, 'registry-fault-worker.ts');
 function inMountNamespace(fault: 'disk_full' | 'read_only'): RegistryFaultObservations {
   const mountPoint = path.join(dir, `mnt-${fault}`);
   spawnSync('mkdir', ['-p', mountPoint]);
-  const run = spawnSync('unshare', ['-m', '--propagation', 'private', process.execPath, WORKER, fault, mountPoint], {encoding: 'utf8', timeout: 120_000});
-  const line = run.stdout?.split('\n').find((l) => l.startsWith('RESULT '));
-  if (!line) throw new Error(`registry fault worker (${fault}) failed with ${run.status ?? run.signal}: ${run.error?.message ?? ''}\n${run.stderr}`);
-  return JSON.parse(line.slice('RESULT '.length)) as RegistryFaultObservations;
+  return runInMountNamespace<RegistryFaultObservations>(WORKER, [fault, mountPoint], 120_000);
 }
 
 /** Common expectations of a fault row. */
