@@ -30,50 +30,54 @@ afterEach(async () => {
 });
 
 /**
- * A server that answers `calls` requests at once: each answer's first 3 MiB, and the last 1 MiB of
- * every answer only once all first parts are out (read by the client, or their call dropped). So
- * no answer can end before every first part was being read together.
+ * A server that answers each request with its first 3 MiB at once, and the last 1 MiB of every
+ * answer only when the test calls `release`. The test releases once every first part is held by
+ * the client together (the budget holds them all) or once a call has settled — which, before any
+ * answer can end, only a dropped one can. Handing the first parts to the kernel is no sign the
+ * client read them (loopback buffers hold several MiB), so the server does not decide this itself.
  */
-async function burstServer(calls: number): Promise<number> {
+async function burstServer(): Promise<{port: number; release: () => void}> {
   const pending: http.ServerResponse[] = [];
-  let out = 0;
   const server = http.createServer((_req, res) => {
     pending.push(res);
-    if (pending.length < calls) return;
-    for (const r of pending) {
-      let counted = false;
-      const done = (): void => {
-        if (counted) return;
-        counted = true;
-        if (++out < calls) return;
-        for (const each of pending) if (!each.destroyed) each.end(Buffer.alloc(REST, 0x20));
-      };
-      r.on('close', done);
-      r.writeHead(200, {'content-type': 'application/json', 'content-length': String(FIRST + REST)});
-      r.write(Buffer.alloc(FIRST, 0x20), done);
-    }
+    res.writeHead(200, {'content-type': 'application/json', 'content-length': String(FIRST + REST)});
+    res.write(Buffer.alloc(FIRST, 0x20));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   closing.push(() => new Promise<void>((resolve) => {
     server.closeAllConnections();
     server.close(() => resolve());
   }));
-  return (server.address() as AddressInfo).port;
+  const release = (): void => {
+    for (const each of pending) if (!each.destroyed) each.end(Buffer.alloc(REST, 0x20));
+  };
+  return {port: (server.address() as AddressInfo).port, release};
 }
 
-async function burst(calls: number, budget: AnswerBudget): Promise<{answered: number[]; failed: unknown[]}> {
-  const port = await burstServer(calls);
-  const handler = new UndiciHttpHandler(new AwsDispatcher({connectTimeoutMs: 5_000, answerTimeoutMs: 30_000, connections: calls}), {owned: true, budget});
-  closing.push(async () => handler.destroy());
-  const request = (): HttpRequest => new HttpRequest({protocol: 'http:', hostname: '127.0.0.1', port, method: 'GET', path: '/clusters', headers: {host: `127.0.0.1:${port}`}});
-  const settled = await Promise.allSettled(Array.from({length: calls}, () => handler.handle(request())));
+/** Sends `calls` requests at once, releases the last parts as `burstServer` says, and sorts the outcomes. */
+async function settleBurst<T>(calls: number, budget: AnswerBudget, send: () => Promise<T>, release: () => void, bytesOf: (value: T) => number): Promise<{answered: number[]; failed: unknown[]}> {
+  let settledOne = false;
+  const sent = Array.from({length: calls}, () => send().finally(() => {
+    settledOne = true;
+  }));
+  const all = Promise.allSettled(sent);
+  while (!settledOne && budget.used < calls * FIRST) await new Promise((resolve) => setTimeout(resolve, 5));
+  release();
   const answered: number[] = [];
   const failed: unknown[] = [];
-  for (const s of settled) {
-    if (s.status === 'fulfilled') answered.push((s.value.response.body as Uint8Array).byteLength);
+  for (const s of await all) {
+    if (s.status === 'fulfilled') answered.push(bytesOf(s.value));
     else failed.push(s.reason);
   }
   return {answered, failed};
+}
+
+async function burst(calls: number, budget: AnswerBudget): Promise<{answered: number[]; failed: unknown[]}> {
+  const {port, release} = await burstServer();
+  const handler = new UndiciHttpHandler(new AwsDispatcher({connectTimeoutMs: 5_000, answerTimeoutMs: 30_000, connections: calls}), {owned: true, budget});
+  closing.push(async () => handler.destroy());
+  const request = (): HttpRequest => new HttpRequest({protocol: 'http:', hostname: '127.0.0.1', port, method: 'GET', path: '/clusters', headers: {host: `127.0.0.1:${port}`}});
+  return settleBurst(calls, budget, () => handler.handle(request()), release, (value) => (value.response.body as Uint8Array).byteLength);
 }
 
 describe('the answers being read at once share one budget', () => {
@@ -98,20 +102,13 @@ describe('the answers being read at once share one budget', () => {
 
 /** The same burst through the ARM clients' undici transport (src/clouds/azure/undici-client.ts). */
 async function armBurst(calls: number, budget: AnswerBudget): Promise<{answered: number[]; failed: unknown[]}> {
-  const port = await burstServer(calls);
+  const {port, release} = await burstServer();
   const pool = new Agent({connections: calls, pipelining: 1});
   closing.push(() => pool.destroy());
   // The third argument is the budget; the SDK's client would only be asked for requests undici does not model.
   const client = new UndiciArmHttpClient(() => pool, createDefaultHttpClient(), budget);
   const request = () => createPipelineRequest({url: `http://127.0.0.1:${port}/subscriptions/s/providers/Microsoft.ContainerService/managedClusters`, allowInsecureConnection: true, timeout: 30_000});
-  const settled = await Promise.allSettled(Array.from({length: calls}, () => client.sendRequest(request())));
-  const answered: number[] = [];
-  const failed: unknown[] = [];
-  for (const s of settled) {
-    if (s.status === 'fulfilled') answered.push(Buffer.byteLength(s.value.bodyAsText ?? ''));
-    else failed.push(s.reason);
-  }
-  return {answered, failed};
+  return settleBurst(calls, budget, () => client.sendRequest(request()), release, (value) => Buffer.byteLength(value.bodyAsText ?? ''));
 }
 
 describe('ARM answers read at once share the budget too', () => {
