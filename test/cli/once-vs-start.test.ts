@@ -61,12 +61,16 @@ describe('once next to a running start', () => {
       `version: v1\ndiscovery_service:\n  discovery_group: rolling\n  poll_interval: 1h\n  aws:\n    - types: [eks]\n      regions: [us-east-1]\nstorage: {type: sqlite, path: ${aws.file('rolling.db')}}\nhttp: {listen_addr: "127.0.0.1:0"}\n`,
     );
     const config = await loadConfigFile(file);
+    // Each first cycle is awaited from the moment its service is up: the old one's may end while the
+    // next one starts, and with a poll interval of an hour nothing would follow it.
     const old = await startService({config, io: captureIo().io, clock: systemClock, logger: silentLogger});
+    const oldFirst = old.nextCycle();
     let stopped = false;
     const next = await startService({config, io: captureIo().io, clock: systemClock, logger: silentLogger});
+    const nextFirst = next.nextCycle();
     try {
-      await old.nextCycle();
-      await next.nextCycle();
+      await oldFirst;
+      await nextFirst;
       // The old process goes away while the new one keeps writing: the new one's record must stay.
       await old.stop({deregister: false});
       stopped = true;
