@@ -93,6 +93,10 @@ const SOURCE_ROWS: SourceRow[] = [
   // JSON protocols name an error's type in the body's `__type`: a 2xx naming one contradicts itself, as the header does.
   {fault: 'EKS ListClusters first page (SDK way): 200 {"__type":"InternalFailure","clusters":[]}', proxy: 'aws', rule: when(list('first'), answer(200, '{"__type":"InternalFailure","clusters":[]}')), source: EAST, reason: 'invalid_response'},
   {fault: 'EKS ListClusters later page (direct way): 200 {"clusters":[],"__type":"ThrottlingException"}', proxy: 'aws', rule: when(list('later'), answer(200, '{"clusters":[],"__type":"ThrottlingException"}')), source: EAST, reason: 'invalid_response'},
+  // EKS answers a listing 200; another 2xx is not that answer: 206 is part of one, 203 one a proxy rewrote, 202 one not yet made.
+  {fault: 'EKS ListClusters first page (SDK way): 206 Partial Content {"clusters":[]}', proxy: 'aws', rule: when(list('first'), answer(206, '{"clusters":[]}')), source: EAST, reason: 'invalid_response'},
+  {fault: 'EKS ListClusters later page (direct way): 203 Non-Authoritative Information {"clusters":[]}', proxy: 'aws', rule: when(list('later'), answer(203, '{"clusters":[]}')), source: EAST, reason: 'invalid_response'},
+  {fault: 'EKS ListClusters first page: 202 Accepted {"clusters":[]}', proxy: 'aws', rule: when(list('first'), answer(202, '{"clusters":[]}')), source: EAST, reason: 'invalid_response'},
   {fault: 'EKS DescribeCluster: 500 InternalFailure', proxy: 'aws', rule: when(describeB, eksError(500, 'InternalFailure')), source: EAST, reason: 'other'},
   {fault: 'EKS DescribeCluster: hang', proxy: 'aws', rule: when(describeB, {kind: 'hang'}), source: EAST, reason: 'timeout'},
   {fault: 'EKS DescribeCluster: connection reset', proxy: 'aws', rule: when(describeB, {kind: 'reset'}), source: EAST, reason: 'other'},
@@ -107,6 +111,7 @@ const SOURCE_ROWS: SourceRow[] = [
   {fault: 'ARM managedClusters later page: 200 {}', proxy: 'azure', rule: when(aksList('later'), answer(200, '{}')), source: AKS, reason: 'invalid_response'},
   {fault: 'ARM managedClusters: 200 {"value":null}', proxy: 'azure', rule: when(aksList('first'), answer(200, '{"value":null}')), source: AKS, reason: 'invalid_response'},
   {fault: 'ARM managedClusters later page: 204', proxy: 'azure', rule: when(aksList('later'), {kind: 'answer', status: 204, body: ''}), source: AKS, reason: 'invalid_response'},
+  {fault: 'ARM managedClusters first page: 206 {"value":[]}', proxy: 'azure', rule: when(aksList('first'), answer(206, '{"value":[]}')), source: AKS, reason: 'invalid_response'},
   {fault: 'ARM managedClusters: 403 AuthorizationFailed', proxy: 'azure', rule: when(aksList('first'), answer(403, '{"error":{"code":"AuthorizationFailed","message":"no"}}')), source: AKS, reason: 'access_denied'},
   {fault: 'ARM managedClusters: hang', proxy: 'azure', rule: when(aksList('first'), {kind: 'hang'}), source: AKS, reason: 'timeout'},
   {fault: 'ARM managedClusters: 500', proxy: 'azure', rule: when(aksList('later'), answer(500, '{"error":{"code":"InternalServerError","message":"boom"}}')), source: AKS, reason: 'other', once: false},
