@@ -137,6 +137,9 @@ describe('THE PROMISE: a failing API server never makes entries vanish', () => {
     {name: 'a 200 list without items', fault: {status: 200, body: '{"kind":"KubeServerList","metadata":{"resourceVersion":"5"}}'}},
     {name: 'a 200 list with items: null', fault: {status: 200, body: '{"kind":"KubeServerList","metadata":{"resourceVersion":"5"},"items":null}'}},
     {name: 'an empty 200 body', fault: {status: 200, body: ''}},
+    // The API server answers a list 200: a 206 is part of a list, a 203 one a proxy rewrote.
+    {name: 'a 206 Partial Content list with no items', fault: {status: 206, body: '{"kind":"KubeServerList","metadata":{"resourceVersion":"5"},"items":[]}'}},
+    {name: 'a 203 list with no items', fault: {status: 203, body: '{"kind":"KubeServerList","metadata":{"resourceVersion":"5"},"items":[]}'}},
     {name: 'a 200 list with an item missing spec.key', fault: {status: 200, body: '{"kind":"KubeServerList","metadata":{"resourceVersion":"5"},"items":[{"metadata":{"name":"x","resourceVersion":"4"},"spec":{"value":"{}"}}]}'}},
   ] as const;
 

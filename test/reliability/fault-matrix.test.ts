@@ -147,6 +147,7 @@ const CLUSTER_ROWS: ClusterRow[] = [
   {fault: 'EKS DescribeCluster: 404 ResourceNotFoundException for a cluster ListClusters just listed', proxy: 'aws', rule: when(describeB, eksError(404, 'ResourceNotFoundException')), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: an ARN of another account', proxy: 'aws', rule: when(describeB, editCluster({arn: 'arn:aws:eks:us-east-1:999999999999:cluster/b'})), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: DELETING with "__type":"ResourceNotFoundException" in a 200', proxy: 'aws', rule: when(describeB, mutateJson((body) => ({__type: 'ResourceNotFoundException', cluster: {...(body['cluster'] as object), status: 'DELETING'}}))), cluster: B, effect: 'malformed'},
+  {fault: 'EKS DescribeCluster: DELETING in a 203 (a proxy rewrote the answer)', proxy: 'aws', rule: when(describeB, answer(203, JSON.stringify({cluster: {name: 'b', arn: 'arn:aws:eks:us-east-1:111111111111:cluster/b', status: 'DELETING'}}))), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: 200 {}', proxy: 'aws', rule: when(describeB, answer(200, '{}')), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: 200 truncated JSON', proxy: 'aws', rule: when(describeB, answer(200, '{"cluster":{"name":"b"')), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: CA not base64 PEM', proxy: 'aws', rule: when(describeB, editCluster({certificateAuthority: {data: 'bW90byBjYQ=='}})), cluster: B, effect: 'invalid_ca'},
