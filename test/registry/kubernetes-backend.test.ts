@@ -173,6 +173,29 @@ describe('THE PROMISE: a failing API server never makes entries vanish', () => {
     });
   }
 
+  // A proxy that caches by path and drops the query answers every page alike, `continue` token and all:
+  // followed, the list never ended and held every copy of the page (the heap grew until the pod was killed).
+  for (const {what, suffix, read} of [
+    {what: 'KubeServers', suffix: '/kubeservers', read: () => backend.list('kube_servers/g/')},
+    {what: 'Leases', suffix: '/leases', read: () => backend.listLeases()},
+  ] as const) {
+    it(`a ${what} list whose pages repeat their continue token fails at the repeat, and reads well once the server answers well`, async () => {
+      const lease = await backend.grantLease(60_000);
+      for (const n of ['a', 'b']) await backend.put(`kube_servers/g/${n}`, 'x', {lease});
+      const path = suffix === '/kubeservers' ? `/apis/${GROUP}/v1/namespaces/kd/kubeservers` : `/apis/coordination.k8s.io/v1/namespaces/kd/leases`;
+      const real = (await (await env.client()).request({method: 'GET', path})) as {metadata: Record<string, unknown>};
+      const looping = JSON.stringify({...real, metadata: {...real.metadata, continue: 'same-page-again'}});
+      let calls = 0;
+      // Past 50 calls the server fails them, so a list that follows the loop ends (with another error) instead of hanging the suite.
+      env.server.setFault((call) => (call.method === 'GET' && !call.watch && call.path.endsWith(suffix) ? (++calls > 50 ? {status: 503, body: '{"kind":"Status","code":503}'} : {status: 200, body: looping}) : undefined));
+      await expect(read()).rejects.toThrow(/continue token .*already/);
+      expect(calls).toBe(2);
+      env.server.setFault(undefined);
+      if (suffix === '/kubeservers') expect((await backend.list('kube_servers/g/')).map((i) => i.key)).toEqual(['kube_servers/g/a', 'kube_servers/g/b']);
+      else expect((await backend.listLeases()).size).toBeGreaterThan(0);
+    });
+  }
+
   it('a hung API server fails the call at the request deadline instead of blocking or reading as empty', async () => {
     // Only the hung calls go through the 300 ms deadline: on a loaded machine a good call can take
     // longer than that, so the write and the reads after the hang use the default client (30 s).
