@@ -101,6 +101,11 @@ const SOURCE_ROWS: SourceRow[] = [
   {fault: 'EKS DescribeCluster: hang', proxy: 'aws', rule: when(describeB, {kind: 'hang'}), source: EAST, reason: 'timeout'},
   {fault: 'EKS DescribeCluster: connection reset', proxy: 'aws', rule: when(describeB, {kind: 'reset'}), source: EAST, reason: 'other'},
   {fault: 'STS GetCallerIdentity: 500', proxy: 'aws', rule: when(caller, stsError(500, 'InternalFailure')), source: NO_ACCOUNT, reason: 'other'},
+  // The account a default-credentials matcher lists under: an account that is no AWS account id, or not the one
+  // the caller's ARN names, would register every cluster under it and deregister the ones registered under the real one.
+  {fault: 'STS GetCallerIdentity: 200 with an Account of 11 digits', proxy: 'aws', rule: when(caller, {kind: 'mutate', rewrite: (text) => text.replace('<Account>111111111111</Account>', '<Account>11111111111</Account>')}), source: NO_ACCOUNT, reason: 'invalid_response'},
+  {fault: 'STS GetCallerIdentity: 200 whose Account is not the account of its Arn', proxy: 'aws', rule: when(caller, {kind: 'mutate', rewrite: (text) => text.replace('<Account>111111111111</Account>', '<Account>999999999999</Account>')}), source: NO_ACCOUNT, reason: 'invalid_response'},
+  {fault: 'STS GetCallerIdentity: a 203 (a proxy rewrote the answer)', proxy: 'aws', rule: when(caller, answer(203, '<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult><Arn>arn:aws:iam::999999999999:user/x</Arn><UserId>AIDAX</UserId><Account>999999999999</Account></GetCallerIdentityResult><ResponseMetadata><RequestId>r-1</RequestId></ResponseMetadata></GetCallerIdentityResponse>', {'content-type': 'text/xml'})), source: NO_ACCOUNT, reason: 'invalid_response'},
   {fault: 'STS GetCallerIdentity: 403 AccessDenied', proxy: 'aws', rule: when(caller, stsError(403, 'AccessDenied')), source: NO_ACCOUNT, reason: 'access_denied'},
   {fault: 'STS GetCallerIdentity: 200 without Account', proxy: 'aws', rule: when(caller, {kind: 'mutate', rewrite: (xml) => xml.replace(/<Account>\d+<\/Account>/, '')}), source: NO_ACCOUNT, reason: 'invalid_response'},
   {fault: 'STS GetCallerIdentity: 200 empty body', proxy: 'aws', rule: when(caller, answer(200, '', {'content-type': 'text/xml'})), source: NO_ACCOUNT, reason: 'invalid_response'},
