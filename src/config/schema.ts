@@ -302,7 +302,19 @@ const azureMatcherSchema = z.strictObject({
     const url = parseUrl(text);
     if (!url) return false;
     return url.protocol === 'https:' || (url.protocol === 'http:' && isLoopbackHost(url.hostname));
-  }).optional(),
+  })
+    .superRefine((text, ctx) => {
+      const url = parseUrl(text);
+      // ARM takes bearer tokens only: credentials in the URL never serve, and `config check` (or an error) would print them.
+      if (url !== undefined && (url.username !== '' || url.password !== '')) {
+        ctx.addIssue({
+          code: 'custom',
+          message: 'an https URL without credentials in it (ARM is reached with the Entra ID token of the matcher\'s identity)',
+          params: {found: 'a URL with a user name or password in it (not shown)'},
+        });
+      }
+    })
+    .optional(),
   client_id: patterned('a client id (a GUID)', guidPattern).optional(),
   // Automatic AKS access set-up (issue 18, src/access/aks-setup-step.ts): an Entra object id; off unless set.
   setup_access_for_principal_id: patterned('an Entra object id (a GUID such as 00000000-0000-0000-0000-000000000000)', guidPattern).optional(),

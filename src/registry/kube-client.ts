@@ -140,6 +140,8 @@ export async function createKubeClient(options: KubeClientOptions = {}): Promise
       return send(req, false);
     }
     if (req.list && res.status >= 200 && res.status <= 299) {
+      // The API server answers a list 200: a 206 is part of one, a 203 one a proxy rewrote; read as the list, it would lack entries that exist.
+      if (res.status !== 200) throw new KubeApiError(res.status, 'Malformed', `${req.method} ${req.path}: HTTP ${res.status} instead of the 200 a list is answered with`);
       const key = duplicateKey(text, LIST_OBJECTS);
       if (key !== undefined) throw new KubeApiError(res.status, 'Malformed', `${req.method} ${req.path}: ${duplicateKeyProblem(key)}`);
     }

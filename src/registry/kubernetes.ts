@@ -6,7 +6,7 @@
  * such entries. Writes carry resourceVersion preconditions. Every answer is checked before use:
  * a malformed list fails the read, it never reads as "no entries".
  */
-import {randomUUID} from 'node:crypto';
+import {createHash, randomUUID} from 'node:crypto';
 import type {Clock} from '../core/clock.ts';
 import type {KubernetesStorageConfig} from '../config/schema.ts';
 import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watcher, WatchOptions} from './backend.ts';
@@ -552,6 +552,7 @@ export class KubernetesBackend implements RegistryBackend {
     const entries: Entry[] = [];
     let cont: string | undefined;
     let resourceVersion = '';
+    const tokens = new ContinueTokens('KubeServerList');
     do {
       const page = parseList(await this.#client.request({
         method: 'GET',
@@ -565,7 +566,7 @@ export class KubernetesBackend implements RegistryBackend {
         this.#rv.set(entry.name, entry.resourceVersion);
         entries.push(entry);
       }
-      cont = page.continue;
+      cont = tokens.next(page.continue);
     } while (cont !== undefined);
     return {entries, resourceVersion};
   }
@@ -578,6 +579,7 @@ export class KubernetesBackend implements RegistryBackend {
   async #listLeases(): Promise<Map<string, LeaseState>> {
     const leases = new Map<string, LeaseState>();
     let cont: string | undefined;
+    const tokens = new ContinueTokens('LeaseList');
     do {
       const page = parseList(await this.#client.request({
         method: 'GET',
@@ -590,7 +592,7 @@ export class KubernetesBackend implements RegistryBackend {
         leases.set(lease.name, lease);
         this.#firstSeen(lease);
       }
-      cont = page.continue;
+      cont = tokens.next(page.continue);
     } while (cont !== undefined);
     for (const name of this.#seen.keys()) if (!leases.has(name)) this.#seen.delete(name);
     return leases;
@@ -884,6 +886,34 @@ function stringField(obj: Record<string, unknown>, field: string, what: string):
   const value = obj[field];
   if (typeof value !== 'string' || value === '') throw new MalformedAnswerError(`expected ${what}.${field} to be a non-empty string, got ${JSON.stringify(value) ?? 'nothing'}`);
   return value;
+}
+
+/** Pages one list may take (5,000,000 objects of 500 a page): past it the list is no answer. */
+const MAX_LIST_PAGES = 10_000;
+
+/**
+ * The continue tokens of one list. A proxy that caches by path and drops the query answers every
+ * page alike, token and all: followed, the list never ended and held every copy of the page until
+ * the process ran out of memory. A token given twice, or a list past MAX_LIST_PAGES, is malformed.
+ */
+class ContinueTokens {
+  readonly #kind: string;
+  readonly #seen = new Set<string>();
+
+  constructor(kind: string) {
+    this.#kind = kind;
+  }
+
+  /** The token to ask the next page with (undefined: the last page was read); throws on a repeat. */
+  next(token: string | undefined): string | undefined {
+    if (token === undefined) return undefined;
+    // Long tokens are kept as digests: a hostile answer's megabyte tokens must not pile up here.
+    const key = token.length > 256 ? createHash('sha256').update(token).digest('base64') : token;
+    if (this.#seen.has(key)) throw new MalformedAnswerError(`${this.#kind}: the API server gave a continue token it had already given (a proxy answering every page alike?)`);
+    if (this.#seen.size >= MAX_LIST_PAGES) throw new MalformedAnswerError(`${this.#kind}: more than ${MAX_LIST_PAGES} pages`);
+    this.#seen.add(key);
+    return token;
+  }
 }
 
 function parseList(answer: unknown, kind: string): {items: unknown[]; resourceVersion: string; continue?: string} {

@@ -9,6 +9,7 @@
  */
 import {stringify} from 'yaml';
 import type {Clock} from '../core/clock.ts';
+import {pageTokenKey} from '../core/page-token.ts';
 import type {CycleReport} from '../discovery/cycle.ts';
 import {ConfigError, parseConfig} from '../config/load.ts';
 import type {Config} from '../config/schema.ts';
@@ -20,6 +21,8 @@ import type {DiscoveryConfigSource} from './config-source.ts';
 /** Finalizer that holds a deleted DiscoveryConfig until its clusters are deregistered. */
 export const DISCOVERY_CONFIG_FINALIZER = 'kube-discovery.io/deregister';
 const SPEC_KEYS = new Set(['discovery_group', 'aws', 'azure']);
+/** Pages one DiscoveryConfig list may take: a namespace holds a handful of them. */
+const MAX_DC_PAGES = 1_000;
 
 /** The verdict on one DiscoveryConfig spec. */
 export type DiscoveryConfigVerdict =
@@ -185,9 +188,7 @@ export class DiscoveryConfigController {
   }
 
   async #reconcile(): Promise<void> {
-    const list = await this.#o.client.request({method: 'GET', path: this.#path, list: true});
-    const items = (list as {items?: unknown}).items;
-    if (!Array.isArray(items)) throw new Error('malformed DiscoveryConfigList from the API server: expected items to be an array');
+    const items = await this.#listAll();
     const group = this.#o.base.discovery_service.discovery_group;
     const active: Array<[string, Config['discovery_service']]> = [];
     const deleting: DcObject[] = [];
@@ -235,6 +236,34 @@ export class DiscoveryConfigController {
       for (const obj of deleting) await this.#patchFinalizers(obj, (obj.metadata.finalizers ?? []).filter((f) => f !== DISCOVERY_CONFIG_FINALIZER));
       this.#o.logger.info({discovery_configs: deleting.map((o) => o.metadata.name)}, 'deleted DiscoveryConfigs released after their clusters were deregistered');
     }
+  }
+
+  /**
+   * Every DiscoveryConfig of the namespace. A list answer with `metadata.continue` is one page of a
+   * longer list (a proxy or API server paging it): read as the whole list, it would drop the matchers
+   * of the DiscoveryConfigs on later pages and deregister what only they find. Pages are followed;
+   * a token given twice, or a list past MAX_DC_PAGES, is malformed.
+   */
+  async #listAll(): Promise<unknown[]> {
+    const items: unknown[] = [];
+    const seen = new Set<string>();
+    let cont: string | undefined;
+    do {
+      const list = await this.#o.client.request({method: 'GET', path: this.#path, list: true, ...(cont === undefined ? {} : {query: {continue: cont}})});
+      const page = (list as {items?: unknown}).items;
+      if (!Array.isArray(page)) throw new Error('malformed DiscoveryConfigList from the API server: expected items to be an array');
+      for (const item of page as unknown[]) items.push(item);
+      const next = (list as {metadata?: {continue?: unknown}}).metadata?.continue;
+      if (next !== undefined && next !== null && typeof next !== 'string') throw new Error('malformed DiscoveryConfigList from the API server: metadata.continue is not a string');
+      cont = typeof next === 'string' && next !== '' ? next : undefined;
+      if (cont !== undefined) {
+        const key = pageTokenKey(cont);
+        if (seen.has(key)) throw new Error('malformed DiscoveryConfigList from the API server: a continue token it had already given');
+        if (seen.size >= MAX_DC_PAGES) throw new Error(`malformed DiscoveryConfigList from the API server: more than ${MAX_DC_PAGES} pages`);
+        seen.add(key);
+      }
+    } while (cont !== undefined);
+    return items;
   }
 
   /** Writes the Ready condition and, for a valid spec, `status.appliedSpec` (what the next leader falls back to). */

@@ -38,6 +38,8 @@ describe('a subscriptions list with a malformed record', () => {
   const spoilers: [string, (record: Record<string, unknown>) => Record<string, unknown>][] = [
     ['no subscriptionId', ({subscriptionId: _id, ...rest}) => rest],
     ['a state Azure does not document', (record) => ({...record, state: 'enabled'})],
+    // Subscription ids are GUIDs: a garbled one names no subscription, and the one it garbled is missing from the list.
+    ['a subscriptionId that is no subscription id', (record) => ({...record, subscriptionId: `${String(record['subscriptionId']).slice(0, -1)}x`, id: `/subscriptions/${String(record['subscriptionId']).slice(0, -1)}x`})],
   ];
   for (const [what, spoil] of spoilers) {
     it(`(${what}) deletes nothing`, async () => {
@@ -53,7 +55,7 @@ describe('a subscriptions list with a malformed record', () => {
       })));
       const spoiled = await run();
       const plan = reconcile(current, evaluate(spoiled, ctx), spoiled, 'g1');
-      expect(plan.items.filter((i) => i.action === 'delete')).toEqual([]);
+      expect(plan.items.filter((i) => i.action === 'delete').map((i) => i.reason)).toEqual([]);
     });
   }
 });

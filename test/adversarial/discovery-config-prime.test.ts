@@ -31,6 +31,8 @@ describe('priming DiscoveryConfig matchers when the first list fails', () => {
     ['a malformed 200', () => ({status: 200, body: '{"kind":"DiscoveryConfigList"}'})],
     // JSON.parse keeps the last of two equal keys: the real list followed by `"items":[]` would read as no DiscoveryConfigs.
     ['a 200 whose items are given twice, the second empty', () => ({status: 200, body: realList.replace(/\}\s*$/, ',"items":[]}')})],
+    // A list with `metadata.continue` is one page of a longer list: the DiscoveryConfigs on its later pages are still there.
+    ['a 200 that is the first page of a longer list, without the DiscoveryConfig', () => ({status: 200, body: '{"kind":"DiscoveryConfigList","apiVersion":"kube-discovery.io/v1","metadata":{"resourceVersion":"1","continue":"more"},"items":[]}'})],
   ];
   for (const [what, answer] of faults) {
     it(`does not hand over the config file's matchers alone after ${what}`, async () => {

@@ -93,10 +93,19 @@ const SOURCE_ROWS: SourceRow[] = [
   // JSON protocols name an error's type in the body's `__type`: a 2xx naming one contradicts itself, as the header does.
   {fault: 'EKS ListClusters first page (SDK way): 200 {"__type":"InternalFailure","clusters":[]}', proxy: 'aws', rule: when(list('first'), answer(200, '{"__type":"InternalFailure","clusters":[]}')), source: EAST, reason: 'invalid_response'},
   {fault: 'EKS ListClusters later page (direct way): 200 {"clusters":[],"__type":"ThrottlingException"}', proxy: 'aws', rule: when(list('later'), answer(200, '{"clusters":[],"__type":"ThrottlingException"}')), source: EAST, reason: 'invalid_response'},
+  // EKS answers a listing 200; another 2xx is not that answer: 206 is part of one, 203 one a proxy rewrote, 202 one not yet made.
+  {fault: 'EKS ListClusters first page (SDK way): 206 Partial Content {"clusters":[]}', proxy: 'aws', rule: when(list('first'), answer(206, '{"clusters":[]}')), source: EAST, reason: 'invalid_response'},
+  {fault: 'EKS ListClusters later page (direct way): 203 Non-Authoritative Information {"clusters":[]}', proxy: 'aws', rule: when(list('later'), answer(203, '{"clusters":[]}')), source: EAST, reason: 'invalid_response'},
+  {fault: 'EKS ListClusters first page: 202 Accepted {"clusters":[]}', proxy: 'aws', rule: when(list('first'), answer(202, '{"clusters":[]}')), source: EAST, reason: 'invalid_response'},
   {fault: 'EKS DescribeCluster: 500 InternalFailure', proxy: 'aws', rule: when(describeB, eksError(500, 'InternalFailure')), source: EAST, reason: 'other'},
   {fault: 'EKS DescribeCluster: hang', proxy: 'aws', rule: when(describeB, {kind: 'hang'}), source: EAST, reason: 'timeout'},
   {fault: 'EKS DescribeCluster: connection reset', proxy: 'aws', rule: when(describeB, {kind: 'reset'}), source: EAST, reason: 'other'},
   {fault: 'STS GetCallerIdentity: 500', proxy: 'aws', rule: when(caller, stsError(500, 'InternalFailure')), source: NO_ACCOUNT, reason: 'other'},
+  // The account a default-credentials matcher lists under: an account that is no AWS account id, or not the one
+  // the caller's ARN names, would register every cluster under it and deregister the ones registered under the real one.
+  {fault: 'STS GetCallerIdentity: 200 with an Account of 11 digits', proxy: 'aws', rule: when(caller, {kind: 'mutate', rewrite: (text) => text.replace('<Account>111111111111</Account>', '<Account>11111111111</Account>')}), source: NO_ACCOUNT, reason: 'invalid_response'},
+  {fault: 'STS GetCallerIdentity: 200 whose Account is not the account of its Arn', proxy: 'aws', rule: when(caller, {kind: 'mutate', rewrite: (text) => text.replace('<Account>111111111111</Account>', '<Account>999999999999</Account>')}), source: NO_ACCOUNT, reason: 'invalid_response'},
+  {fault: 'STS GetCallerIdentity: a 203 (a proxy rewrote the answer)', proxy: 'aws', rule: when(caller, answer(203, '<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult><Arn>arn:aws:iam::999999999999:user/x</Arn><UserId>AIDAX</UserId><Account>999999999999</Account></GetCallerIdentityResult><ResponseMetadata><RequestId>r-1</RequestId></ResponseMetadata></GetCallerIdentityResponse>', {'content-type': 'text/xml'})), source: NO_ACCOUNT, reason: 'invalid_response'},
   {fault: 'STS GetCallerIdentity: 403 AccessDenied', proxy: 'aws', rule: when(caller, stsError(403, 'AccessDenied')), source: NO_ACCOUNT, reason: 'access_denied'},
   {fault: 'STS GetCallerIdentity: 200 without Account', proxy: 'aws', rule: when(caller, {kind: 'mutate', rewrite: (xml) => xml.replace(/<Account>\d+<\/Account>/, '')}), source: NO_ACCOUNT, reason: 'invalid_response'},
   {fault: 'STS GetCallerIdentity: 200 empty body', proxy: 'aws', rule: when(caller, answer(200, '', {'content-type': 'text/xml'})), source: NO_ACCOUNT, reason: 'invalid_response'},
@@ -107,6 +116,7 @@ const SOURCE_ROWS: SourceRow[] = [
   {fault: 'ARM managedClusters later page: 200 {}', proxy: 'azure', rule: when(aksList('later'), answer(200, '{}')), source: AKS, reason: 'invalid_response'},
   {fault: 'ARM managedClusters: 200 {"value":null}', proxy: 'azure', rule: when(aksList('first'), answer(200, '{"value":null}')), source: AKS, reason: 'invalid_response'},
   {fault: 'ARM managedClusters later page: 204', proxy: 'azure', rule: when(aksList('later'), {kind: 'answer', status: 204, body: ''}), source: AKS, reason: 'invalid_response'},
+  {fault: 'ARM managedClusters first page: 206 {"value":[]}', proxy: 'azure', rule: when(aksList('first'), answer(206, '{"value":[]}')), source: AKS, reason: 'invalid_response'},
   {fault: 'ARM managedClusters: 403 AuthorizationFailed', proxy: 'azure', rule: when(aksList('first'), answer(403, '{"error":{"code":"AuthorizationFailed","message":"no"}}')), source: AKS, reason: 'access_denied'},
   {fault: 'ARM managedClusters: hang', proxy: 'azure', rule: when(aksList('first'), {kind: 'hang'}), source: AKS, reason: 'timeout'},
   {fault: 'ARM managedClusters: 500', proxy: 'azure', rule: when(aksList('later'), answer(500, '{"error":{"code":"InternalServerError","message":"boom"}}')), source: AKS, reason: 'other', once: false},
@@ -142,6 +152,7 @@ const CLUSTER_ROWS: ClusterRow[] = [
   {fault: 'EKS DescribeCluster: 404 ResourceNotFoundException for a cluster ListClusters just listed', proxy: 'aws', rule: when(describeB, eksError(404, 'ResourceNotFoundException')), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: an ARN of another account', proxy: 'aws', rule: when(describeB, editCluster({arn: 'arn:aws:eks:us-east-1:999999999999:cluster/b'})), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: DELETING with "__type":"ResourceNotFoundException" in a 200', proxy: 'aws', rule: when(describeB, mutateJson((body) => ({__type: 'ResourceNotFoundException', cluster: {...(body['cluster'] as object), status: 'DELETING'}}))), cluster: B, effect: 'malformed'},
+  {fault: 'EKS DescribeCluster: DELETING in a 203 (a proxy rewrote the answer)', proxy: 'aws', rule: when(describeB, answer(203, JSON.stringify({cluster: {name: 'b', arn: 'arn:aws:eks:us-east-1:111111111111:cluster/b', status: 'DELETING'}}))), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: 200 {}', proxy: 'aws', rule: when(describeB, answer(200, '{}')), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: 200 truncated JSON', proxy: 'aws', rule: when(describeB, answer(200, '{"cluster":{"name":"b"')), cluster: B, effect: 'malformed'},
   {fault: 'EKS DescribeCluster: CA not base64 PEM', proxy: 'aws', rule: when(describeB, editCluster({certificateAuthority: {data: 'bW90byBjYQ=='}})), cluster: B, effect: 'invalid_ca'},

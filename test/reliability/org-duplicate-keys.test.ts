@@ -16,7 +16,7 @@ import {Discovery} from '../../src/discovery/discovery.ts';
 import {createRegistrar} from '../../src/discovery/registrar.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
 import {startFakeAws, type FakeAws, type FakeOrganization} from '../fakes/aws-fakes.ts';
-import {awsClassifier, startFaultProxy, type FaultProxy, type FaultRequest, type ProxyFaultRule} from '../fakes/faults.ts';
+import {answer, awsClassifier, startFaultProxy, type FaultProxy, type FaultRequest, type ProxyFaultRule} from '../fakes/faults.ts';
 import {setEnv} from '../helpers/env.ts';
 import {ROUND_TRIP} from '../helpers/wait.ts';
 import {organizationWorld} from '../helpers/org-world.ts';
@@ -64,6 +64,11 @@ function replaced(filter: Partial<FaultRequest>, body: string): ProxyFaultRule {
   return (req) => (Object.entries(filter).every(([k, v]) => req[k as keyof FaultRequest] === v) ? {kind: 'mutate', rewrite: () => body} : undefined);
 }
 
+/** The answers to `operation` (its first page, or any) replaced by `body`, with `status`. */
+function answered(filter: Partial<FaultRequest>, status: number, body: string): ProxyFaultRule {
+  return (req) => (Object.entries(filter).every(([k, v]) => req[k as keyof FaultRequest] === v) ? answer(status, body) : undefined);
+}
+
 // The walk's own source (the management account's, which has no role to assume, fails every cycle: it is not looked at).
 const WALK = `eks:*:o-`;
 const LISTING = `eks:us-east-1:${MEMBER}`;
@@ -93,6 +98,10 @@ const ROWS: Row[] = [
   {fault: 'ListAccountsForParent: a 200 {"__type":"TooManyRequestsException","Accounts":[]}', rule: replaced({operation: 'ListAccountsForParent'}, '{"__type":"TooManyRequestsException","Accounts":[]}'), source: WALK, key: {says: 'names the error type "TooManyRequestsException"'}, way: 'sdk'},
   {fault: 'ListOrganizationalUnitsForParent: a 200 {"OrganizationalUnits":[],"__type":"ServiceException"}', rule: replaced({operation: 'ListOrganizationalUnitsForParent'}, '{"OrganizationalUnits":[],"__type":"ServiceException"}'), source: WALK, key: {says: 'names the error type "ServiceException"'}, way: 'sdk'},
   {fault: 'member ListClusters first page (direct way): a 200 {"__type":"InternalFailure","clusters":[]}', rule: replaced({operation: 'ListClusters', page: 'first'}, '{"__type":"InternalFailure","clusters":[]}'), source: LISTING, key: {says: 'names the error type "InternalFailure"'}, way: 'direct'},
+  // Organizations and EKS answer a listing 200: a 206 (part of an answer) or a 203 (one a proxy rewrote) is not that answer.
+  {fault: 'ListAccountsForParent: a 206 Partial Content {"Accounts":[]}', rule: answered({operation: 'ListAccountsForParent'}, 206, '{"Accounts":[]}'), source: WALK, key: {says: 'status 206'}, way: 'sdk'},
+  {fault: 'ListOrganizationalUnitsForParent: a 203 {"OrganizationalUnits":[]}', rule: answered({operation: 'ListOrganizationalUnitsForParent'}, 203, '{"OrganizationalUnits":[]}'), source: WALK, key: {says: 'status 203'}, way: 'sdk'},
+  {fault: 'member ListClusters first page (direct way): a 206 {"clusters":[]}', rule: answered({operation: 'ListClusters', page: 'first'}, 206, '{"clusters":[]}'), source: LISTING, key: {says: 'status 206'}, way: 'direct'},
 ];
 
 /** A discovery of the organization matcher: its clients are its own, so its first calls go the SDK's way. */

@@ -5,6 +5,7 @@
  * code and the IAM action it needs; an answer without the fields we rely on is an error
  * (`InvalidResponse`), never read as "nothing there".
  */
+import {createHash} from 'node:crypto';
 import {
   AssociateAccessPolicyCommand,
   CreateAccessEntryCommand,
@@ -81,6 +82,8 @@ export interface AccessSetupApiOptions {
 }
 
 const NOT_FOUND = 'ResourceNotFoundException';
+/** Pages one policy listing may take: an identity has a handful of access policies, far below one page each. */
+const MAX_POLICY_PAGES = 100;
 
 /** The set-up calls of one region, through real SDK clients; `close` releases them. */
 export function createAccessSetupApi(options: AccessSetupApiOptions): AccessSetupApi & {close(): void} {
@@ -143,12 +146,21 @@ export function createAccessSetupApi(options: AccessSetupApiOptions): AccessSetu
     listAssociatedAccessPolicies: (clusterName, principalArn) =>
       call('ListAssociatedAccessPolicies', async () => {
         const arns: string[] = [];
+        // The step runs inside the cycle's slot and each call's deadline bounds only that call: a token
+        // that comes back (or pages without end) would stall every later cycle, so it fails the call.
+        const seen = new Set<string>();
         let nextToken: string | undefined;
         do {
           const out = await eks.send(new ListAssociatedAccessPoliciesCommand({clusterName, principalArn, ...(nextToken ? {nextToken} : {})}));
           if (!Array.isArray(out.associatedAccessPolicies)) throw invalid('ListAssociatedAccessPolicies', 'associatedAccessPolicies');
           for (const p of out.associatedAccessPolicies) if (p.policyArn) arns.push(p.policyArn);
-          nextToken = out.nextToken;
+          nextToken = out.nextToken || undefined;
+          if (nextToken !== undefined) {
+            const key = nextToken.length > 256 ? createHash('sha256').update(nextToken).digest('base64') : nextToken;
+            if (seen.has(key)) throw new AccessSetupCallError('ListAssociatedAccessPolicies', 'InvalidResponse', 'ListAssociatedAccessPolicies failed: InvalidResponse: the listing gave a nextToken it had already given');
+            if (seen.size >= MAX_POLICY_PAGES) throw new AccessSetupCallError('ListAssociatedAccessPolicies', 'InvalidResponse', `ListAssociatedAccessPolicies failed: InvalidResponse: more than ${MAX_POLICY_PAGES} pages`);
+            seen.add(key);
+          }
         } while (nextToken);
         return arns;
       }),

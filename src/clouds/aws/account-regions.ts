@@ -7,6 +7,7 @@
  * answers are skipped quietly.
  */
 import {ListRegionsCommand, type AccountClient} from '@aws-sdk/client-account';
+import {pageTokenKey} from '../../core/page-token.ts';
 
 /** The narrow client surface needed; a real AccountClient satisfies it. */
 export type AccountApi = Pick<AccountClient, 'send'>;
@@ -33,8 +34,10 @@ export async function listEnabledRegions(client: AccountApi, signal?: AbortSigna
     }
     token = page.NextToken ?? undefined;
     if (token !== undefined) {
-      if (seen.has(token)) throw Object.assign(new Error('ListRegions returned a repeated NextToken'), {name: 'InvalidResponse'});
-      seen.add(token);
+      // Remembered by digest when long: fresh long tokens page after page must not pile up here.
+      const key = pageTokenKey(token);
+      if (seen.has(key)) throw Object.assign(new Error('ListRegions returned a repeated NextToken'), {name: 'InvalidResponse'});
+      seen.add(key);
     }
   } while (token !== undefined);
   if (regions.length === 0) throw Object.assign(new Error('ListRegions returned no enabled region'), {name: 'InvalidResponse'});

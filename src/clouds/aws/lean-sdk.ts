@@ -25,7 +25,7 @@ import {ALGORITHM_IDENTIFIER, ALWAYS_UNSIGNABLE_HEADERS, KEY_TYPE_IDENTIFIER, AM
 import type {HttpRequest as SignableRequest, RequestSigningArguments} from '@smithy/types';
 import {invalidResponse} from './errors.ts';
 import {NodeSha256} from './sha256.ts';
-import {bodyErrorType, refuseDuplicateKeys} from './unique-keys.ts';
+import {bodyErrorType, partialStatusProblem, refuseDuplicateKeys} from './unique-keys.ts';
 
 /** The parts of an SDK v3 client used here; any generated client (EKSClient, ...) has them. */
 export interface LeanableClient {
@@ -98,10 +98,13 @@ export function leanSdkClient<C extends LeanableClient>(client: C): C {
  * region); it is a malformed answer instead (unique-keys.ts judges a listing's answer on the
  * SDK's own way, before its deserialiser, as well).
  */
-const refuseErrorTypeOn2xx: Middleware = (next) => async (args) => {
+const refuseErrorTypeOn2xx: Middleware = (next, context) => async (args) => {
   const result = (await next(args)) as {response?: {statusCode?: unknown; headers?: Record<string, string | undefined>; body?: unknown}};
   const status = result.response?.statusCode;
   if (typeof status !== 'number' || status < 200 || status >= 300) return result;
+  // The short path reads any 2xx as the SDK would: a listing or a describe answered 206 or 203 is no whole answer (unique-keys.ts).
+  const partial = status === 200 ? undefined : partialStatusProblem((context as {commandName?: unknown}).commandName, status);
+  if (partial !== undefined) throw Object.assign(invalidResponse(partial), {$metadata: {httpStatusCode: status}});
   const type = result.response?.headers?.['x-amzn-errortype'] ?? bodyErrorType(result.response?.body);
   if (typeof type === 'string') {
     throw Object.assign(invalidResponse(`an answer with status ${status} names the error type ${JSON.stringify(type.slice(0, 60))}`), {$metadata: {httpStatusCode: status}});

@@ -13,6 +13,7 @@ import {
   type OrganizationsClient,
 } from '@aws-sdk/client-organizations';
 import PQueue from 'p-queue';
+import {pageTokenKey} from '../../core/page-token.ts';
 import type {SourceFailure} from '../../core/types.ts';
 import {awsFailure} from './errors.ts';
 import {partitionOfArn, type AwsPartition} from './regions.ts';
@@ -132,8 +133,10 @@ export async function walkOrganization(client: OrganizationsApi, scope: Organiza
       if (next !== undefined && next !== null && typeof next !== 'string') throw malformed(operation, 'a NextToken that is not a string');
       token = next || undefined;
       if (token !== undefined) {
-        if (seen.has(token)) throw malformed(operation, 'a repeated NextToken');
-        seen.add(token);
+        // Remembered by digest when long: fresh long tokens page after page must not pile up here.
+        const key = pageTokenKey(token);
+        if (seen.has(key)) throw malformed(operation, 'a repeated NextToken');
+        seen.add(key);
       }
     } while (token !== undefined);
     return items;

@@ -267,7 +267,15 @@ export class AwsSources {
     this.#options.onClient?.(sts);
     try {
       const out = await sts.send(new GetCallerIdentityCommand({}));
+      // Every cluster of the matcher is registered under this account, and entries under any other
+      // are no longer covered: an answer that is not STS's own (another 2xx, a garbled account, an
+      // account its ARN does not name) must fail the plan, never move the clusters to another account.
+      const status = out.$metadata.httpStatusCode;
+      if (status !== undefined && status !== 200) throw Object.assign(new Error(`GetCallerIdentity answered with status ${status}, not the 200 STS answers with`), {name: 'InvalidResponse'});
       if (!out.Account) throw Object.assign(new Error('GetCallerIdentity returned no account'), {name: 'InvalidResponse'});
+      if (!/^\d{12}$/.test(out.Account)) throw Object.assign(new Error(`GetCallerIdentity returned an account that is not a 12-digit AWS account id (${JSON.stringify(out.Account.slice(0, 20))})`), {name: 'InvalidResponse'});
+      const arnAccount = out.Arn?.split(':')[4];
+      if (arnAccount !== undefined && arnAccount !== out.Account) throw Object.assign(new Error(`GetCallerIdentity returned account ${out.Account} with an ARN of account ${arnAccount.slice(0, 20)}`), {name: 'InvalidResponse'});
       return out.Account;
     } finally {
       sts.destroy();

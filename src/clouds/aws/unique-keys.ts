@@ -7,7 +7,7 @@
  * operation, rate-shaped clients, and clients without a short path (Organizations). A 2xx that
  * names an error type (`x-amzn-ErrorType`, or `__type` at the top of the body, as the JSON
  * protocols name errors) fails the same way: the SDK would read `{"__type":"…","Accounts":[]}`
- * as an empty page.
+ * as an empty page; so does a 2xx other than the 200 these operations answer with.
  */
 import {HttpResponse} from '@smithy/protocol-http';
 import {duplicateKey, duplicateKeyProblem} from '../../core/json-keys.ts';
@@ -29,6 +29,19 @@ const LISTINGS: ReadonlyMap<string, readonly string[]> = new Map([
 ]);
 
 const REQUEST_ID = /^x-[\w-]+-request-?id$/;
+
+/**
+ * The reads whose answers decide what exists, and DescribeCluster (a cluster's status): AWS
+ * answers each with 200. Another 2xx is not that answer — 206 is part of one, 203 one a proxy
+ * rewrote, 202 one not made yet — and the SDK would read `206 {"clusters":[]}` as an empty region.
+ */
+const ANSWERED_200: ReadonlySet<string> = new Set([...LISTINGS.keys(), 'DescribeClusterCommand']);
+
+/** What is wrong with a 2xx answer to `commandName` whose status is not 200; undefined when nothing is (or the command is not one of those reads). */
+export function partialStatusProblem(commandName: unknown, status: number): string | undefined {
+  if (status === 200 || status < 200 || status >= 300 || typeof commandName !== 'string' || !ANSWERED_200.has(commandName)) return undefined;
+  return `an answer with status ${status} to ${commandName.replace(/Command$/, '')}, which AWS answers with status 200: not a whole answer`;
+}
 
 type Handler = (args: {request?: unknown; input: unknown}) => Promise<{response?: unknown; output?: unknown}>;
 type Middleware = (next: Handler, context: {commandName?: unknown}) => Handler;
@@ -53,6 +66,12 @@ export function refuseDuplicateKeys<C extends UniqueKeysClient>(client: C): C {
       const result = await next(args);
       const response = result.response;
       if (!HttpResponse.isInstance(response) || response.statusCode < 200 || response.statusCode >= 300) return result;
+      const partial = partialStatusProblem(context.commandName, response.statusCode);
+      if (partial !== undefined) {
+        const error = Object.assign(invalidResponse(partial), {$metadata: metadataOf(response)});
+        Object.defineProperty(error, '$response', {value: response, enumerable: false, writable: false, configurable: false});
+        throw error;
+      }
       let bytes: Uint8Array;
       if (response.body instanceof Uint8Array) bytes = response.body;
       else if (typeof response.body === 'string') bytes = Buffer.from(response.body, 'utf8');

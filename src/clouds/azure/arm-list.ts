@@ -9,6 +9,7 @@
  */
 import {hash} from 'node:crypto';
 import {createHttpHeaders, createPipelineRequest, RestError, type HttpClient, type Pipeline, type PipelineResponse} from '@azure/core-rest-pipeline';
+import {pageTokenKey} from '../../core/page-token.ts';
 import {TurnGate} from '../../core/turns.ts';
 import type {LeanAnswer} from './lean-get.ts';
 import {parseListPage, shapeCheckedByCaller} from './pipeline.ts';
@@ -134,9 +135,11 @@ async function* readList<T>(
       // ARM pages a list at its own path: a nextLink into another list (another subscription's, a
       // resource group's, another resource type's) would be read as this list's remaining pages.
       if (!samePath(link, url)) throw invalid(`${operation}: the list at ${pathOf(url)} returned a nextLink to another list, ${pathOf(new URL(link, url).href)}`, status);
-      if (seen.has(link)) throw invalid(`${operation}: the list at ${pathOf(url)} returned a nextLink it had already returned`, status);
+      // Remembered by digest when long: fresh megabyte nextLinks page after page must not pile up here.
+      const linkKey = pageTokenKey(link);
+      if (seen.has(linkKey)) throw invalid(`${operation}: the list at ${pathOf(url)} returned a nextLink it had already returned`, status);
       if (seen.size >= MAX_LIST_PAGES) throw invalid(`${operation}: the list at ${pathOf(url)} returned more than ${MAX_LIST_PAGES} pages`, status);
-      seen.add(link);
+      seen.add(linkKey);
     }
     yield page.made;
     next = link === undefined ? undefined : withApiVersion(link, apiVersion);

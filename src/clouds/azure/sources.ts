@@ -87,6 +87,8 @@ const LISTABLE_STATES: ReadonlySet<string> = new Set(['Enabled', 'Warned', 'Past
  * re-enabled, with its clusters: it is not listed, and its entries are kept (stale). A Deleted one is gone.
  */
 const HELD_STATE = 'Disabled';
+/** A subscription id, lower-cased: a GUID. */
+const SUBSCRIPTION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** How much of a subscription a state keeps: listed, held (its entries kept), gone. */
 const LISTABLE_RANK = 2;
 function stateRank(state: unknown): number {
@@ -321,6 +323,13 @@ export class AzureSources {
           // state, fails the listing rather than drop that subscription's clusters.
           const id = (sub.subscriptionId ?? /^\/subscriptions\/([^/]+)$/i.exec(sub.id ?? '')?.[1])?.toLowerCase();
           if (!id) throw Object.assign(new Error('the subscriptions list returned a record without a subscription id'), {code: 'InvalidResponse'});
+          // Subscription ids are GUIDs: a garbled one names no subscription, and the one it garbled
+          // would be missing from the list (its clusters deregistered once the grace is spent).
+          if (!SUBSCRIPTION_ID.test(id)) throw Object.assign(new Error(`the subscriptions list returned a record whose subscription id ${JSON.stringify(id.slice(0, 40))} is not a GUID`), {code: 'InvalidResponse'});
+          const idOfPath = /^\/subscriptions\/([^/]+)$/i.exec(sub.id ?? '')?.[1]?.toLowerCase();
+          if (sub.subscriptionId !== undefined && idOfPath !== undefined && idOfPath !== id) {
+            throw Object.assign(new Error(`the subscriptions list returned a record for subscription ${id} whose id names ${JSON.stringify(idOfPath.slice(0, 40))}`), {code: 'InvalidResponse'});
+          }
           const state = sub.state;
           if (state !== undefined && (typeof state !== 'string' || !KNOWN_STATES.has(state))) {
             throw Object.assign(new Error(`subscription ${id} is in state ${String(JSON.stringify(state)).slice(0, 40)}, which is not an Azure subscription state`), {code: 'InvalidResponse'});
