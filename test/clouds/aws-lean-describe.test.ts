@@ -134,7 +134,6 @@ const SDK_ANSWERS: Record<string, Answer> = {
   'body-empty': {body: ''},
   'body-truncated': {body: plain(NORMAL).slice(0, 80)},
   'body-html': {body: '<html>gateway</html>', headers: {'content-type': 'text/html'}},
-  'status-204': {status: 204, body: ''},
   'not-found': {status: 404, body: json({message: 'No cluster found for name: not-found.'}), headers: {'x-amzn-errortype': 'ResourceNotFoundException', 'x-amzn-requestid': 'req-404'}},
   'access-denied': {status: 403, body: json({Message: 'User is not authorized'}), headers: {'x-amzn-errortype': 'AccessDeniedException'}},
   'invalid-parameter': {status: 400, body: json({message: 'bad', clusterName: 'invalid-parameter'}), headers: {'x-amzn-errortype': 'InvalidParameterException:http://internal.amazon.com/coral/'}},
@@ -143,6 +142,13 @@ const SDK_ANSWERS: Record<string, Answer> = {
   'unavailable-html': {status: 503, body: '<html>down</html>'},
 };
 /** 2xx answers naming an error type at the top of the body, as JSON protocols name errors: the service's client refuses what the bare SDK reads as a success. */
+/** 2xx answers other than the 200 EKS answers DescribeCluster with: the short path refuses them, the bare SDK reads them. */
+const PARTIAL_ANSWERS: Record<string, Answer> = {
+  'status-204': {status: 204, body: ''},
+  'status-203-deleting': {status: 203, body: json({cluster: {...NORMAL, status: 'DELETING'}})},
+  'status-206': {status: 206, body: json({cluster: NORMAL})},
+};
+
 const TYPED_ANSWERS: Record<string, Answer> = {
   'typed-body': {body: json({__type: 'x', cluster: NORMAL})},
   'error-in-200': {body: json({__type: 'ResourceNotFoundException', message: 'in a 200'})},
@@ -157,7 +163,7 @@ describe('DescribeCluster on the short path reads exactly what the SDK reads', (
   beforeAll(async () => {
     server = createServer((req, res) => {
       const name = decodeURIComponent((req.url ?? '').split('?')[0]?.split('/').pop() ?? '');
-      const answer = PLAIN_ANSWERS[name] ?? SDK_ANSWERS[name] ?? TYPED_ANSWERS[name] ?? {body: plain({...NORMAL, name})};
+      const answer = PLAIN_ANSWERS[name] ?? SDK_ANSWERS[name] ?? PARTIAL_ANSWERS[name] ?? TYPED_ANSWERS[name] ?? {body: plain({...NORMAL, name})};
       res.writeHead(answer.status ?? 200, {'content-type': 'application/json', ...answer.headers});
       res.end(answer.body);
     });
@@ -189,6 +195,12 @@ describe('DescribeCluster on the short path reads exactly what the SDK reads', (
 
   it.each(Object.keys(SDK_ANSWERS))('%s: the SDK decides, the same output or error', async (name) => {
     expect(await outcome(pair.lean.send(new DescribeClusterCommand({name})))).toStrictEqual(await outcome(pair.sdk.send(new DescribeClusterCommand({name}))));
+  });
+
+  it.each(Object.keys(PARTIAL_ANSWERS))('%s: refused as not a whole answer, where the bare SDK reads a cluster or nothing', async (name) => {
+    const status = PARTIAL_ANSWERS[name]?.status;
+    expect(await outcome(pair.lean.send(new DescribeClusterCommand({name})))).toMatchObject({name: 'InvalidResponse', status, message: expect.stringContaining('not a whole answer') as unknown});
+    expect(await outcome(pair.sdk.send(new DescribeClusterCommand({name})))).toMatchObject({status, output: expect.any(Object) as unknown});
   });
 
   it.each(Object.keys(TYPED_ANSWERS))('%s: refused as malformed, where the bare SDK reads a cluster or nothing', async (name) => {
