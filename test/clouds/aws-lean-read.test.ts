@@ -20,6 +20,7 @@ import {MemoryBackend} from '../../src/registry/memory.ts';
 import {FakeAwsWorld, FakeOrganization, startFakeAws, type FakeAws} from '../fakes/aws-fakes.ts';
 import {answer, awsClassifier, startFaultProxy, type FaultProxy, type ProxyFault, type ProxyFaultRule} from '../fakes/faults.ts';
 import {setEnv} from '../helpers/env.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 
 const MGMT = '111111111111';
 const KEY = {accessKeyId: 'AKIALEANREAD00000001', secretAccessKey: 'lean-read-secret'};
@@ -69,7 +70,14 @@ interface Harness {
   readonly serialized: Map<string, number>;
 }
 
-async function harness(): Promise<Harness> {
+/**
+ * The per-call deadline of a row whose fault makes a call hang: it cuts the hang. Every other row
+ * gives calls the round-trip budget, since a good call on a loaded machine can take longer than a
+ * short deadline, and a timed-out good call fails or retries where the row expects neither.
+ */
+const HANG_DEADLINE_MS = 1_000;
+
+async function harness(requestTimeoutMs: number = ROUND_TRIP.timeout): Promise<Harness> {
   const config = parseConfig(
     `version: v1
 discovery_service:
@@ -93,7 +101,7 @@ storage: {type: memory}
     clock: systemClock,
     aws: {
       credentialProvider: (role) => providers.provider(role),
-      requestTimeoutMs: 500,
+      requestTimeoutMs,
       onClient: (client) =>
         (client.middlewareStack as unknown as {add(mw: unknown, o: object): void}).add(
           (next: (a: unknown) => Promise<unknown>, context: {commandName?: string}) => (args: unknown) => {
@@ -133,7 +141,7 @@ function listFault(fault: ProxyFault | (() => ProxyFault | undefined), page?: 'f
 
 const eksError = (status: number, code: string): ProxyFault => answer(status, JSON.stringify({message: `${code} injected`}), {'x-amzn-errortype': code});
 
-const LIST_FAULTS: {name: string; rule: ProxyFaultRule; reason: string; attempts: number}[] = [
+const LIST_FAULTS: {name: string; rule: ProxyFaultRule; reason: string; attempts: number; requestTimeoutMs?: number}[] = [
   {name: '503 on every attempt', rule: listFault(eksError(503, 'ServiceUnavailableException')), reason: 'other', attempts: 3},
   {name: '200 with broken JSON', rule: listFault(answer(200, '{"clusters": ["a-222"')), reason: 'invalid_response', attempts: 1},
   {name: '200 {}', rule: listFault(answer(200, '{}')), reason: 'invalid_response', attempts: 1},
@@ -143,13 +151,13 @@ const LIST_FAULTS: {name: string; rule: ProxyFaultRule; reason: string; attempts
   {name: '200 {"clusters":[1,2]}', rule: listFault(answer(200, '{"clusters":[1,2]}')), reason: 'invalid_response', attempts: 1},
   {name: 'a later page with broken JSON', rule: listFault(answer(200, '{"clusters":'), 'later'), reason: 'invalid_response', attempts: 1},
   {name: '403 ExpiredTokenException', rule: listFault(eksError(403, 'ExpiredTokenException')), reason: 'access_denied', attempts: 1},
-  {name: 'a hang past the request timeout', rule: listFault({kind: 'hang'}), reason: 'timeout', attempts: 3},
+  {name: 'a hang past the request timeout', rule: listFault({kind: 'hang'}), reason: 'timeout', attempts: 3, requestTimeoutMs: HANG_DEADLINE_MS},
 ];
 
 describe('ListClusters on the short path: a fault fails the source and deletes nothing', () => {
   for (const fault of LIST_FAULTS) {
     it(`${fault.name}: ${fault.reason}, ${fault.attempts} attempt(s), every entry stays`, async () => {
-      const h = await harness();
+      const h = await harness(fault.requestTimeoutMs);
       await h.cycle();
       const before = await h.names();
       expect(before).toHaveLength(8);
@@ -227,7 +235,7 @@ describe('GetResources on the short path: a failed tag read describes instead', 
   ];
   for (const [name, fault] of TAG_FAULTS) {
     it(`${name}: the source describes its clusters and stays whole; nothing is deleted`, async () => {
-      const h = await harness();
+      const h = await harness(fault.kind === 'hang' ? HANG_DEADLINE_MS : undefined);
       await h.cycle();
       const before = await h.names();
       const clean = await h.cycle();

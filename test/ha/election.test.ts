@@ -1,6 +1,9 @@
 /**
  * Leader election on a real etcd: two replicas in one process, each with its own client.
- * Sessions use a 2 s TTL so lapses take seconds; a TCP proxy partitions one replica from etcd.
+ * A session meant to lapse uses a 2 s TTL so lapses take seconds; a TCP proxy partitions one
+ * replica from etcd. Every other session has a TTL longer than any test: a loaded machine can stall
+ * the event loop past a 2 s session's renew deadline, and a leader that steps down then fails a
+ * test that never meant its session to lapse.
  */
 import {afterAll, afterEach, beforeAll, expect, it} from 'vitest';
 import {FencedError} from '../../src/core/errors.ts';
@@ -10,6 +13,8 @@ import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
 import {startTcpProxy} from '../helpers/tcp-proxy.ts';
 
 const SESSION_TTL_MS = 2_000;
+/** The TTL of a session that must not lapse: longer than a test may run, so only stop() ends it. */
+const LASTING_TTL_MS = 120_000;
 
 /** One replica: its own etcd client and election, with every role change it announced. */
 interface Replica {
@@ -36,9 +41,10 @@ describeWithEtcd('leader election on etcd', () => {
     await etcd?.stop();
   });
 
-  async function replica(id: string, group: string, endpoint = etcd.endpoint): Promise<Replica> {
+  /** A replica whose session lapses after `ttlMs` once it cannot be kept alive (the short TTL by default). */
+  async function replica(id: string, group: string, {endpoint = etcd.endpoint, ttlMs = SESSION_TTL_MS} = {}): Promise<Replica> {
     const backend = await openEtcdBackend({endpoints: [endpoint], prefix: '/election-test/', requestTimeoutMs: 1_000});
-    const election = new LeaderElection({backend, group, replicaId: id, sessionTtlMs: SESSION_TTL_MS, retryDelayMs: 200});
+    const election = new LeaderElection({backend, group, replicaId: id, sessionTtlMs: ttlMs, retryDelayMs: 200});
     const changes: Replica['changes'] = [];
     election.onChange((state) => changes.push({...state, at: Date.now()}));
     const r = {id, backend, election, changes};
@@ -59,27 +65,28 @@ describeWithEtcd('leader election on etcd', () => {
 
   it('elects exactly one leader; the follower knows who it is', async () => {
     const group = `g${groups++}`;
-    const a = await replica('replica-a', group);
-    const b = await replica('replica-b', group);
+    const a = await replica('replica-a', group, {ttlMs: LASTING_TTL_MS});
+    const b = await replica('replica-b', group, {ttlMs: LASTING_TTL_MS});
     expect(a.election.state()).toMatchObject({role: 'leader', leader: 'replica-a', fence: {key: expect.stringMatching(`^election/${group}/`)}});
     expect(expectOneLeader(a, b)).toBe(a);
   });
 
   it("the leader's stop() hands over at once, before the session TTL runs out", async () => {
     const group = `g${groups++}`;
-    const a = await replica('replica-a', group);
-    const b = await replica('replica-b', group);
+    // A's session would last longer than the test: B can lead only because A resigned.
+    const a = await replica('replica-a', group, {ttlMs: LASTING_TTL_MS});
+    const b = await replica('replica-b', group, {ttlMs: LASTING_TTL_MS});
     const stoppedAt = Date.now();
     await a.election.stop();
     expect(a.election.state()).toEqual({role: 'follower'});
-    await until(() => b.election.isLeader(), SESSION_TTL_MS / 2);
-    expect(Date.now() - stoppedAt).toBeLessThan(SESSION_TTL_MS);
+    await until(() => b.election.isLeader(), 20_000);
+    expect(Date.now() - stoppedAt).toBeLessThan(LASTING_TTL_MS);
   });
 
   it("a leader whose client dies is replaced once its session lapses", async () => {
     const group = `g${groups++}`;
     const a = await replica('replica-a', group);
-    const b = await replica('replica-b', group);
+    const b = await replica('replica-b', group, {ttlMs: LASTING_TTL_MS});
     await a.backend.close();
     await until(() => b.election.isLeader(), 3 * SESSION_TTL_MS);
     expect(b.election.state()).toMatchObject({role: 'leader', leader: 'replica-b'});
@@ -89,8 +96,9 @@ describeWithEtcd('leader election on etcd', () => {
     const proxy = await startTcpProxy(etcd.endpoint);
     try {
       const group = `g${groups++}`;
-      const a = await replica('replica-a', group, proxy.endpoint);
-      const b = await replica('replica-b', group);
+      const a = await replica('replica-a', group, {endpoint: proxy.endpoint});
+      // Only A's session is meant to lapse; B's must hold until the end.
+      const b = await replica('replica-b', group, {ttlMs: LASTING_TTL_MS});
       expect(expectOneLeader(a, b)).toBe(a);
       const oldFence = a.election.fence();
       if (!oldFence) throw new Error('expected the leader to hold a fence');

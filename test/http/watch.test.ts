@@ -70,7 +70,12 @@ interface SseEvent {
 /** A raw SSE client: reads only when asked, so a test can play a consumer that stops reading. */
 class Watch {
   readonly res: IncomingMessage;
+  /** Received text not yet parsed: everything after the last complete event. */
   #text = '';
+  /** Complete events parsed so far. Each chunk is parsed once: re-parsing the whole stream at
+   * every chunk made a 9 MB snapshot cost gigabytes of string work, which a loaded machine took
+   * past the test's timeout. */
+  readonly #events: SseEvent[] = [];
   #ended = false;
   #wake: (() => void) | undefined;
 
@@ -104,7 +109,12 @@ class Watch {
 
   /** Complete events received so far. */
   get events(): SseEvent[] {
-    return parseSse(this.#text.slice(0, this.#text.lastIndexOf('\n\n') + 2));
+    const end = this.#text.lastIndexOf('\n\n') + 2;
+    if (end > 1) {
+      this.#events.push(...parseSse(this.#text.slice(0, end)));
+      this.#text = this.#text.slice(end);
+    }
+    return [...this.#events];
   }
 
   /** Reads until an event satisfies `until`; returns every event so far. */

@@ -162,7 +162,9 @@ describeWithEtcd('etcd backend security options', () => {
 
     it('a leader election over TLS elects this replica, and its fenced writes go through', async () => {
       const backend = await open({endpoints: [tlsEtcd.endpoint], tls: tls()});
-      const election = new LeaderElection({backend, group: 'tls', replicaId: 'replica-tls', sessionTtlMs: 2_000, retryDelayMs: 200, logger});
+      // A session longer than the test: with 2 s, an event-loop stall of a loaded machine stepped
+      // the replica down before its fenced write, which etcd then refused.
+      const election = new LeaderElection({backend, group: 'tls', replicaId: 'replica-tls', sessionTtlMs: 120_000, retryDelayMs: 200, logger});
       try {
         await election.start();
         expect(election.state()).toMatchObject({role: 'leader', leader: 'replica-tls'});

@@ -31,7 +31,9 @@ describeWithEtcd('createLeadership on etcd', () => {
   it('reports one role change per transition: the first replica leads (fenced backend), the second follows and names it, then takes over', async () => {
     const open = () => openEtcdBackend({endpoints: [etcd.endpoint], prefix: '/leadership-test/', requestTimeoutMs: 1_000});
     const [backendA, backendB] = [await open(), await open()];
-    const options = {storageType: 'etcd', group: 'g1', sessionTtlMs: 2_000, clock: systemClock, logger: silentLogger};
+    // Longer than the test: a 2 s session stepped A down whenever a loaded machine stalled the
+    // event loop past its renew deadline. B takes over because A resigns in stop(), not by a lapse.
+    const options = {storageType: 'etcd', group: 'g1', sessionTtlMs: 120_000, clock: systemClock, logger: silentLogger};
     const a = createLeadership({...options, backend: backendA, replica: 'replica-a'});
     const b = createLeadership({...options, backend: backendB, replica: 'replica-b'});
     const rolesA: Role[] = [];
