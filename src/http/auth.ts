@@ -7,6 +7,7 @@ import {createHash, timingSafeEqual} from 'node:crypto';
 import {readFile, stat} from 'node:fs/promises';
 import type {Clock} from '../core/clock.ts';
 import {registerSecret} from '../observability/redact.ts';
+import {postTokenReview} from './token-review-call.ts';
 
 /** Decides whether a request's Authorization header is allowed. */
 export type Authenticator = (authorization: string | undefined) => Promise<boolean>;
@@ -103,31 +104,7 @@ export function inClusterTokenReviewer(options: {
   readonly bearer: () => Promise<string>;
   readonly timeoutMs?: number;
 }): TokenReviewer {
-  return async (token) => {
-    const {request} = await import('node:https');
-    const body = JSON.stringify({apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: {token}});
-    const url = new URL('/apis/authentication.k8s.io/v1/tokenreviews', options.apiServer);
-    const bearer = await options.bearer();
-    const text = await new Promise<string>((resolve, reject) => {
-      const req = request(
-        url,
-        // `timeout` only catches an idle socket; the signal bounds an answer that drips in too.
-        {method: 'POST', ca: options.caPem, timeout: options.timeoutMs ?? 5000, signal: AbortSignal.timeout(options.timeoutMs ?? 5000), headers: {'content-type': 'application/json', authorization: `Bearer ${bearer}`}},
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => (res.statusCode === 201 || res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString('utf8')) : reject(new Error(`TokenReview answered HTTP ${res.statusCode}`))));
-        },
-      );
-      req.on('timeout', () => req.destroy(new Error('TokenReview timed out')));
-      req.on('error', reject);
-      req.end(body);
-    });
-    const review = JSON.parse(text) as {status?: {authenticated?: boolean; user?: {username?: string}}};
-    const username = review.status?.authenticated ? review.status.user?.username : undefined;
-    const m = /^system:serviceaccount:([^:]+):([^:]+)$/.exec(username ?? '');
-    return m ? `${m[1]}:${m[2]}` : undefined;
-  };
+  return async (token) => postTokenReview({apiServer: options.apiServer, ca: options.caPem, bearer: await options.bearer(), token, timeoutMs: options.timeoutMs ?? 5000, what: 'TokenReview'});
 }
 
 /** The reviewer for the pod this runs in, or undefined outside Kubernetes. */

@@ -17,6 +17,7 @@
 import type {KubeAccess, KubeServer} from '../../heartbeats/kube-server.ts';
 import type {TokenReviewer} from './auth.ts';
 import {matchesSelector} from './label-selector.ts';
+import {postTokenReview} from './token-review-call.ts';
 
 /** One parsed allow-list entry. */
 export interface AllowEntry {
@@ -138,29 +139,6 @@ async function review(server: KubeServer, token: string, options: ClusterTokenRe
   const status = server.status;
   if (!status?.endpoint || !status.access) return undefined;
   const bearer = await options.credential(status.access);
-  const {request} = await import('node:https');
-  const url = new URL('/apis/authentication.k8s.io/v1/tokenreviews', status.endpoint);
   const ca = status.ca_data ? Buffer.from(status.ca_data, 'base64').toString('utf8') : undefined;
-  const body = JSON.stringify({apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: {token}});
-  const text = await new Promise<string>((resolve, reject) => {
-    const req = request(url, {
-      method: 'POST',
-      ...(ca ? {ca} : {}),
-      timeout: options.timeoutMs ?? 5000,
-      headers: {'content-type': 'application/json', authorization: `Bearer ${bearer}`},
-    }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => (res.statusCode === 201 || res.statusCode === 200
-        ? resolve(Buffer.concat(chunks).toString('utf8'))
-        : reject(new Error(`TokenReview on ${server.metadata.name} answered HTTP ${res.statusCode}`))));
-    });
-    req.on('timeout', () => req.destroy(new Error(`TokenReview on ${server.metadata.name} timed out`)));
-    req.on('error', reject);
-    req.end(body);
-  });
-  const verdict = JSON.parse(text) as {status?: {authenticated?: boolean; user?: {username?: string}}};
-  const username = verdict.status?.authenticated ? verdict.status.user?.username : undefined;
-  const m = /^system:serviceaccount:([^:]+):([^:]+)$/.exec(username ?? '');
-  return m ? `${m[1]}:${m[2]}` : undefined;
+  return postTokenReview({apiServer: status.endpoint, ca, bearer, token, timeoutMs: options.timeoutMs ?? 5000, what: `TokenReview on ${server.metadata.name}`});
 }
