@@ -6,7 +6,7 @@
  * such entries. Writes carry resourceVersion preconditions. Every answer is checked before use:
  * a malformed list fails the read, it never reads as "no entries".
  */
-import {createHash, randomUUID} from 'node:crypto';
+import {randomUUID} from 'node:crypto';
 import type {Clock} from '../core/clock.ts';
 import type {KubernetesStorageConfig} from '../config/schema.ts';
 import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watcher, WatchOptions} from './backend.ts';
@@ -16,6 +16,7 @@ import {KubeApiError} from './kube-client.ts';
 import {objectNameForKey, summarise} from './kube-names.ts';
 import {checkInterval, checkTtl, compareKeys} from './local-common.ts';
 import {WatchHub} from './watch-hub.ts';
+import {pageTokenKey} from '../core/page-token.ts';
 
 /** API group of the custom resources (CRDs in deploy/kubernetes/crds). */
 export const KUBE_GROUP = 'kube-discovery.io';
@@ -908,7 +909,7 @@ class ContinueTokens {
   next(token: string | undefined): string | undefined {
     if (token === undefined) return undefined;
     // Long tokens are kept as digests: a hostile answer's megabyte tokens must not pile up here.
-    const key = token.length > 256 ? createHash('sha256').update(token).digest('base64') : token;
+    const key = pageTokenKey(token);
     if (this.#seen.has(key)) throw new MalformedAnswerError(`${this.#kind}: the API server gave a continue token it had already given (a proxy answering every page alike?)`);
     if (this.#seen.size >= MAX_LIST_PAGES) throw new MalformedAnswerError(`${this.#kind}: more than ${MAX_LIST_PAGES} pages`);
     this.#seen.add(key);

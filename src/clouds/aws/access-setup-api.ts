@@ -5,7 +5,6 @@
  * code and the IAM action it needs; an answer without the fields we rely on is an error
  * (`InvalidResponse`), never read as "nothing there".
  */
-import {createHash} from 'node:crypto';
 import {
   AssociateAccessPolicyCommand,
   CreateAccessEntryCommand,
@@ -19,6 +18,7 @@ import {GetCallerIdentityCommand, STSClient} from '@aws-sdk/client-sts';
 import type {AwsCredentialProvider} from '../../credentials/aws-credentials.ts';
 import {awsErrorCode} from './errors.ts';
 import {errorMessage} from '../../core/errors.ts';
+import {pageTokenKey} from '../../core/page-token.ts';
 
 /** An access entry as set-up reads it. */
 export interface SetupAccessEntry {
@@ -156,7 +156,7 @@ export function createAccessSetupApi(options: AccessSetupApiOptions): AccessSetu
           for (const p of out.associatedAccessPolicies) if (p.policyArn) arns.push(p.policyArn);
           nextToken = out.nextToken || undefined;
           if (nextToken !== undefined) {
-            const key = nextToken.length > 256 ? createHash('sha256').update(nextToken).digest('base64') : nextToken;
+            const key = pageTokenKey(nextToken);
             if (seen.has(key)) throw new AccessSetupCallError('ListAssociatedAccessPolicies', 'InvalidResponse', 'ListAssociatedAccessPolicies failed: InvalidResponse: the listing gave a nextToken it had already given');
             if (seen.size >= MAX_POLICY_PAGES) throw new AccessSetupCallError('ListAssociatedAccessPolicies', 'InvalidResponse', `ListAssociatedAccessPolicies failed: InvalidResponse: more than ${MAX_POLICY_PAGES} pages`);
             seen.add(key);

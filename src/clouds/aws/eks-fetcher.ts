@@ -1,5 +1,4 @@
 /** Lists the EKS clusters of one (matcher, region, account) source: ListClusters to the last page, DescribeCluster per name. */
-import {createHash} from 'node:crypto';
 import {DescribeClusterCommand, ListClustersCommand, type Cluster, type EKSClient} from '@aws-sdk/client-eks';
 import type {ClusterFetcher} from '../fetcher.ts';
 import type {DiscoveredCluster, MalformedCluster, SourceRef, SourceResult} from '../../core/types.ts';
@@ -9,6 +8,7 @@ import {isBase64Pem, isHttpsUrl} from '../../core/validate.ts';
 import {intern} from '../../core/intern.ts';
 import {compareText} from '../../core/collate.ts';
 import type {TagReader} from './tag-reader.ts';
+import {pageTokenKey} from '../../core/page-token.ts';
 
 /** EKS statuses whose clusters are kept; a cluster being created, deleted or failed has no API to announce. */
 export const EKS_KEPT_STATUSES: ReadonlySet<string> = new Set(['ACTIVE', 'UPDATING']);
@@ -181,7 +181,7 @@ export async function listClusterNames(client: EksApi, signal: AbortSignal, page
     nextToken = typeof token === 'string' && token !== '' ? token : undefined;
     // A service that hands back the same token forever must not loop us forever.
     if (nextToken !== undefined) {
-      const seen = nextToken.length > 256 ? createHash('sha256').update(nextToken).digest('base64') : nextToken;
+      const seen = pageTokenKey(nextToken);
       if (seenTokens.has(seen)) throw invalidResponse('ListClusters returned a repeated nextToken');
       seenTokens.add(seen);
     }

@@ -20,11 +20,11 @@
  * authority on what exists. When it fails — denied, throttled, 5xx, malformed, hung — the
  * cycle describes every cluster, as without it.
  */
-import {createHash} from 'node:crypto';
 import {GetResourcesCommand, type ResourceGroupsTaggingAPIClient} from '@aws-sdk/client-resource-groups-tagging-api';
 import type {Clock} from '../../core/clock.ts';
 import type {DiscoveredCluster, FailureReason} from '../../core/types.ts';
 import {awsFailure} from './errors.ts';
+import {pageTokenKey} from '../../core/page-token.ts';
 
 /** The narrow tagging client surface the reader needs. */
 export type TaggingApi = Pick<ResourceGroupsTaggingAPIClient, 'send'>;
@@ -324,7 +324,7 @@ export class TagReader {
       token = page.PaginationToken || undefined;
       if (token !== undefined) {
         // Long tokens are kept as digests: an endpoint's megabyte tokens must not pile up here.
-        const key = token.length > 256 ? createHash('sha256').update(token).digest('base64') : token;
+        const key = pageTokenKey(token);
         if (seen.has(key)) throw invalid('GetResources returned a repeated PaginationToken');
         seen.add(key);
       }
