@@ -214,15 +214,17 @@ export class Heartbeat {
 
   /**
    * Writes the kube_server under our lease, unless the stored copy already has the same content
-   * on our lease. Returns it with `expires` and `revision` filled in from the registry.
+   * on our lease. Returns it with `expires` and `revision` filled in from the registry. With
+   * `registryDiffers` (the caller read the registry's copy and found it differs) it is written
+   * whatever this heartbeat believes is stored: someone else may have edited it on our lease.
    */
-  async announce(draft: KubeServerDraft): Promise<KubeServer> {
+  async announce(draft: KubeServerDraft, options?: {readonly registryDiffers?: boolean}): Promise<KubeServer> {
     this.#requireRunning('announce');
     const name = draft.metadata.name;
     if (name === '' || name.includes('/')) throw new RangeError(`Expected a kube_server name without "/", got ${JSON.stringify(name)}`);
     const lease = await this.#currentLease();
     // Known as ours only while the registry does not show it on another lease (a write by someone else).
-    const known = this.#storedOnLease(name, lease.id) === false ? undefined : this.#entries.get(name);
+    const known = this.#storedOnLease(name, lease.id) === false || options?.registryDiffers === true ? undefined : this.#entries.get(name);
     // The same draft object as the one last found equal to this entry (an unchanged cluster of a
     // steady cycle: drafts are not changed once made), or the very copy this heartbeat stored (reconcile
     // hands on the registered entry when nothing changed), needs no comparing again.

@@ -237,8 +237,19 @@ const awsMatcherSchema = z
     ...setupAccessKeys,
     assume_role_name: assumeRoleName.optional(),
     organization: awsOrganizationSchema.optional(),
+    // Teleport's AWS integration: reaches here only without a role naming the account (src/config/teleport.ts), and is refused.
+    integration: z.unknown().optional(),
   })
   .superRefine((matcher, ctx) => {
+    if (matcher.integration !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        message:
+          "assume_role_arn with the integration's role ARN (Teleport lists this matcher under its integration's role, in that account; without a role this service would list the default credentials' account instead)",
+        path: ['integration'],
+        params: {found: `integration ${JSON.stringify(matcher.integration)} alone`},
+      });
+    }
     if (matcher.external_id !== undefined && matcher.assume_role_arn === undefined && matcher.assume_role_name === undefined) {
       ctx.addIssue({
         code: 'custom',

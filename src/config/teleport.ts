@@ -183,7 +183,11 @@ export function adaptTeleportConfig(input: unknown): TeleportAdaptation {
           return;
         }
         const matcher: Json = {...item};
-        takeOut(matcher, path, cloud === 'aws' ? AWS_MATCHER : AZURE_MATCHER, ignore);
+        // Teleport lists a matcher with `integration` under that integration's role, in its
+        // account. Without a role of ours naming that account the matcher would list the default
+        // credentials' account instead, a different inventory: the key stays, and the schema refuses it.
+        const keepIntegration = cloud === 'aws' && 'integration' in matcher && matcher['assume_role_arn'] === undefined && matcher['assume_role_name'] === undefined;
+        takeOut(matcher, path, cloud === 'aws' ? AWS_MATCHER : AZURE_MATCHER, ignore, keepIntegration ? 'integration' : undefined);
         if (matcher['tags'] === null) delete matcher['tags'];
         const types = matcher['types'];
         if (Array.isArray(types)) {
@@ -222,10 +226,10 @@ export function adaptTeleportConfig(input: unknown): TeleportAdaptation {
   return {data, warnings, originalPath};
 }
 
-/** Removes the keys of `known` from `map`, recording each under its reason. */
-function takeOut(map: Json, path: readonly PathSegment[], known: Readonly<Record<string, keyof typeof WHY>>, ignore: (why: keyof typeof WHY, what: string) => void): void {
+/** Removes the keys of `known` from `map` (but `keep`, left for the schema to refuse), recording each under its reason. */
+function takeOut(map: Json, path: readonly PathSegment[], known: Readonly<Record<string, keyof typeof WHY>>, ignore: (why: keyof typeof WHY, what: string) => void, keep?: string): void {
   for (const [key, why] of Object.entries(known)) {
-    if (!(key in map)) continue;
+    if (!(key in map) || key === keep) continue;
     delete map[key];
     ignore(why, dotted([...path, key]));
   }

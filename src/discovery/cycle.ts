@@ -31,8 +31,18 @@ export interface SourcePlanner {
 export interface Registrar {
   /** Current entries of this discovery group. */
   current(): Promise<KubeServer[]>;
-  announce(server: KubeServerDraft): Promise<unknown>;
+  /**
+   * `registryDiffers`: the registry's copy (as `current()` read it) differs from `server` (a create
+   * or an update), so it must be written even when the writer believes its own copy is stored: an
+   * edit by someone else on the writer's lease (kubectl edit, etcdctl put --lease) is not its own.
+   */
+  announce(server: KubeServerDraft, options?: AnnounceOptions): Promise<unknown>;
   remove(name: string): Promise<unknown>;
+}
+
+/** How an announce is made (see `Registrar.announce`). */
+export interface AnnounceOptions {
+  readonly registryDiffers?: boolean;
 }
 
 /** Per-source outcome of a cycle, as printed by `once` and served by /v1/status. */
@@ -152,7 +162,8 @@ export async function runCycle(options: CycleOptions): Promise<CycleReport> {
         await options.registrar.remove(item.name);
         return item;
       }
-      const stored = storedCopy(await options.registrar.announce(item.server as KubeServerDraft), item.name);
+      const differs = item.action === 'create' || item.action === 'update';
+      const stored = storedCopy(await options.registrar.announce(item.server as KubeServerDraft, differs ? REGISTRY_DIFFERS : undefined), item.name);
       // The registrar's stored copy shares the registered document: keep it, not a draft of the same.
       return stored ? {...item, server: stored} : item;
     } catch (error) {
@@ -231,6 +242,8 @@ function stageCycle(current: readonly KubeServer[], results: readonly SourceResu
 function withDiscoveredAt(item: PlanItem, discoveredAt: string): PlanItem {
   return item.action === 'create' && item.server ? {...item, server: {...item.server, status: statusWith(item.server.status, undefined, discoveredAt)}} : item;
 }
+
+const REGISTRY_DIFFERS: AnnounceOptions = Object.freeze({registryDiffers: true});
 
 /** What an announce resolved with, when it is the stored document of `name` (the heartbeat's answer). */
 function storedCopy(announced: unknown, name: string): KubeServerDraft | undefined {

@@ -186,3 +186,36 @@ describe('config check of a file holding only a discovery_service section', () =
     expect(warnings).toEqual([expect.stringContaining('discovery_group is not set')]);
   });
 });
+
+describe("a Teleport matcher's AWS integration (found by the adv13 review)", () => {
+  // Teleport lists an EKS matcher with `integration` under that integration's role (AWS OIDC), in
+  // the integration's account. Ignoring the key here listed the default credentials' account
+  // instead: the integration's clusters were never registered, and the management account's were,
+  // a different inventory from the one the pasted config asks for.
+  it('refuses an integration without assume_role_arn or assume_role_name, at its key, line and column', () => {
+    const text = [
+      'discovery_service:',
+      '  discovery_group: g',
+      '  aws:',
+      '    - types: [eks]',
+      '      regions: [us-west-2]',
+      '      integration: my-aws-integration',
+      '',
+    ].join('\n');
+    expect(problemsOfTeleport(text)).toEqual([
+      {
+        path: 'discovery_service.aws[0].integration',
+        line: 6,
+        column: 20,
+        message: expect.stringMatching(/^expected assume_role_arn with the integration's role ARN .*found integration "my-aws-integration" alone/),
+      },
+    ]);
+  });
+
+  it('still ignores an integration next to assume_role_arn (the role names the account), with the warning', () => {
+    const text = 'discovery_service:\n  discovery_group: g\n  aws:\n    - {types: [eks], regions: [us-west-2], integration: i, assume_role_arn: "arn:aws:iam::123456789012:role/r"}\n';
+    const config = parseConfig(text, 'teleport.yaml');
+    expect(config.discovery_service.aws[0]?.assume_role_arn).toBe('arn:aws:iam::123456789012:role/r');
+    expect(configWarnings(config).join('\n')).toContain('discovery_service.aws[0].integration');
+  });
+});
