@@ -70,6 +70,8 @@ describeWithEtcd('the organization walk across a leader change', () => {
     });
     for (const name of ['r1', 'r2']) {
       // Port 0: the replica says where it serves (servedPort).
+      // A 15 s session: a leader stalled a few seconds on a loaded machine must not lose the lead before the test kills it
+      // (with 5 s, a 4.5 s SIGSTOP did). Failover after SIGKILL waits one TTL; no claim depends on its length.
       await writeFile(
         aws.file(`${name}.yaml`),
         `version: v1
@@ -81,7 +83,7 @@ discovery_service:
       regions: [us-east-1]
       assume_role_name: ${ROLE}
       organization: {organization_id: ${org.id}, organizational_units: {include: ["*"], exclude: []}}
-storage: {type: etcd, endpoints: ["${etcd.endpoint}"], session_ttl: 5s}
+storage: {type: etcd, endpoints: ["${etcd.endpoint}"], session_ttl: 15s}
 probe: {enabled: false}
 log: {level: debug}
 http: {listen_addr: "127.0.0.1:0"}
