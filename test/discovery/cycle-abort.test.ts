@@ -37,8 +37,12 @@ describe('an aborted cycle', () => {
     const discovery = new Discovery({config, clock: systemClock});
     const abort = new AbortController();
     const cycle = discovery.runCycle(createRegistrar(backend, heartbeat, 'abort'), abort.signal);
-    // Abort once the healthy region has been fully described and the other hangs.
-    for (let i = 0; i < 400 && fake.stats.count({operation: 'DescribeCluster', region: 'us-east-1', status: 200}) === 0; i++) {
+    // Abort once the healthy region has been described and the other hangs: a cycle with a
+    // finished source in hand, not one aborted before anything came back (a loaded machine can take
+    // seconds to get there, so the wait has a generous bound and fails rather than aborting early).
+    const giveUp = Date.now() + 60_000;
+    while (fake.stats.count({operation: 'DescribeCluster', region: 'us-east-1', status: 200}) === 0) {
+      if (Date.now() > giveUp) throw new Error('the healthy region was never described');
       await new Promise((r) => setTimeout(r, 10));
     }
     abort.abort(new Error('shutting down'));
@@ -46,5 +50,5 @@ describe('an aborted cycle', () => {
     expect(await backend.list('kube_servers/')).toEqual([]);
     await heartbeat.stop({deregister: false});
     await backend.close();
-  });
+  }, 90_000);
 });
