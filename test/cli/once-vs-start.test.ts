@@ -9,6 +9,7 @@ import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import {main} from '../../src/cli/main.ts';
 import {systemClock} from '../../src/core/clock.ts';
 import {loadConfigFile} from '../../src/config/load.ts';
+import {SqliteBackend} from '../../src/registry/sqlite.ts';
 import {silentLogger} from '../../src/observability/logger.ts';
 import {startService} from '../../src/service/service.ts';
 import {startAwsServiceWorld, type AwsServiceWorld} from '../helpers/aws-service-world.ts';
@@ -85,5 +86,36 @@ describe('once next to a running start', () => {
     // The survivor's own clean stop removes its record.
     const after = captureIo();
     expect(await main(['once', '-c', file, '--output', 'json'], after.io)).toBe(0);
+  });
+
+  it('still refuses after the service replaced a lost lease (its record goes onto the new lease)', async () => {
+    const file = aws.file('replaced.yaml');
+    const db = aws.file('replaced.db');
+    await writeFile(
+      file,
+      `version: v1\ndiscovery_service:\n  discovery_group: replaced\n  poll_interval: 1h\n  aws:\n    - types: [eks]\n      regions: [us-east-1]\nheartbeat: {ttl: 30s, keepalive_interval: 1s}\nstorage: {type: sqlite, path: ${db}}\nhttp: {listen_addr: "127.0.0.1:0"}\n`,
+    );
+    const svc = await startService({config: await loadConfigFile(file), io: captureIo().io, clock: systemClock, logger: silentLogger});
+    const other = await SqliteBackend.open({path: db, clock: systemClock});
+    try {
+      await svc.nextCycle();
+      const key = 'kube_servers/replaced/a-eks-us-east-1-111111111111';
+      const lost = (await other.get('writers/replaced'))?.lease;
+      expect(lost).toBeDefined();
+      expect((await other.get(key))?.lease).toBe(lost);
+      // The lease goes as a process that found it lapsed purges it (the service was paused past its TTL).
+      await other.revokeLease({id: lost ?? '', ttlMs: 30_000});
+      // The service's next keepalive finds its lease gone, grants another and re-puts its entry.
+      for (let i = 0; i < 300 && ((await other.get(key))?.lease ?? lost) === lost; i++) await new Promise((r) => setTimeout(r, 100));
+      expect((await other.get(key))?.lease, 'the service never replaced its lost lease').not.toBe(lost);
+
+      const refused = captureIo();
+      expect(await main(['once', '-c', file, '--output', 'json'], refused.io)).toBe(1);
+      expect(refused.stderr()).toContain('a running `kube-discovery start`');
+      expect(refused.stdout()).toBe('');
+    } finally {
+      await other.close();
+      await svc.stop({deregister: false});
+    }
   });
 });
