@@ -131,6 +131,8 @@ export class Heartbeat {
    * registry has.
    */
   readonly #unannounced = new Map<string, number>();
+  /** Told of each replacement lease before the entries move onto it (see onLeaseReplaced). */
+  readonly #replacedListeners = new Set<(lease: Lease) => Promise<void>>();
 
   constructor(options: HeartbeatOptions) {
     const {ttlMs, retry = {attempts: 3, baseMs: 200}} = options;
@@ -164,6 +166,16 @@ export class Heartbeat {
   /** The lease our entries hang on (undefined before start). */
   get lease(): Lease | undefined {
     return this.#lease;
+  }
+
+  /**
+   * Calls `listener` with each lease granted to replace a lost one, and waits for it before the
+   * entries are re-put: what else hung on the lost lease (the writer record of an embedded registry)
+   * is written again first. Returns the unsubscribe.
+   */
+  onLeaseReplaced(listener: (lease: Lease) => Promise<void>): () => void {
+    this.#replacedListeners.add(listener);
+    return () => this.#replacedListeners.delete(listener);
   }
 
   /** Names of the entries this heartbeat announced and keeps alive. */
@@ -425,6 +437,7 @@ export class Heartbeat {
         const lease = await this.#retrying('keepalive', `lease of ${prefix}`, () => this.#backend.grantLease(this.#ttlMs));
         this.#lease = lease;
         this.#leaseExpires = at + this.#ttlMs;
+        for (const listener of [...this.#replacedListeners]) await listener(lease).catch(() => undefined);
         const held = [...this.#entries].filter(([, e]) => e.mine || e.lease === lost.id);
         // A bounded number of re-puts in flight: all 50,000 at once held every document's JSON text together.
         let failed = 0;

@@ -26,6 +26,8 @@ interface Term {
   dynamic?: {start(): void; stop(): void};
   /** Embedded registries: this term's writer record, removed when the term ends. */
   claim?: HeldClaim;
+  /** Stops writing the record again onto each replacement lease. */
+  unclaim?: () => void;
 }
 
 /** What LeadershipTerms needs from the service. */
@@ -122,6 +124,17 @@ export class LeadershipTerms {
     this.#failures = 0;
     const scheduler = this.#options.makeScheduler(writer);
     const begun: Term = {writer, scheduler, ...(claim ? {claim} : {})};
+    if (claim) {
+      // The record hangs on the heartbeat's lease; one that replaces a lost lease carries it again,
+      // or `once` would find no writer and take over the entries of this running service.
+      begun.unclaim = writer.heartbeat.onLeaseReplaced(async (lease) => {
+        const again = await claimWriter(backend, group, lease, runtime.replica, clock.now()).catch((error: unknown) => {
+          log.warn({err: error}, 'could not record this process as the registry writer on its new lease');
+          return undefined;
+        });
+        if (again && this.#term === begun) begun.claim = again;
+      });
+    }
     if (config.storage.type === 'kubernetes') {
       // DiscoveryConfig matchers are applied before the first cycle, which must not deregister their clusters.
       const {startDiscoveryConfigs} = await import('./kube-dynamic.ts');
@@ -149,6 +162,7 @@ export class LeadershipTerms {
     if (!ending) return;
     ending.dynamic?.stop();
     await ending.scheduler.stop(graceMs);
+    ending.unclaim?.();
     if (ending.claim) await releaseWriter(runtime.backend, ending.claim).catch(() => undefined);
     await ending.writer.heartbeat.stop({deregister}).catch((error: unknown) => log.warn({err: error}, 'heartbeat did not stop cleanly'));
   }
