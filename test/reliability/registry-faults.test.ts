@@ -9,13 +9,14 @@ import {spawnSync} from 'node:child_process';
 import {mkdtemp, rm} from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import {afterAll, beforeAll, describe, expect, it} from 'vitest';
+import {afterAll, beforeAll, describe, expect, it, vi} from 'vitest';
 import {kubeServerKey} from '../../heartbeats/kube-server.ts';
 import {openEtcdBackend} from '../../src/registry/etcd.ts';
 import type {RegistryItem} from '../../src/registry/backend.ts';
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
 import {CLUSTERS, runRegistryFaultScenario, type RegistryFaultDriver, type RegistryFaultObservations} from './registry-fault-scenario.ts';
 import {runInMountNamespace} from '../helpers/tmpfs.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 
 let dir: string;
 beforeAll(async () => {
@@ -44,6 +45,9 @@ function expectServedThroughout(
   expect(seen.minEntriesDuringFault).toBeGreaterThanOrEqual(CLUSTERS);
   expect(seen.deletesDuringFault).toBe(0);
   expect(seen.statusDuringFault.inventory.count).toBeGreaterThanOrEqual(CLUSTERS);
+  // Nor once the fault clears, while the service recovers.
+  expect(seen.minEntriesWhileRecovering).toBeGreaterThanOrEqual(CLUSTERS);
+  expect(seen.deletesWhileRecovering).toBe(0);
   expect(seen.nonJsonLines).toEqual([]);
   expect(seen.processWarnings).toBe(0);
   if (expected.selfHealing) {
@@ -168,5 +172,18 @@ describeWithEtcd('registry faults on etcd', () => {
     expect(seen.statusDuringFault.inventory.stale).toBe(true);
     // The unauthenticated answer names the class only, never the endpoint.
     expect(JSON.stringify(seen.readyDuringFault.body)).not.toContain('127.0.0.1');
+  });
+
+  it('etcd down longer than the TTL under the writing leader, then restarted (etcd renews its leases): no gap while it recovers, and the cluster found meanwhile is registered', async () => {
+    const seen = await runRegistryFaultScenario({
+      storage: `{type: etcd, endpoints: ["${etcd.endpoint}"], prefix: /leader-restart/, dial_timeout: 1s}`,
+      inject: async () => etcd.kill(),
+      async clear(svc) {
+        await etcd.restart();
+        // The client pauses an endpoint whose calls failed for a few real seconds: recovery starts once it answers.
+        await vi.waitFor(() => svc.runtime.backend.ping(), ROUND_TRIP);
+      },
+    });
+    expectServedThroughout(seen, {reason: 'unreachable'});
   });
 });
