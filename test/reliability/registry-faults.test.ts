@@ -10,9 +10,11 @@ import {mkdtemp, rm} from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import {afterAll, beforeAll, describe, expect, it, vi} from 'vitest';
-import {kubeServerKey} from '../../heartbeats/kube-server.ts';
+import {kubeServerKey, kubeServerPrefix} from '../../heartbeats/kube-server.ts';
+import {systemClock} from '../../src/core/clock.ts';
 import {openEtcdBackend} from '../../src/registry/etcd.ts';
 import type {RegistryItem} from '../../src/registry/backend.ts';
+import {SqliteBackend} from '../../src/registry/sqlite.ts';
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
 import {CLUSTERS, runRegistryFaultScenario, type RegistryFaultDriver, type RegistryFaultObservations} from './registry-fault-scenario.ts';
 import {runInMountNamespace} from '../helpers/tmpfs.ts';
@@ -132,6 +134,23 @@ describe('registry faults: the inventory is served throughout', () => {
       expectServedThroughout(seen, {...(reason ? {reason} : {}), ...(operation ? {operation} : {}), ...(selfHealing ? {selfHealing} : {})});
     });
   }
+
+  it('sqlite write-ahead log deleted while running: checkpointed into the file and a new log started, so the file on disk holds every entry', async () => {
+    const file = path.join(dir, 'wal-deleted.db');
+    let onDisk = 0;
+    const seen = await runRegistryFaultScenario({
+      storage: `{type: sqlite, path: ${file}}`,
+      inject: () => rm(`${file}-wal`),
+      // Heals itself at the next write; what a restart would find, read by another connection (as `kubeconfig -c` does).
+      async clear() {
+        const reader = await SqliteBackend.open({path: file, clock: systemClock, graceOnOpen: true});
+        onDisk = (await reader.list(kubeServerPrefix('faults'))).length;
+        await reader.close();
+      },
+    });
+    expectServedThroughout(seen, {reason: 'file_deleted', selfHealing: true});
+    expect(onDisk).toBe(CLUSTERS + 1);
+  });
 
   it('sqlite on a full disk (3 MB tmpfs in a mount namespace, filled to ENOSPC)', () => {
     expectServedThroughout(inMountNamespace('disk_full'), {reason: 'disk_full', operation: 'write'});
