@@ -393,20 +393,26 @@ export class EtcdBackend implements RegistryBackend {
     const expiry = new Map<string, number | undefined>();
     const unknown = new Set<string>();
     for (const kv of kvs) {
-      if (kv.lease === '0') continue;
+      if (kv.lease === '0' || expiry.has(kv.lease) || unknown.has(kv.lease)) continue;
       const known = this.#expiryOf(kv.lease);
-      if (known !== undefined) expiry.set(kv.lease, known);
+      // A lease of ours past the expiry its last answered keepalive gave is not known to be gone:
+      // etcd renews every lease by its TTL when it restarts or elects a leader, and a keepalive that
+      // timed out may have landed. etcd says, as for another replica's lease.
+      if (known !== undefined && known > now) expiry.set(kv.lease, known);
       else unknown.add(kv.lease);
     }
-    // Leases of other replicas: one TimeToLive call per distinct lease (a handful), not per entry.
+    // Leases of other replicas (and lapsed ones of ours): one TimeToLive call per distinct lease (a handful), not per entry.
     await Promise.all(
       [...unknown].map(async (id) => {
+        const sentAt = this.#elapsed();
         try {
           const res = await this.#client.leaseClient.leaseTimeToLive({ID: id}, this.#opts());
           // -1: gone (its keys are being deleted); otherwise whole seconds left, rounded down
           // (0 = under a second left but alive), so `expires` is a lower bound to the second.
           const ttl = Number(res.TTL);
           expiry.set(id, ttl < 0 ? now : now + Math.max(ttl * 1000, 1));
+          // Ours and alive after all: remember what etcd said, so the next listing need not ask.
+          if (ttl > 0 && this.#leaseExpiry.has(id)) this.#leaseExpiry.set(id, {elapsed: sentAt + ttl * 1000, wall: now + ttl * 1000});
         } catch {
           expiry.set(id, undefined); // best effort: the entry is served without an expiry
         }

@@ -139,6 +139,8 @@ export class SqliteBackend implements RegistryBackend {
   #sql: Statements;
   /** Device and inode of the open file, to notice it being deleted or replaced. */
   #fileId: string | undefined;
+  /** The same of its write-ahead log (undefined while read-only): see #rescueDeletedLog. */
+  #walId: string | undefined;
   readonly #options: SqliteBackendOptions;
   readonly #clock: Clock;
   readonly #purgeIntervalMs: number;
@@ -192,6 +194,7 @@ export class SqliteBackend implements RegistryBackend {
     this.#clock = options.clock;
     this.#sql = prepareStatements(db);
     this.#fileId = fileId(options.path);
+    this.#walId = readOnly || options.path === ':memory:' ? undefined : fileId(walPath(options.path));
     this.#purgeIntervalMs = purgeIntervalMs;
     if (options.graceOnOpen === true && !readOnly) this.#graceLapsedLeases();
     this.#schedulePurge();
@@ -514,11 +517,46 @@ export class SqliteBackend implements RegistryBackend {
    * of the old file are gone with it; the heartbeat re-announces on the LeaseNotFoundError that follows.
    */
   #reopenIfDeleted(): boolean {
-    if (this.path === ':memory:' || fileId(this.path) === this.#fileId) return false;
+    if (this.path === ':memory:') return false;
+    if (fileId(this.path) === this.#fileId) {
+      this.#rescueDeletedLog();
+      return false;
+    }
     this.#useConnection(openDatabase(this.#options));
     this.#held.clear();
     this.#report(new RegistryFileDeletedError(`registry database file ${this.path} was deleted or replaced while open; re-created it`));
     return true;
+  }
+
+  /**
+   * When the write-ahead log was deleted (or replaced) under the open connection: SQLite goes on
+   * writing to the deleted file, which only this process still holds, and with it every write not
+   * yet checkpointed (in a small registry, every entry): a process that dies without a clean close
+   * leaves a file that opens empty. The log is checkpointed into the file from the copy still open
+   * here, and the connection reopened on a new log. Another connection reading (a `kubeconfig -c`)
+   * can hold the checkpoint back, or a failing disk fail it: then it is reported, the write at hand
+   * goes on (into the deleted log, as before), and the next write or tick tries again.
+   */
+  #rescueDeletedLog(): void {
+    if (this.#walId === undefined || this.#readOnly || fileId(walPath(this.path)) === this.#walId) return;
+    try {
+      // Not waiting for readers to finish: the event loop would stand still for the busy timeout, every tick.
+      this.#db.exec('PRAGMA busy_timeout = 0');
+      let busy: number;
+      try {
+        ({busy} = this.#db.prepare('PRAGMA wal_checkpoint(TRUNCATE)').get() as {busy: number});
+      } finally {
+        this.#db.exec(`PRAGMA busy_timeout = ${busyTimeout(this.#options)}`);
+      }
+      if (busy !== 0) throw new Error('another connection holds a read transaction on it');
+      // Opened before the old connection closes: that one is then not the file's last, and deletes no log on its way out.
+      this.#useConnection(openDatabase(this.#options));
+    } catch (err) {
+      this.#report(new RegistryFileDeletedError(`sqlite registry ${this.path}: its write-ahead log was deleted while open, and saving it into the file failed (${errorMessage(err)}); trying again`, {cause: err}));
+      return;
+    }
+    this.#walWrites = 0;
+    this.#report(new RegistryFileDeletedError(`sqlite registry ${this.path}: its write-ahead log was deleted while open; checkpointed it into the file and started a new one`));
   }
 
   /** Before a write: a read-only backend tries to reopen the file writable, else throws SQLITE_READONLY. */
@@ -549,6 +587,7 @@ export class SqliteBackend implements RegistryBackend {
     this.#db = db;
     this.#sql = prepareStatements(db);
     this.#fileId = fileId(this.path);
+    this.#walId = this.path === ':memory:' ? undefined : fileId(walPath(this.path));
   }
 
   #report(error: Error): void {
@@ -621,6 +660,8 @@ export class SqliteBackend implements RegistryBackend {
   #schedulePurge(): void {
     this.#cancelPurge = this.#clock.setTimeout(() => {
       if (!this.#closed) this.#checkpointWhenQuiet();
+      // The log deleted under an idle writer is saved within a tick, not at its next keepalive.
+      if (!this.#closed && this.path !== ':memory:' && fileId(this.path) === this.#fileId) this.#rescueDeletedLog();
       // A busy or failing database must not kill the timer; reads still filter expired entries.
       this.#purgeQuietly();
       if (!this.#closed) this.#schedulePurge();
@@ -637,7 +678,7 @@ function openDatabase(options: SqliteBackendOptions): DatabaseSync {
   if (options.path !== ':memory:') mkdirSync(dirname(options.path), {recursive: true});
   const db = new DatabaseSync(options.path);
   try {
-    configure(db, options.busyTimeoutMs ?? 5000);
+    configure(db, busyTimeout(options));
     migrate(db);
   } catch (err) {
     try {
@@ -692,6 +733,16 @@ function openVersioned(location: string, options: {readOnly: boolean}): Database
   return undefined;
 }
 
+/** How long a write waits for another connection's lock, in whole ms. */
+function busyTimeout(options: SqliteBackendOptions): number {
+  return Math.max(0, Math.trunc(options.busyTimeoutMs ?? 5000));
+}
+
+/** The write-ahead log SQLite keeps next to the database file. */
+function walPath(path: string): string {
+  return `${path}-wal`;
+}
+
 /** `dev:ino` of the file, or undefined when it does not exist. */
 function fileId(path: string): string | undefined {
   if (path === ':memory:') return undefined;
@@ -704,7 +755,7 @@ function fileId(path: string): string | undefined {
 }
 
 function configure(db: DatabaseSync, busyTimeoutMs: number): void {
-  db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.trunc(busyTimeoutMs))}`);
+  db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
   // Reading the journal mode is the first access to the file: a non-database fails here.
   const mode = (db.prepare('PRAGMA journal_mode = WAL').get() as {journal_mode: string} | undefined)?.journal_mode;
   if (mode !== 'wal' && mode !== 'memory') throw new Error(`expected journal_mode wal, got ${mode ?? 'nothing'}`);

@@ -32,6 +32,9 @@ export interface RegistryFaultObservations {
   readonly minEntriesDuringFault: number;
   /** Delete events the inventory emitted while the fault lasted (false deregistrations). */
   readonly deletesDuringFault: number;
+  /** The same two once the fault cleared, while the service recovers (checked every clock second over one TTL). */
+  readonly minEntriesWhileRecovering: number;
+  readonly deletesWhileRecovering: number;
   readonly readyDuringFault: {readonly httpStatus: number; readonly body: {status: string; reason?: string}};
   readonly statusDuringFault: {
     readonly backend: {faults: Array<{operation: string; reason: string; message: string}>};
@@ -147,11 +150,16 @@ http: {listen_addr: "127.0.0.1:0"}
     const readyDuringFault = await api<{status: string; reason?: string}>('/readyz');
     const statusDuringFault = (await api<RegistryFaultObservations['statusDuringFault']>('/v1/status')).body;
     const metrics = await (await fetch(`${svc.url}/metrics`)).text();
-    unsubscribe();
+    const deletesDuringFault = deletes;
 
     await driver.clear(svc);
-    for (let t = 0; t < ttlMs / 1000; t++) await clock.advance(1000);
+    let minRecovering = Number.POSITIVE_INFINITY;
+    for (let t = 0; t < ttlMs / 1000; t++) {
+      await clock.advance(1000);
+      minRecovering = Math.min(minRecovering, await count());
+    }
     await cycle();
+    unsubscribe();
     // A client reconnecting to a restarted backend backs off in real time: wait (bounded) for it.
     let readyAfter = await api<{status: string}>('/readyz');
     for (let i = 0; i < 150 && readyAfter.body.status !== 'ready'; i++) {
@@ -159,6 +167,10 @@ http: {listen_addr: "127.0.0.1:0"}
       await clock.advance(1000);
       readyAfter = await api<{status: string}>('/readyz');
     }
+    // So does its watch: what the last cycle wrote reaches the inventory once it runs again (bounded wait).
+    const kept = ({counts: c}: {counts: Record<string, number>}): number => (c['create'] ?? 0) + (c['update'] ?? 0) + (c['unchanged'] ?? 0) + (c['stale'] ?? 0);
+    const lastCycle = (await api<{last_cycle?: {counts: Record<string, number>} | null}>('/v1/status')).body.last_cycle;
+    for (let i = 0; i < 150 && lastCycle && (await count()) < kept(lastCycle); i++) await new Promise((r) => setTimeout(r, 100));
     const statusAfter = (await api<RegistryFaultObservations['statusDuringFault']>('/v1/status')).body;
     const events = lines.flatMap((l) => {
       try {
@@ -170,7 +182,9 @@ http: {listen_addr: "127.0.0.1:0"}
     return {
       entriesBefore,
       minEntriesDuringFault: min,
-      deletesDuringFault: deletes,
+      deletesDuringFault,
+      minEntriesWhileRecovering: minRecovering,
+      deletesWhileRecovering: deletes - deletesDuringFault,
       readyDuringFault,
       statusDuringFault,
       errorsMetric: sumMetric(metrics, 'kube_discovery_registry_errors_total'),

@@ -9,13 +9,16 @@ import {spawnSync} from 'node:child_process';
 import {mkdtemp, rm} from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import {afterAll, beforeAll, describe, expect, it} from 'vitest';
-import {kubeServerKey} from '../../heartbeats/kube-server.ts';
+import {afterAll, beforeAll, describe, expect, it, vi} from 'vitest';
+import {kubeServerKey, kubeServerPrefix} from '../../heartbeats/kube-server.ts';
+import {systemClock} from '../../src/core/clock.ts';
 import {openEtcdBackend} from '../../src/registry/etcd.ts';
 import type {RegistryItem} from '../../src/registry/backend.ts';
+import {SqliteBackend} from '../../src/registry/sqlite.ts';
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
 import {CLUSTERS, runRegistryFaultScenario, type RegistryFaultDriver, type RegistryFaultObservations} from './registry-fault-scenario.ts';
 import {runInMountNamespace} from '../helpers/tmpfs.ts';
+import {ROUND_TRIP} from '../helpers/wait.ts';
 
 let dir: string;
 beforeAll(async () => {
@@ -44,6 +47,9 @@ function expectServedThroughout(
   expect(seen.minEntriesDuringFault).toBeGreaterThanOrEqual(CLUSTERS);
   expect(seen.deletesDuringFault).toBe(0);
   expect(seen.statusDuringFault.inventory.count).toBeGreaterThanOrEqual(CLUSTERS);
+  // Nor once the fault clears, while the service recovers.
+  expect(seen.minEntriesWhileRecovering).toBeGreaterThanOrEqual(CLUSTERS);
+  expect(seen.deletesWhileRecovering).toBe(0);
   expect(seen.nonJsonLines).toEqual([]);
   expect(seen.processWarnings).toBe(0);
   if (expected.selfHealing) {
@@ -129,6 +135,23 @@ describe('registry faults: the inventory is served throughout', () => {
     });
   }
 
+  it('sqlite write-ahead log deleted while running: checkpointed into the file and a new log started, so the file on disk holds every entry', async () => {
+    const file = path.join(dir, 'wal-deleted.db');
+    let onDisk = 0;
+    const seen = await runRegistryFaultScenario({
+      storage: `{type: sqlite, path: ${file}}`,
+      inject: () => rm(`${file}-wal`),
+      // Heals itself at the next write; what a restart would find, read by another connection (as `kubeconfig -c` does).
+      async clear() {
+        const reader = await SqliteBackend.open({path: file, clock: systemClock, graceOnOpen: true});
+        onDisk = (await reader.list(kubeServerPrefix('faults'))).length;
+        await reader.close();
+      },
+    });
+    expectServedThroughout(seen, {reason: 'file_deleted', selfHealing: true});
+    expect(onDisk).toBe(CLUSTERS + 1);
+  });
+
   it('sqlite on a full disk (3 MB tmpfs in a mount namespace, filled to ENOSPC)', () => {
     expectServedThroughout(inMountNamespace('disk_full'), {reason: 'disk_full', operation: 'write'});
   });
@@ -168,5 +191,18 @@ describeWithEtcd('registry faults on etcd', () => {
     expect(seen.statusDuringFault.inventory.stale).toBe(true);
     // The unauthenticated answer names the class only, never the endpoint.
     expect(JSON.stringify(seen.readyDuringFault.body)).not.toContain('127.0.0.1');
+  });
+
+  it('etcd down longer than the TTL under the writing leader, then restarted (etcd renews its leases): no gap while it recovers, and the cluster found meanwhile is registered', async () => {
+    const seen = await runRegistryFaultScenario({
+      storage: `{type: etcd, endpoints: ["${etcd.endpoint}"], prefix: /leader-restart/, dial_timeout: 1s}`,
+      inject: async () => etcd.kill(),
+      async clear(svc) {
+        await etcd.restart();
+        // The client pauses an endpoint whose calls failed for a few real seconds: recovery starts once it answers.
+        await vi.waitFor(() => svc.runtime.backend.ping(), ROUND_TRIP);
+      },
+    });
+    expectServedThroughout(seen, {reason: 'unreachable'});
   });
 });
