@@ -13,7 +13,7 @@ import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watch
 import {LeaseNotFoundError} from './backend.ts';
 import type {KubeClient} from './kube-client.ts';
 import {KubeApiError} from './kube-client.ts';
-import {objectNameForKey, summarise} from './kube-names.ts';
+import {objectNameForKey, objectNamesForKey, summarise} from './kube-names.ts';
 import {checkInterval, checkTtl, compareKeys} from './local-common.ts';
 import {WatchHub} from './watch-hub.ts';
 import {pageTokenKey} from '../core/page-token.ts';
@@ -90,7 +90,8 @@ export class KubernetesBackend implements RegistryBackend {
   readonly #purgeMs: number;
   readonly #onError: ((error: Error) => void) | undefined;
   readonly #leases = new Map<string, LocalLease>();
-  readonly #rv = new Map<string, string>();
+  /** Per object name, the key it held and its resourceVersion when last read or written. */
+  readonly #rv = new Map<string, {readonly key: string; readonly resourceVersion: string}>();
   readonly #watchers = new Set<KubeWatch>();
   #reap: boolean;
   #purging = false;
@@ -249,7 +250,8 @@ export class KubernetesBackend implements RegistryBackend {
       }
       if (!leaseState || leaseState.revoked || this.#ownLapsed(leaseState, lease.ttlMs)) throw leaseGone(lease.id);
     }
-    const name = objectNameForKey(key);
+    const names = objectNamesForKey(key);
+    let slot = this.#slotFor(key, names);
     const summary = summarise(value);
     const group = /^kube_servers\/([^/]+)\//.exec(key)?.[1];
     const labels: Record<string, string> = {...summary.labels};
@@ -265,26 +267,35 @@ export class KubernetesBackend implements RegistryBackend {
       ...(summary.health === undefined ? {} : {health: summary.health}),
       ...(summary.cloud === undefined ? {} : {stale: summary.stale ?? false}),
     };
-    const object = (resourceVersion?: string) => ({
+    const object = (name: string, resourceVersion?: string) => ({
       apiVersion: `${KUBE_GROUP}/v1`,
       kind: 'KubeServer',
       metadata: {name, labels, ...(resourceVersion === undefined ? {} : {resourceVersion})},
       spec,
     });
-    let known = this.#rv.get(name);
+    let known = this.#versionOf(names[slot] as string, key);
     for (let attempt = 0; ; attempt++) {
+      const name = names[slot] as string;
       try {
         const answer = known === undefined
-          ? await this.#client.request({method: 'POST', path: this.#entriesPath, body: object()})
-          : await this.#client.request({method: 'PUT', path: `${this.#entriesPath}/${name}`, body: object(known)});
+          ? await this.#client.request({method: 'POST', path: this.#entriesPath, body: object(name)})
+          : await this.#client.request({method: 'PUT', path: `${this.#entriesPath}/${name}`, body: object(name, known)});
         const entry = parseEntry(answer);
-        this.#rv.set(name, entry.resourceVersion);
+        this.#rv.set(name, {key: entry.key, resourceVersion: entry.resourceVersion});
         return this.#item(entry, leaseState === undefined || !lease ? undefined : {name: lease.id, ttlMs: lease.ttlMs, renewMs: leaseState.renewMs, resourceVersion: ''});
       } catch (err) {
         if (!(err instanceof KubeApiError) || attempt >= 4) throw err;
         if (err.status === 409) {
           // AlreadyExists (create) or Conflict (stale resourceVersion): read the current version and write on top.
           const current = await this.#getEntryObject(name);
+          if (current !== undefined && current.key !== key) {
+            // Another key's object (a group sharing the namespace) is never written over: its cluster
+            // would leave that group's inventory. This key takes its hashed name, which no other key has.
+            if (slot + 1 >= names.length) throw new KubeApiError(409, 'Conflict', `KubeServer ${name} holds the registry key ${current.key}, not ${key}; expected no other key under this name`);
+            slot++;
+            known = this.#versionOf(names[slot] as string, key);
+            continue;
+          }
           known = current?.resourceVersion;
           continue;
         }
@@ -299,7 +310,12 @@ export class KubernetesBackend implements RegistryBackend {
 
   async get(key: string): Promise<RegistryItem | undefined> {
     this.#open();
-    const entry = await this.#getEntryObject(objectNameForKey(key));
+    let entry: Entry | undefined;
+    // The second name only when the first is missing or another key's (see put).
+    for (const name of objectNamesForKey(key)) {
+      entry = await this.#getEntryObject(name);
+      if (entry?.key === key) break;
+    }
     if (!entry || entry.key !== key) return undefined;
     if (entry.lease === undefined) return this.#item(entry, undefined);
     const lease = await this.#readLease(entry.lease, 0);
@@ -325,10 +341,58 @@ export class KubernetesBackend implements RegistryBackend {
 
   async delete(key: string): Promise<boolean> {
     this.#open();
-    const name = objectNameForKey(key);
-    const deleted = await this.#deleteIgnoringMissing(`${this.#entriesPath}/${name}`);
-    this.#rv.delete(name);
-    return deleted;
+    const names = objectNamesForKey(key);
+    const [first, second] = names;
+    if (second === undefined) {
+      // A hashed name is this key's alone.
+      const deleted = await this.#deleteIgnoringMissing(`${this.#entriesPath}/${first}`);
+      this.#rv.delete(first);
+      return deleted;
+    }
+    // `<group>.<name>` may hold another group's key: only the object holding this key is deleted.
+    const deletedFirst = await this.#deleteHolding(first, key);
+    // The hashed name is asked only when this key may be there (put moved it there), not on every delete.
+    const deletedSecond = deletedFirst && this.#rv.get(second)?.key !== key ? false : await this.#deleteHolding(second, key);
+    return deletedFirst || deletedSecond;
+  }
+
+  /** Deletes object `name` if it holds `key` (resourceVersion precondition, re-read on a change); true when it did. */
+  async #deleteHolding(name: string, key: string): Promise<boolean> {
+    let known = this.#versionOf(name, key);
+    for (let attempt = 0; ; attempt++) {
+      if (known === undefined) {
+        const current = await this.#getEntryObject(name);
+        if (current?.key !== key) return false;
+        known = current.resourceVersion;
+      }
+      try {
+        await this.#client.request({method: 'DELETE', path: `${this.#entriesPath}/${name}`, body: {preconditions: {resourceVersion: known}}});
+        this.#rv.delete(name);
+        return true;
+      } catch (err) {
+        if (err instanceof KubeApiError && err.status === 404) {
+          this.#rv.delete(name);
+          return false;
+        }
+        if (!(err instanceof KubeApiError && err.status === 409) || attempt >= 4) throw err;
+        // Changed since it was read (a write of this key, or the name now another key's): read it again.
+        known = undefined;
+      }
+    }
+  }
+
+  /** Which of a key's names to write: the first, unless another key holds it or this key already sits under the second. */
+  #slotFor(key: string, names: readonly string[]): number {
+    const [first, second] = names;
+    if (second === undefined || this.#rv.get(first as string)?.key === key) return 0;
+    if (this.#rv.get(second)?.key === key) return 1;
+    return this.#rv.has(first as string) ? 1 : 0;
+  }
+
+  /** The resourceVersion of object `name` as last seen, when it held `key`. */
+  #versionOf(name: string, key: string): string | undefined {
+    const known = this.#rv.get(name);
+    return known?.key === key ? known.resourceVersion : undefined;
   }
 
   async watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: WatchOptions): Promise<Watcher> {
@@ -515,10 +579,13 @@ export class KubernetesBackend implements RegistryBackend {
   async #getEntryObject(name: string): Promise<Entry | undefined> {
     try {
       const entry = parseEntry(await this.#client.request({method: 'GET', path: `${this.#entriesPath}/${name}`}));
-      this.#rv.set(name, entry.resourceVersion);
+      this.#rv.set(name, {key: entry.key, resourceVersion: entry.resourceVersion});
       return entry;
     } catch (err) {
-      if (err instanceof KubeApiError && err.status === 404) return undefined;
+      if (err instanceof KubeApiError && err.status === 404) {
+        this.#rv.delete(name);
+        return undefined;
+      }
       throw err;
     }
   }
@@ -564,7 +631,7 @@ export class KubernetesBackend implements RegistryBackend {
       if (resourceVersion === '') resourceVersion = page.resourceVersion;
       for (const item of page.items) {
         const entry = parseEntry(item);
-        this.#rv.set(entry.name, entry.resourceVersion);
+        this.#rv.set(entry.name, {key: entry.key, resourceVersion: entry.resourceVersion});
         entries.push(entry);
       }
       cont = tokens.next(page.continue);

@@ -67,4 +67,26 @@ describe('two discovery groups whose keys map onto one object name', () => {
     await inventory.resync();
     expect({served: inventory.list().map((s) => s.metadata.name), deletes}).toEqual({served: ['eu.web'], deletes: []});
   }, 60_000);
+
+  it('a restarted writer keeps its key under the one name it took, after the other group freed the shared one', async () => {
+    const prodLease = await prod.grantLease(TTL_MS);
+    await prod.put('kube_servers/prod/eu.web', doc('eu.web'), {lease: prodLease});
+    const euLease = await prodEu.grantLease(TTL_MS);
+    await prodEu.put('kube_servers/prod.eu/web', doc('web'), {lease: euLease});
+    expect(await prod.delete('kube_servers/prod/eu.web')).toBe(true);
+    expect((await prodEu.list('kube_servers/prod.eu/')).map((i) => i.key)).toEqual(['kube_servers/prod.eu/web']);
+
+    // A new process of the `prod.eu` deployment reads the registry (as its heartbeat does), then announces again.
+    const restarted = new KubernetesBackend({client: await env.clientAs('prod-eu'), namespace: 'kd', clock, identity: 'prod-eu'});
+    try {
+      await restarted.list('kube_servers/prod.eu/');
+      await restarted.put('kube_servers/prod.eu/web', doc('web'), {lease: (await restarted.resumeLease(euLease.id)) ?? euLease});
+      const holding = env.server.listObjects('kube-discovery.io', 'kubeservers', 'kd').filter((o) => (o['spec'] as {key?: unknown}).key === 'kube_servers/prod.eu/web');
+      expect(holding, 'objects holding the key').toHaveLength(1);
+      expect(await restarted.delete('kube_servers/prod.eu/web')).toBe(true);
+      expect(await restarted.list('kube_servers/')).toEqual([]);
+    } finally {
+      await restarted.close();
+    }
+  }, 60_000);
 });
