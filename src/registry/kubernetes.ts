@@ -58,6 +58,13 @@ interface Entry {
   readonly value: string;
   readonly lease: string | undefined;
   readonly resourceVersion: string;
+  /** Other controllers' finalizers: written back unchanged, or an update would drop them. */
+  readonly finalizers: readonly string[] | undefined;
+  /**
+   * Deleted, and held by a finalizer (deletionTimestamp set): it goes once the finalizer is removed,
+   * so a write onto it is no registration.
+   */
+  readonly terminating: boolean;
 }
 
 interface LeaseState {
@@ -90,8 +97,8 @@ export class KubernetesBackend implements RegistryBackend {
   readonly #purgeMs: number;
   readonly #onError: ((error: Error) => void) | undefined;
   readonly #leases = new Map<string, LocalLease>();
-  /** Per object name, the key it held and its resourceVersion when last read or written. */
-  readonly #rv = new Map<string, {readonly key: string; readonly resourceVersion: string}>();
+  /** Per object name, the entry as last read or written (its key, resourceVersion, finalizers, deletion). */
+  readonly #rv = new Map<string, Entry>();
   readonly #watchers = new Set<KubeWatch>();
   #reap: boolean;
   #purging = false;
@@ -267,13 +274,13 @@ export class KubernetesBackend implements RegistryBackend {
       ...(summary.health === undefined ? {} : {health: summary.health}),
       ...(summary.cloud === undefined ? {} : {stale: summary.stale ?? false}),
     };
-    const object = (name: string, resourceVersion?: string) => ({
+    const object = (name: string, known?: Entry) => ({
       apiVersion: `${KUBE_GROUP}/v1`,
       kind: 'KubeServer',
-      metadata: {name, labels, ...(resourceVersion === undefined ? {} : {resourceVersion})},
+      metadata: {name, labels, ...(known === undefined ? {} : {resourceVersion: known.resourceVersion}), ...(known?.finalizers === undefined ? {} : {finalizers: known.finalizers})},
       spec,
     });
-    let known = this.#versionOf(names[slot] as string, key);
+    let known = this.#knownHolding(names[slot] as string, key);
     for (let attempt = 0; ; attempt++) {
       const name = names[slot] as string;
       try {
@@ -281,22 +288,27 @@ export class KubernetesBackend implements RegistryBackend {
           ? await this.#client.request({method: 'POST', path: this.#entriesPath, body: object(name)})
           : await this.#client.request({method: 'PUT', path: `${this.#entriesPath}/${name}`, body: object(name, known)});
         const entry = parseEntry(answer);
-        this.#rv.set(name, {key: entry.key, resourceVersion: entry.resourceVersion});
+        this.#rv.set(name, entry);
         return this.#item(entry, leaseState === undefined || !lease ? undefined : {name: lease.id, ttlMs: lease.ttlMs, renewMs: leaseState.renewMs, resourceVersion: ''});
       } catch (err) {
         if (!(err instanceof KubeApiError) || attempt >= 4) throw err;
         if (err.status === 409) {
           // AlreadyExists (create) or Conflict (stale resourceVersion): read the current version and write on top.
           const current = await this.#getEntryObject(name);
-          if (current !== undefined && current.key !== key) {
+          if (current !== undefined && (current.key !== key || current.terminating)) {
             // Another key's object (a group sharing the namespace) is never written over: its cluster
-            // would leave that group's inventory. This key takes its hashed name, which no other key has.
-            if (slot + 1 >= names.length) throw new KubeApiError(409, 'Conflict', `KubeServer ${name} holds the registry key ${current.key}, not ${key}; expected no other key under this name`);
+            // would leave that group's inventory. Nor is one being deleted: the write would go with it.
+            // This key takes its hashed name, which no other key has.
+            if (slot + 1 >= names.length) {
+              throw current.key === key
+                ? new KubeApiError(409, 'Terminating', `KubeServer ${name} is being deleted (waiting on finalizers ${JSON.stringify(current.finalizers ?? [])}); ${key} is written again once it is gone`)
+                : new KubeApiError(409, 'Conflict', `KubeServer ${name} holds the registry key ${current.key}, not ${key}; expected no other key under this name`);
+            }
             slot++;
-            known = this.#versionOf(names[slot] as string, key);
+            known = this.#knownHolding(names[slot] as string, key);
             continue;
           }
-          known = current?.resourceVersion;
+          known = current;
           continue;
         }
         if (err.status === 404 && known !== undefined) {
@@ -311,12 +323,14 @@ export class KubernetesBackend implements RegistryBackend {
   async get(key: string): Promise<RegistryItem | undefined> {
     this.#open();
     let entry: Entry | undefined;
-    // The second name only when the first is missing or another key's (see put).
+    // The second name only when the first is missing, another key's or being deleted (see put).
     for (const name of objectNamesForKey(key)) {
-      entry = await this.#getEntryObject(name);
-      if (entry?.key === key) break;
+      const read = await this.#getEntryObject(name);
+      if (read?.key !== key) continue;
+      if (entry === undefined || entry.terminating) entry = read;
+      if (!read.terminating) break;
     }
-    if (!entry || entry.key !== key) return undefined;
+    if (!entry) return undefined;
     if (entry.lease === undefined) return this.#item(entry, undefined);
     const lease = await this.#readLease(entry.lease, 0);
     if (!lease || this.#expired(lease)) return undefined;
@@ -327,7 +341,7 @@ export class KubernetesBackend implements RegistryBackend {
     this.#open();
     const {entries, leases} = await this.#entriesThenLeases();
     const items: RegistryItem[] = [];
-    for (const entry of entries) {
+    for (const entry of preferLive(entries)) {
       if (!entry.key.startsWith(prefix)) continue;
       if (entry.lease === undefined) {
         items.push(this.#item(entry, undefined));
@@ -358,7 +372,7 @@ export class KubernetesBackend implements RegistryBackend {
 
   /** Deletes object `name` if it holds `key` (resourceVersion precondition, re-read on a change); true when it did. */
   async #deleteHolding(name: string, key: string): Promise<boolean> {
-    let known = this.#versionOf(name, key);
+    let known = this.#knownHolding(name, key)?.resourceVersion;
     for (let attempt = 0; ; attempt++) {
       if (known === undefined) {
         const current = await this.#getEntryObject(name);
@@ -381,18 +395,24 @@ export class KubernetesBackend implements RegistryBackend {
     }
   }
 
-  /** Which of a key's names to write: the first, unless another key holds it or this key already sits under the second. */
+  /**
+   * Which of a key's names to write: one holding this key (and not being deleted), else the first
+   * not known to hold another key or to be being deleted; all taken, the last (its write says why).
+   */
   #slotFor(key: string, names: readonly string[]): number {
-    const [first, second] = names;
-    if (second === undefined || this.#rv.get(first as string)?.key === key) return 0;
-    if (this.#rv.get(second)?.key === key) return 1;
-    return this.#rv.has(first as string) ? 1 : 0;
+    let free = -1;
+    for (const [i, name] of names.entries()) {
+      const held = this.#rv.get(name);
+      if (held?.key === key && !held.terminating) return i;
+      if (held === undefined && free < 0) free = i;
+    }
+    return free < 0 ? names.length - 1 : free;
   }
 
-  /** The resourceVersion of object `name` as last seen, when it held `key`. */
-  #versionOf(name: string, key: string): string | undefined {
+  /** Object `name` as last seen, when it held `key`. */
+  #knownHolding(name: string, key: string): Entry | undefined {
     const known = this.#rv.get(name);
-    return known?.key === key ? known.resourceVersion : undefined;
+    return known?.key === key ? known : undefined;
   }
 
   async watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: WatchOptions): Promise<Watcher> {
@@ -579,7 +599,7 @@ export class KubernetesBackend implements RegistryBackend {
   async #getEntryObject(name: string): Promise<Entry | undefined> {
     try {
       const entry = parseEntry(await this.#client.request({method: 'GET', path: `${this.#entriesPath}/${name}`}));
-      this.#rv.set(name, {key: entry.key, resourceVersion: entry.resourceVersion});
+      this.#rv.set(name, entry);
       return entry;
     } catch (err) {
       if (err instanceof KubeApiError && err.status === 404) {
@@ -631,7 +651,7 @@ export class KubernetesBackend implements RegistryBackend {
       if (resourceVersion === '') resourceVersion = page.resourceVersion;
       for (const item of page.items) {
         const entry = parseEntry(item);
-        this.#rv.set(entry.name, {key: entry.key, resourceVersion: entry.resourceVersion});
+        this.#rv.set(entry.name, entry);
         entries.push(entry);
       }
       cont = tokens.next(page.continue);
@@ -783,6 +803,9 @@ class KubeWatch {
       // Bound to a Lease after the list was asked for: the list may predate that Lease.
       if (snapshot.get(name) !== entry.lease) continue;
       if (!this.#backend.isExpired(leases.get(entry.lease))) continue;
+      // The key lives on under its other name (rewritten while this object waits on a finalizer).
+      const other = this.#otherHolder(entry);
+      if (other && (other.lease === undefined || !this.#backend.isExpired(leases.get(other.lease)))) continue;
       this.#expired.add(name);
       events.push({type: 'delete', key: entry.key, revision: entry.resourceVersion});
     }
@@ -796,12 +819,14 @@ class KubeWatch {
     this.#leases = leases;
     const seen = new Set<string>();
     const events: WatchEvent[] = [];
+    // Per key the object readers are shown: the live one when a key is under two (see preferLive).
+    const shown = new Map(preferLive(entries.filter((e) => e.key.startsWith(this.#prefix))).map((e) => [e.key, e]));
     for (const entry of entries) {
       if (!entry.key.startsWith(this.#prefix)) continue;
       seen.add(entry.name);
       const before = this.#known.get(entry.name);
       this.#known.set(entry.name, entry);
-      if (emit && before?.resourceVersion !== entry.resourceVersion) {
+      if (emit && before?.resourceVersion !== entry.resourceVersion && shown.get(entry.key) === entry) {
         this.#expired.delete(entry.name);
         events.push({type: 'put', item: this.#backend.toItem(entry, entry.lease === undefined ? undefined : leases.get(entry.lease))});
       }
@@ -809,7 +834,8 @@ class KubeWatch {
     for (const [name, entry] of this.#known) {
       if (seen.has(name)) continue;
       this.#known.delete(name);
-      if (emit && !this.#expired.delete(name)) events.push({type: 'delete', key: entry.key, revision: resourceVersion});
+      const expired = this.#expired.delete(name);
+      if (emit && !expired && !shown.has(entry.key)) events.push({type: 'delete', key: entry.key, revision: resourceVersion});
     }
     this.#resourceVersion = resourceVersion;
     this.#hub.emit(events);
@@ -849,6 +875,16 @@ class KubeWatch {
       // An event of this stream failed before its handle was known.
       if (this.#relistNeeded) handle?.abort();
     }
+  }
+
+  /** The entry holding the same key under the key's other name, if known (see put). */
+  #otherHolder(entry: Entry): Entry | undefined {
+    for (const name of objectNamesForKey(entry.key)) {
+      if (name === entry.name) continue;
+      const other = this.#known.get(name);
+      if (other?.key === entry.key) return other;
+    }
+    return undefined;
   }
 
   /** Ends the stream so that it resumes from a new listing (see #relistNeeded). */
@@ -897,10 +933,14 @@ class KubeWatch {
       if (this.#closed) return;
       this.#known.set(entry.name, entry);
       this.#expired.delete(entry.name);
+      // An object being deleted while its key lives on under its other name is not what readers are shown.
+      if (entry.terminating && this.#otherHolder(entry)?.terminating === false) return;
       this.#hub.emit([{type: 'put', item: this.#backend.toItem(entry, lease)}]);
     } else if (type === 'DELETED') {
       this.#known.delete(entry.name);
       if (this.#expired.delete(entry.name)) return;
+      // Its key lives on under its other name: the key was not deleted.
+      if (this.#otherHolder(entry)) return;
       this.#hub.emit([{type: 'delete', key: entry.key, revision: entry.resourceVersion}]);
     }
   }
@@ -1002,13 +1042,31 @@ function parseEntry(answer: unknown): Entry {
   const value = spec['value'];
   if (typeof value !== 'string') throw new MalformedAnswerError(`expected KubeServer ${name} spec.value to be a string, got ${JSON.stringify(value) ?? 'nothing'}`);
   const lease = spec['lease'];
+  const finalizers = metadata['finalizers'];
+  const deletion = metadata['deletionTimestamp'];
   return {
     name,
     key: stringField(spec, 'key', `KubeServer ${name} spec`),
     value,
     lease: typeof lease === 'string' && lease !== '' ? lease : undefined,
     resourceVersion: stringField(metadata, 'resourceVersion', `KubeServer ${name} metadata`),
+    finalizers: Array.isArray(finalizers) && finalizers.length > 0 && finalizers.every((f) => typeof f === 'string') ? finalizers as string[] : undefined,
+    terminating: typeof deletion === 'string' && deletion !== '',
   };
+}
+
+/**
+ * One entry per key: a key is under two objects while the one being deleted waits on a finalizer
+ * and its rewrite lives under the key's other name (see put). The live one is the entry.
+ */
+function preferLive(entries: readonly Entry[]): Entry[] {
+  if (!entries.some((e) => e.terminating)) return entries as Entry[];
+  const byKey = new Map<string, Entry>();
+  for (const entry of entries) {
+    const held = byKey.get(entry.key);
+    if (held === undefined || (held.terminating && !entry.terminating)) byKey.set(entry.key, entry);
+  }
+  return [...byKey.values()];
 }
 
 function parseLease(answer: unknown): LeaseState {

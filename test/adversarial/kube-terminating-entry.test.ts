@@ -79,5 +79,21 @@ it('a cluster registered again while its deleted KubeServer waits on a finalizer
   await inventory.resync();
 
   expect((await leader.list('kube_servers/g/')).map((i) => JSON.parse(i.value).metadata.labels.rev), 'the registry').toEqual(['2']);
-  expect({served: inventory.list().map((s) => `${s.metadata.name}@${s.metadata.labels['rev']}`), deletes}, 'the follower\'s readers').toEqual({served: ['web@2'], deletes: []});
+  expect({served: inventory.list().map((s) => `${s.metadata.name}@${s.metadata.labels?.['rev']}`), deletes}, 'the follower\'s readers').toEqual({served: ['web@2'], deletes: []});
+
+  // Deregistered for good: nothing of it is left behind.
+  await leader.delete(KEY);
+  await quiet(env.server);
+  await inventory.resync();
+  expect(env.server.listObjects('kube-discovery.io', 'kubeservers', 'kd')).toEqual([]);
+  expect({served: inventory.list(), deletes}).toEqual({served: [], deletes: ['web']});
+}, 60_000);
+
+it("an update keeps another controller's finalizer on the KubeServer", async () => {
+  const lease = await leader.grantLease(TTL_MS);
+  await leader.put(KEY, doc('web', '1'), {lease});
+  await finalizers(['backup.example.com/protect']);
+  await leader.put(KEY, doc('web', '2'), {lease});
+  expect(env.server.getObject('kube-discovery.io', 'kubeservers', 'kd', objectNameForKey(KEY))?.metadata.finalizers).toEqual(['backup.example.com/protect']);
+  expect((await leader.list('kube_servers/g/')).map((i) => JSON.parse(i.value).metadata.labels.rev)).toEqual(['2']);
 }, 60_000);

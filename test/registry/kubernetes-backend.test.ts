@@ -278,6 +278,21 @@ describe('THE PROMISE: a failing API server never makes entries vanish', () => {
     env.server.setFault(undefined);
     expect(env.server.listObjects(GROUP, 'kubeservers', 'kd')).toHaveLength(1);
   });
+
+  it('a delete answered with success but held by a finalizer takes no later write of the key with it', async () => {
+    const lease = await backend.grantLease(60_000);
+    const name = objectNameForKey('kube_servers/g/a');
+    await backend.put('kube_servers/g/a', 'x', {lease});
+    const other = await env.client();
+    const finalizers = (list: string[]): Promise<unknown> => other.request({method: 'PATCH', path: `/apis/${GROUP}/v1/namespaces/kd/kubeservers/${name}`, contentType: 'application/merge-patch+json', body: {metadata: {finalizers: list}}});
+    await finalizers(['example.com/hold']);
+    expect(await backend.delete('kube_servers/g/a')).toBe(true);
+    expect(env.server.getObject(GROUP, 'kubeservers', 'kd', name)?.metadata.deletionTimestamp).toBeDefined();
+    await backend.put('kube_servers/g/a', 'y', {lease});
+    await finalizers([]);
+    expect((await backend.list('kube_servers/g/')).map((i) => [i.key, i.value])).toEqual([['kube_servers/g/a', 'y']]);
+    expect((await backend.get('kube_servers/g/a'))?.value).toBe('y');
+  });
 });
 
 describe('watch', () => {
