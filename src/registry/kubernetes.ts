@@ -9,7 +9,8 @@
 import {randomUUID} from 'node:crypto';
 import type {Clock} from '../core/clock.ts';
 import type {KubernetesStorageConfig} from '../config/schema.ts';
-import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watcher, WatchOptions} from './backend.ts';
+import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watcher, WatchOptions, WriteOptions} from './backend.ts';
+import {FencedError} from '../core/errors.ts';
 import {LeaseNotFoundError} from './backend.ts';
 import type {KubeClient} from './kube-client.ts';
 import {KubeApiError} from './kube-client.ts';
@@ -134,7 +135,8 @@ export class KubernetesBackend implements RegistryBackend {
           }
           return answer;
         } catch (err) {
-          if (!(err instanceof KubeApiError) || err.status === 0 || err.status === 429 || err.status >= 500) this.#unavailable = true;
+          // A write refused unsent by its fence says nothing about the API server.
+          if (!(err instanceof FencedError) && (!(err instanceof KubeApiError) || err.status === 0 || err.status === 429 || err.status >= 500)) this.#unavailable = true;
           throw err;
         }
       },
@@ -226,15 +228,15 @@ export class KubernetesBackend implements RegistryBackend {
     }
   }
 
-  async revokeLease(lease: Lease): Promise<void> {
+  async revokeLease(lease: Lease, options?: WriteOptions): Promise<void> {
     this.#open();
     const local = this.#leases.get(lease.id) ?? {ttlMs: lease.ttlMs, renewMs: 0, resourceVersion: '', revoked: true};
     local.revoked = true;
     this.#leases.set(lease.id, local);
     // The Lease goes first: from then on every reader treats its entries as expired.
-    await this.#deleteIgnoringMissing(`${this.#leasesPath}/${lease.id}`);
+    await this.#deleteIgnoringMissing(`${this.#leasesPath}/${lease.id}`, options?.fence);
     const owned = await this.#listEntries(`${LEASE_LABEL}=${lease.id}`);
-    for (const entry of owned) await this.#deleteIgnoringMissing(`${this.#entriesPath}/${entry.name}`);
+    for (const entry of owned) await this.#deleteIgnoringMissing(`${this.#entriesPath}/${entry.name}`, options?.fence);
   }
 
   async resumeLease(id: string): Promise<Lease | undefined> {
@@ -285,8 +287,8 @@ export class KubernetesBackend implements RegistryBackend {
       const name = names[slot] as string;
       try {
         const answer = known === undefined
-          ? await this.#client.request({method: 'POST', path: this.#entriesPath, body: object(name)})
-          : await this.#client.request({method: 'PUT', path: `${this.#entriesPath}/${name}`, body: object(name, known)});
+          ? await this.#client.request({method: 'POST', path: this.#entriesPath, body: object(name), guard: options?.fence})
+          : await this.#client.request({method: 'PUT', path: `${this.#entriesPath}/${name}`, body: object(name, known), guard: options?.fence});
         const entry = parseEntry(answer);
         this.#rv.set(name, entry);
         return this.#item(entry, leaseState === undefined || !lease ? undefined : {name: lease.id, ttlMs: lease.ttlMs, renewMs: leaseState.renewMs, resourceVersion: ''});
@@ -353,25 +355,25 @@ export class KubernetesBackend implements RegistryBackend {
     return items.sort((a, b) => compareKeys(a.key, b.key));
   }
 
-  async delete(key: string): Promise<boolean> {
+  async delete(key: string, options?: WriteOptions): Promise<boolean> {
     this.#open();
     const names = objectNamesForKey(key);
     const [first, second] = names;
     if (second === undefined) {
       // A hashed name is this key's alone.
-      const deleted = await this.#deleteIgnoringMissing(`${this.#entriesPath}/${first}`);
+      const deleted = await this.#deleteIgnoringMissing(`${this.#entriesPath}/${first}`, options?.fence);
       this.#rv.delete(first);
       return deleted;
     }
     // `<group>.<name>` may hold another group's key: only the object holding this key is deleted.
-    const deletedFirst = await this.#deleteHolding(first, key);
+    const deletedFirst = await this.#deleteHolding(first, key, options?.fence);
     // The hashed name is asked only when this key may be there (put moved it there), not on every delete.
-    const deletedSecond = deletedFirst && this.#rv.get(second)?.key !== key ? false : await this.#deleteHolding(second, key);
+    const deletedSecond = deletedFirst && this.#rv.get(second)?.key !== key ? false : await this.#deleteHolding(second, key, options?.fence);
     return deletedFirst || deletedSecond;
   }
 
   /** Deletes object `name` if it holds `key` (resourceVersion precondition, re-read on a change); true when it did. */
-  async #deleteHolding(name: string, key: string): Promise<boolean> {
+  async #deleteHolding(name: string, key: string, guard: (() => void) | undefined): Promise<boolean> {
     let known = this.#knownHolding(name, key)?.resourceVersion;
     for (let attempt = 0; ; attempt++) {
       if (known === undefined) {
@@ -380,7 +382,7 @@ export class KubernetesBackend implements RegistryBackend {
         known = current.resourceVersion;
       }
       try {
-        await this.#client.request({method: 'DELETE', path: `${this.#entriesPath}/${name}`, body: {preconditions: {resourceVersion: known}}});
+        await this.#client.request({method: 'DELETE', path: `${this.#entriesPath}/${name}`, body: {preconditions: {resourceVersion: known}}, guard});
         this.#rv.delete(name);
         return true;
       } catch (err) {
@@ -686,9 +688,9 @@ export class KubernetesBackend implements RegistryBackend {
     return leases;
   }
 
-  async #deleteIgnoringMissing(path: string): Promise<boolean> {
+  async #deleteIgnoringMissing(path: string, guard?: () => void): Promise<boolean> {
     try {
-      await this.#client.request({method: 'DELETE', path});
+      await this.#client.request({method: 'DELETE', path, guard});
       return true;
     } catch (err) {
       if (err instanceof KubeApiError && err.status === 404) return false;
