@@ -68,6 +68,14 @@ interface Entry {
   readonly terminating: boolean;
 }
 
+/** What a write needs to know of an object: whose key, which version, others' finalizers, whether it is going. */
+type Known = Pick<Entry, 'key' | 'resourceVersion' | 'finalizers' | 'terminating'>;
+
+/** The Known of an entry, without its document. */
+function knownOf(entry: Entry): Known {
+  return {key: entry.key, resourceVersion: entry.resourceVersion, finalizers: entry.finalizers, terminating: entry.terminating};
+}
+
 interface LeaseState {
   readonly name: string;
   readonly ttlMs: number;
@@ -98,8 +106,8 @@ export class KubernetesBackend implements RegistryBackend {
   readonly #purgeMs: number;
   readonly #onError: ((error: Error) => void) | undefined;
   readonly #leases = new Map<string, LocalLease>();
-  /** Per object name, the entry as last read or written (its key, resourceVersion, finalizers, deletion). */
-  readonly #rv = new Map<string, Entry>();
+  /** Per object name, the entry as last read or written, without its document (held once, by the inventory). */
+  readonly #rv = new Map<string, Known>();
   readonly #watchers = new Set<KubeWatch>();
   #reap: boolean;
   #purging = false;
@@ -276,7 +284,7 @@ export class KubernetesBackend implements RegistryBackend {
       ...(summary.health === undefined ? {} : {health: summary.health}),
       ...(summary.cloud === undefined ? {} : {stale: summary.stale ?? false}),
     };
-    const object = (name: string, known?: Entry) => ({
+    const object = (name: string, known?: Known) => ({
       apiVersion: `${KUBE_GROUP}/v1`,
       kind: 'KubeServer',
       metadata: {name, labels, ...(known === undefined ? {} : {resourceVersion: known.resourceVersion}), ...(known?.finalizers === undefined ? {} : {finalizers: known.finalizers})},
@@ -290,7 +298,7 @@ export class KubernetesBackend implements RegistryBackend {
           ? await this.#client.request({method: 'POST', path: this.#entriesPath, body: object(name), guard: options?.fence})
           : await this.#client.request({method: 'PUT', path: `${this.#entriesPath}/${name}`, body: object(name, known), guard: options?.fence});
         const entry = parseEntry(answer);
-        this.#rv.set(name, entry);
+        this.#rv.set(name, knownOf(entry));
         return this.#item(entry, leaseState === undefined || !lease ? undefined : {name: lease.id, ttlMs: lease.ttlMs, renewMs: leaseState.renewMs, resourceVersion: ''});
       } catch (err) {
         if (!(err instanceof KubeApiError) || attempt >= 4) throw err;
@@ -412,7 +420,7 @@ export class KubernetesBackend implements RegistryBackend {
   }
 
   /** Object `name` as last seen, when it held `key`. */
-  #knownHolding(name: string, key: string): Entry | undefined {
+  #knownHolding(name: string, key: string): Known | undefined {
     const known = this.#rv.get(name);
     return known?.key === key ? known : undefined;
   }
@@ -601,7 +609,7 @@ export class KubernetesBackend implements RegistryBackend {
   async #getEntryObject(name: string): Promise<Entry | undefined> {
     try {
       const entry = parseEntry(await this.#client.request({method: 'GET', path: `${this.#entriesPath}/${name}`}));
-      this.#rv.set(name, entry);
+      this.#rv.set(name, knownOf(entry));
       return entry;
     } catch (err) {
       if (err instanceof KubeApiError && err.status === 404) {
@@ -653,7 +661,7 @@ export class KubernetesBackend implements RegistryBackend {
       if (resourceVersion === '') resourceVersion = page.resourceVersion;
       for (const item of page.items) {
         const entry = parseEntry(item);
-        this.#rv.set(entry.name, entry);
+        this.#rv.set(entry.name, knownOf(entry));
         entries.push(entry);
       }
       cont = tokens.next(page.continue);
