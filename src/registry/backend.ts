@@ -47,8 +47,19 @@ export interface Watcher {
   close(): Promise<void>;
 }
 
-/** Options of a write. */
-export interface PutOptions {
+/** Options of any write (put, delete, revokeLease). */
+export interface WriteOptions {
+  /**
+   * Throws (FencedError) once this writer may no longer write. A backend whose writes can wait
+   * before they are sent (a rate-limit queue, a retry after a conflict) calls it right before each
+   * request goes out: checked only when the write was asked for, a leader deposed meanwhile would
+   * still write after its successor.
+   */
+  readonly fence?: () => void;
+}
+
+/** Options of a put. */
+export interface PutOptions extends WriteOptions {
   /** Attach the entry to this lease: it expires with the lease. */
   readonly lease?: Lease;
   /**
@@ -74,7 +85,7 @@ export interface RegistryBackend {
   /** Extends the lease to now + its TTL; throws when the lease has already expired or is unknown. */
   keepAlive(lease: Lease): Promise<void>;
   /** Ends the lease and deletes every entry attached to it; resolves when the lease is already gone. */
-  revokeLease(lease: Lease): Promise<void>;
+  revokeLease(lease: Lease, options?: WriteOptions): Promise<void>;
   /**
    * The still-valid lease with this id (without extending it), or undefined when it expired or is unknown.
    * Lets a restarted replica adopt its own lease instead of re-writing every entry.
@@ -98,7 +109,7 @@ export interface RegistryBackend {
    */
   listMeta?(prefix: string): Promise<RegistryItem[]>;
   /** Deletes an entry; true when it existed. */
-  delete(key: string): Promise<boolean>;
+  delete(key: string, options?: WriteOptions): Promise<boolean>;
   /**
    * Deletes the entry only while it still holds `expected.value` on `expected.lease` (none: no
    * lease), in one atomic step; true when it did. A process removes a record it wrote without

@@ -54,6 +54,11 @@ export interface KubeRequest {
    * (`items`, `continue`) fails it as malformed instead of JSON.parse keeping the last (src/core/json-keys.ts).
    */
   readonly list?: boolean;
+  /**
+   * Called right before the request is sent, after any wait in the rate-limit queue; what it throws
+   * fails the call unsent (a deposed leader's fence, see WriteOptions.fence).
+   */
+  readonly guard?: () => void;
 }
 
 /** A watch event as the API server streams it. */
@@ -163,7 +168,10 @@ export async function createKubeClient(options: KubeClientOptions = {}): Promise
   return {
     server,
     namespace,
-    request: (req) => queue.add(() => send(req, true), {priority: req.priority ?? 0}),
+    request: (req) => queue.add(() => {
+      req.guard?.();
+      return send(req, true);
+    }, {priority: req.priority ?? 0}),
     async watch(path, query, onEvent, done) {
       const watch = new Watch(kc);
       const controller = await watch.watch(path, query, (type, object) => onEvent({type, object}), done);

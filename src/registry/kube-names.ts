@@ -11,18 +11,35 @@ const KUBE_SERVERS = 'kube_servers/';
 /**
  * The object name of a registry key. `kube_servers/<group>/<name>` becomes `<group>.<name>` when
  * that is a valid object name (what `kubectl get kubeservers` shows); anything else becomes a
- * sanitised form plus a hash of the whole key, so the mapping is deterministic and collision-free.
- * The original key is kept in the object's spec.
+ * sanitised form plus a hash of the whole key (hashedObjectName), deterministic and collision-free.
+ * The original key is kept in the object's spec. Groups and names may both hold dots, so two
+ * groups sharing a namespace can give two keys one `<group>.<name>` (`prod` / `eu.web` and
+ * `prod.eu` / `web`): the backend then stores the second one under its hashed name (objectNamesForKey).
  */
 export function objectNameForKey(key: string): string {
-  if (key.startsWith(KUBE_SERVERS)) {
-    const rest = key.slice(KUBE_SERVERS.length);
-    const slash = rest.indexOf('/');
-    if (slash > 0 && !rest.includes('/', slash + 1)) {
-      const candidate = `${rest.slice(0, slash)}.${rest.slice(slash + 1)}`;
-      if (candidate.length <= 253 && DNS_SUBDOMAIN.test(candidate) && !HASHED.test(candidate)) return candidate;
-    }
-  }
+  return directObjectName(key) ?? hashedObjectName(key);
+}
+
+/**
+ * The names a key may be stored under, in the order they are tried: `<group>.<name>`, then the
+ * hashed name, which no other key has; only the hashed one when `<group>.<name>` is not valid.
+ */
+export function objectNamesForKey(key: string): readonly [string] | readonly [string, string] {
+  const direct = directObjectName(key);
+  return direct === undefined ? [hashedObjectName(key)] : [direct, hashedObjectName(key)];
+}
+
+function directObjectName(key: string): string | undefined {
+  if (!key.startsWith(KUBE_SERVERS)) return undefined;
+  const rest = key.slice(KUBE_SERVERS.length);
+  const slash = rest.indexOf('/');
+  if (slash <= 0 || rest.includes('/', slash + 1)) return undefined;
+  const candidate = `${rest.slice(0, slash)}.${rest.slice(slash + 1)}`;
+  return candidate.length <= 253 && DNS_SUBDOMAIN.test(candidate) && !HASHED.test(candidate) ? candidate : undefined;
+}
+
+/** A sanitised form of the key plus a hash of the whole key: no two keys share it, and no direct name looks like it. */
+function hashedObjectName(key: string): string {
   const hash = createHash('sha256').update(key, 'utf8').digest('hex').slice(0, 10);
   const base = key.toLowerCase().replace(/[^a-z0-9.-]+/g, '-').replace(/\.{2,}/g, '.').replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, '').slice(0, 200)
     .replace(/[^a-z0-9]+$/g, '');

@@ -9,11 +9,12 @@
 import {randomUUID} from 'node:crypto';
 import type {Clock} from '../core/clock.ts';
 import type {KubernetesStorageConfig} from '../config/schema.ts';
-import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watcher, WatchOptions} from './backend.ts';
+import type {Lease, PutOptions, RegistryBackend, RegistryItem, WatchEvent, Watcher, WatchOptions, WriteOptions} from './backend.ts';
+import {FencedError} from '../core/errors.ts';
 import {LeaseNotFoundError} from './backend.ts';
 import type {KubeClient} from './kube-client.ts';
 import {KubeApiError} from './kube-client.ts';
-import {objectNameForKey, summarise} from './kube-names.ts';
+import {objectNameForKey, objectNamesForKey, summarise} from './kube-names.ts';
 import {checkInterval, checkTtl, compareKeys} from './local-common.ts';
 import {WatchHub} from './watch-hub.ts';
 import {pageTokenKey} from '../core/page-token.ts';
@@ -58,6 +59,21 @@ interface Entry {
   readonly value: string;
   readonly lease: string | undefined;
   readonly resourceVersion: string;
+  /** Other controllers' finalizers: written back unchanged, or an update would drop them. */
+  readonly finalizers: readonly string[] | undefined;
+  /**
+   * Deleted, and held by a finalizer (deletionTimestamp set): it goes once the finalizer is removed,
+   * so a write onto it is no registration.
+   */
+  readonly terminating: boolean;
+}
+
+/** What a write needs to know of an object: whose key, which version, others' finalizers, whether it is going. */
+type Known = Pick<Entry, 'key' | 'resourceVersion' | 'finalizers' | 'terminating'>;
+
+/** The Known of an entry, without its document. */
+function knownOf(entry: Entry): Known {
+  return {key: entry.key, resourceVersion: entry.resourceVersion, finalizers: entry.finalizers, terminating: entry.terminating};
 }
 
 interface LeaseState {
@@ -90,7 +106,8 @@ export class KubernetesBackend implements RegistryBackend {
   readonly #purgeMs: number;
   readonly #onError: ((error: Error) => void) | undefined;
   readonly #leases = new Map<string, LocalLease>();
-  readonly #rv = new Map<string, string>();
+  /** Per object name, the entry as last read or written, without its document (held once, by the inventory). */
+  readonly #rv = new Map<string, Known>();
   readonly #watchers = new Set<KubeWatch>();
   #reap: boolean;
   #purging = false;
@@ -126,7 +143,8 @@ export class KubernetesBackend implements RegistryBackend {
           }
           return answer;
         } catch (err) {
-          if (!(err instanceof KubeApiError) || err.status === 0 || err.status === 429 || err.status >= 500) this.#unavailable = true;
+          // A write refused unsent by its fence says nothing about the API server.
+          if (!(err instanceof FencedError) && (!(err instanceof KubeApiError) || err.status === 0 || err.status === 429 || err.status >= 500)) this.#unavailable = true;
           throw err;
         }
       },
@@ -218,15 +236,15 @@ export class KubernetesBackend implements RegistryBackend {
     }
   }
 
-  async revokeLease(lease: Lease): Promise<void> {
+  async revokeLease(lease: Lease, options?: WriteOptions): Promise<void> {
     this.#open();
     const local = this.#leases.get(lease.id) ?? {ttlMs: lease.ttlMs, renewMs: 0, resourceVersion: '', revoked: true};
     local.revoked = true;
     this.#leases.set(lease.id, local);
     // The Lease goes first: from then on every reader treats its entries as expired.
-    await this.#deleteIgnoringMissing(`${this.#leasesPath}/${lease.id}`);
+    await this.#deleteIgnoringMissing(`${this.#leasesPath}/${lease.id}`, options?.fence);
     const owned = await this.#listEntries(`${LEASE_LABEL}=${lease.id}`);
-    for (const entry of owned) await this.#deleteIgnoringMissing(`${this.#entriesPath}/${entry.name}`);
+    for (const entry of owned) await this.#deleteIgnoringMissing(`${this.#entriesPath}/${entry.name}`, options?.fence);
   }
 
   async resumeLease(id: string): Promise<Lease | undefined> {
@@ -249,7 +267,8 @@ export class KubernetesBackend implements RegistryBackend {
       }
       if (!leaseState || leaseState.revoked || this.#ownLapsed(leaseState, lease.ttlMs)) throw leaseGone(lease.id);
     }
-    const name = objectNameForKey(key);
+    const names = objectNamesForKey(key);
+    let slot = this.#slotFor(key, names);
     const summary = summarise(value);
     const group = /^kube_servers\/([^/]+)\//.exec(key)?.[1];
     const labels: Record<string, string> = {...summary.labels};
@@ -265,27 +284,41 @@ export class KubernetesBackend implements RegistryBackend {
       ...(summary.health === undefined ? {} : {health: summary.health}),
       ...(summary.cloud === undefined ? {} : {stale: summary.stale ?? false}),
     };
-    const object = (resourceVersion?: string) => ({
+    const object = (name: string, known?: Known) => ({
       apiVersion: `${KUBE_GROUP}/v1`,
       kind: 'KubeServer',
-      metadata: {name, labels, ...(resourceVersion === undefined ? {} : {resourceVersion})},
+      metadata: {name, labels, ...(known === undefined ? {} : {resourceVersion: known.resourceVersion}), ...(known?.finalizers === undefined ? {} : {finalizers: known.finalizers})},
       spec,
     });
-    let known = this.#rv.get(name);
+    let known = this.#knownHolding(names[slot] as string, key);
     for (let attempt = 0; ; attempt++) {
+      const name = names[slot] as string;
       try {
         const answer = known === undefined
-          ? await this.#client.request({method: 'POST', path: this.#entriesPath, body: object()})
-          : await this.#client.request({method: 'PUT', path: `${this.#entriesPath}/${name}`, body: object(known)});
+          ? await this.#client.request({method: 'POST', path: this.#entriesPath, body: object(name), guard: options?.fence})
+          : await this.#client.request({method: 'PUT', path: `${this.#entriesPath}/${name}`, body: object(name, known), guard: options?.fence});
         const entry = parseEntry(answer);
-        this.#rv.set(name, entry.resourceVersion);
+        this.#rv.set(name, knownOf(entry));
         return this.#item(entry, leaseState === undefined || !lease ? undefined : {name: lease.id, ttlMs: lease.ttlMs, renewMs: leaseState.renewMs, resourceVersion: ''});
       } catch (err) {
         if (!(err instanceof KubeApiError) || attempt >= 4) throw err;
         if (err.status === 409) {
           // AlreadyExists (create) or Conflict (stale resourceVersion): read the current version and write on top.
           const current = await this.#getEntryObject(name);
-          known = current?.resourceVersion;
+          if (current !== undefined && (current.key !== key || current.terminating)) {
+            // Another key's object (a group sharing the namespace) is never written over: its cluster
+            // would leave that group's inventory. Nor is one being deleted: the write would go with it.
+            // This key takes its hashed name, which no other key has.
+            if (slot + 1 >= names.length) {
+              throw current.key === key
+                ? new KubeApiError(409, 'Terminating', `KubeServer ${name} is being deleted (waiting on finalizers ${JSON.stringify(current.finalizers ?? [])}); ${key} is written again once it is gone`)
+                : new KubeApiError(409, 'Conflict', `KubeServer ${name} holds the registry key ${current.key}, not ${key}; expected no other key under this name`);
+            }
+            slot++;
+            known = this.#knownHolding(names[slot] as string, key);
+            continue;
+          }
+          known = current;
           continue;
         }
         if (err.status === 404 && known !== undefined) {
@@ -299,8 +332,15 @@ export class KubernetesBackend implements RegistryBackend {
 
   async get(key: string): Promise<RegistryItem | undefined> {
     this.#open();
-    const entry = await this.#getEntryObject(objectNameForKey(key));
-    if (!entry || entry.key !== key) return undefined;
+    let entry: Entry | undefined;
+    // The second name only when the first is missing, another key's or being deleted (see put).
+    for (const name of objectNamesForKey(key)) {
+      const read = await this.#getEntryObject(name);
+      if (read?.key !== key) continue;
+      if (entry === undefined || entry.terminating) entry = read;
+      if (!read.terminating) break;
+    }
+    if (!entry) return undefined;
     if (entry.lease === undefined) return this.#item(entry, undefined);
     const lease = await this.#readLease(entry.lease, 0);
     if (!lease || this.#expired(lease)) return undefined;
@@ -311,7 +351,7 @@ export class KubernetesBackend implements RegistryBackend {
     this.#open();
     const {entries, leases} = await this.#entriesThenLeases();
     const items: RegistryItem[] = [];
-    for (const entry of entries) {
+    for (const entry of preferLive(entries)) {
       if (!entry.key.startsWith(prefix)) continue;
       if (entry.lease === undefined) {
         items.push(this.#item(entry, undefined));
@@ -323,12 +363,66 @@ export class KubernetesBackend implements RegistryBackend {
     return items.sort((a, b) => compareKeys(a.key, b.key));
   }
 
-  async delete(key: string): Promise<boolean> {
+  async delete(key: string, options?: WriteOptions): Promise<boolean> {
     this.#open();
-    const name = objectNameForKey(key);
-    const deleted = await this.#deleteIgnoringMissing(`${this.#entriesPath}/${name}`);
-    this.#rv.delete(name);
-    return deleted;
+    const names = objectNamesForKey(key);
+    const [first, second] = names;
+    if (second === undefined) {
+      // A hashed name is this key's alone.
+      const deleted = await this.#deleteIgnoringMissing(`${this.#entriesPath}/${first}`, options?.fence);
+      this.#rv.delete(first);
+      return deleted;
+    }
+    // `<group>.<name>` may hold another group's key: only the object holding this key is deleted.
+    const deletedFirst = await this.#deleteHolding(first, key, options?.fence);
+    // The hashed name is asked only when this key may be there (put moved it there), not on every delete.
+    const deletedSecond = deletedFirst && this.#rv.get(second)?.key !== key ? false : await this.#deleteHolding(second, key, options?.fence);
+    return deletedFirst || deletedSecond;
+  }
+
+  /** Deletes object `name` if it holds `key` (resourceVersion precondition, re-read on a change); true when it did. */
+  async #deleteHolding(name: string, key: string, guard: (() => void) | undefined): Promise<boolean> {
+    let known = this.#knownHolding(name, key)?.resourceVersion;
+    for (let attempt = 0; ; attempt++) {
+      if (known === undefined) {
+        const current = await this.#getEntryObject(name);
+        if (current?.key !== key) return false;
+        known = current.resourceVersion;
+      }
+      try {
+        await this.#client.request({method: 'DELETE', path: `${this.#entriesPath}/${name}`, body: {preconditions: {resourceVersion: known}}, guard});
+        this.#rv.delete(name);
+        return true;
+      } catch (err) {
+        if (err instanceof KubeApiError && err.status === 404) {
+          this.#rv.delete(name);
+          return false;
+        }
+        if (!(err instanceof KubeApiError && err.status === 409) || attempt >= 4) throw err;
+        // Changed since it was read (a write of this key, or the name now another key's): read it again.
+        known = undefined;
+      }
+    }
+  }
+
+  /**
+   * Which of a key's names to write: one holding this key (and not being deleted), else the first
+   * not known to hold another key or to be being deleted; all taken, the last (its write says why).
+   */
+  #slotFor(key: string, names: readonly string[]): number {
+    let free = -1;
+    for (const [i, name] of names.entries()) {
+      const held = this.#rv.get(name);
+      if (held?.key === key && !held.terminating) return i;
+      if (held === undefined && free < 0) free = i;
+    }
+    return free < 0 ? names.length - 1 : free;
+  }
+
+  /** Object `name` as last seen, when it held `key`. */
+  #knownHolding(name: string, key: string): Known | undefined {
+    const known = this.#rv.get(name);
+    return known?.key === key ? known : undefined;
   }
 
   async watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: WatchOptions): Promise<Watcher> {
@@ -515,10 +609,13 @@ export class KubernetesBackend implements RegistryBackend {
   async #getEntryObject(name: string): Promise<Entry | undefined> {
     try {
       const entry = parseEntry(await this.#client.request({method: 'GET', path: `${this.#entriesPath}/${name}`}));
-      this.#rv.set(name, entry.resourceVersion);
+      this.#rv.set(name, knownOf(entry));
       return entry;
     } catch (err) {
-      if (err instanceof KubeApiError && err.status === 404) return undefined;
+      if (err instanceof KubeApiError && err.status === 404) {
+        this.#rv.delete(name);
+        return undefined;
+      }
       throw err;
     }
   }
@@ -564,7 +661,7 @@ export class KubernetesBackend implements RegistryBackend {
       if (resourceVersion === '') resourceVersion = page.resourceVersion;
       for (const item of page.items) {
         const entry = parseEntry(item);
-        this.#rv.set(entry.name, entry.resourceVersion);
+        this.#rv.set(entry.name, knownOf(entry));
         entries.push(entry);
       }
       cont = tokens.next(page.continue);
@@ -599,9 +696,9 @@ export class KubernetesBackend implements RegistryBackend {
     return leases;
   }
 
-  async #deleteIgnoringMissing(path: string): Promise<boolean> {
+  async #deleteIgnoringMissing(path: string, guard?: () => void): Promise<boolean> {
     try {
-      await this.#client.request({method: 'DELETE', path});
+      await this.#client.request({method: 'DELETE', path, guard});
       return true;
     } catch (err) {
       if (err instanceof KubeApiError && err.status === 404) return false;
@@ -716,6 +813,9 @@ class KubeWatch {
       // Bound to a Lease after the list was asked for: the list may predate that Lease.
       if (snapshot.get(name) !== entry.lease) continue;
       if (!this.#backend.isExpired(leases.get(entry.lease))) continue;
+      // The key lives on under its other name (rewritten while this object waits on a finalizer).
+      const other = this.#otherHolder(entry);
+      if (other && (other.lease === undefined || !this.#backend.isExpired(leases.get(other.lease)))) continue;
       this.#expired.add(name);
       events.push({type: 'delete', key: entry.key, revision: entry.resourceVersion});
     }
@@ -729,12 +829,14 @@ class KubeWatch {
     this.#leases = leases;
     const seen = new Set<string>();
     const events: WatchEvent[] = [];
+    // Per key the object readers are shown: the live one when a key is under two (see preferLive).
+    const shown = new Map(preferLive(entries.filter((e) => e.key.startsWith(this.#prefix))).map((e) => [e.key, e]));
     for (const entry of entries) {
       if (!entry.key.startsWith(this.#prefix)) continue;
       seen.add(entry.name);
       const before = this.#known.get(entry.name);
       this.#known.set(entry.name, entry);
-      if (emit && before?.resourceVersion !== entry.resourceVersion) {
+      if (emit && before?.resourceVersion !== entry.resourceVersion && shown.get(entry.key) === entry) {
         this.#expired.delete(entry.name);
         events.push({type: 'put', item: this.#backend.toItem(entry, entry.lease === undefined ? undefined : leases.get(entry.lease))});
       }
@@ -742,7 +844,8 @@ class KubeWatch {
     for (const [name, entry] of this.#known) {
       if (seen.has(name)) continue;
       this.#known.delete(name);
-      if (emit && !this.#expired.delete(name)) events.push({type: 'delete', key: entry.key, revision: resourceVersion});
+      const expired = this.#expired.delete(name);
+      if (emit && !expired && !shown.has(entry.key)) events.push({type: 'delete', key: entry.key, revision: resourceVersion});
     }
     this.#resourceVersion = resourceVersion;
     this.#hub.emit(events);
@@ -782,6 +885,16 @@ class KubeWatch {
       // An event of this stream failed before its handle was known.
       if (this.#relistNeeded) handle?.abort();
     }
+  }
+
+  /** The entry holding the same key under the key's other name, if known (see put). */
+  #otherHolder(entry: Entry): Entry | undefined {
+    for (const name of objectNamesForKey(entry.key)) {
+      if (name === entry.name) continue;
+      const other = this.#known.get(name);
+      if (other?.key === entry.key) return other;
+    }
+    return undefined;
   }
 
   /** Ends the stream so that it resumes from a new listing (see #relistNeeded). */
@@ -830,10 +943,14 @@ class KubeWatch {
       if (this.#closed) return;
       this.#known.set(entry.name, entry);
       this.#expired.delete(entry.name);
+      // An object being deleted while its key lives on under its other name is not what readers are shown.
+      if (entry.terminating && this.#otherHolder(entry)?.terminating === false) return;
       this.#hub.emit([{type: 'put', item: this.#backend.toItem(entry, lease)}]);
     } else if (type === 'DELETED') {
       this.#known.delete(entry.name);
       if (this.#expired.delete(entry.name)) return;
+      // Its key lives on under its other name: the key was not deleted.
+      if (this.#otherHolder(entry)) return;
       this.#hub.emit([{type: 'delete', key: entry.key, revision: entry.resourceVersion}]);
     }
   }
@@ -935,13 +1052,31 @@ function parseEntry(answer: unknown): Entry {
   const value = spec['value'];
   if (typeof value !== 'string') throw new MalformedAnswerError(`expected KubeServer ${name} spec.value to be a string, got ${JSON.stringify(value) ?? 'nothing'}`);
   const lease = spec['lease'];
+  const finalizers = metadata['finalizers'];
+  const deletion = metadata['deletionTimestamp'];
   return {
     name,
     key: stringField(spec, 'key', `KubeServer ${name} spec`),
     value,
     lease: typeof lease === 'string' && lease !== '' ? lease : undefined,
     resourceVersion: stringField(metadata, 'resourceVersion', `KubeServer ${name} metadata`),
+    finalizers: Array.isArray(finalizers) && finalizers.length > 0 && finalizers.every((f) => typeof f === 'string') ? finalizers as string[] : undefined,
+    terminating: typeof deletion === 'string' && deletion !== '',
   };
+}
+
+/**
+ * One entry per key: a key is under two objects while the one being deleted waits on a finalizer
+ * and its rewrite lives under the key's other name (see put). The live one is the entry.
+ */
+function preferLive(entries: readonly Entry[]): Entry[] {
+  if (!entries.some((e) => e.terminating)) return entries as Entry[];
+  const byKey = new Map<string, Entry>();
+  for (const entry of entries) {
+    const held = byKey.get(entry.key);
+    if (held === undefined || (held.terminating && !entry.terminating)) byKey.set(entry.key, entry);
+  }
+  return [...byKey.values()];
 }
 
 function parseLease(answer: unknown): LeaseState {

@@ -13,6 +13,7 @@ import type {WatchEvent} from '../../src/registry/backend.ts';
 import {classifyRegistryError} from '../../src/registry/health.ts';
 import {createBackend} from '../../src/registry/index.ts';
 import {createKubeClient} from '../../src/registry/kube-client.ts';
+import {fencedView} from '../../src/registry/fenced-view.ts';
 import {objectNameForKey} from '../../src/registry/kube-names.ts';
 import {KubernetesBackend} from '../../src/registry/kubernetes.ts';
 import type {KubeEnv} from '../kubernetes/kube-env.ts';
@@ -277,6 +278,37 @@ describe('THE PROMISE: a failing API server never makes entries vanish', () => {
     await expect(backend.reapExpired()).rejects.toThrow();
     env.server.setFault(undefined);
     expect(env.server.listObjects(GROUP, 'kubeservers', 'kd')).toHaveLength(1);
+  });
+
+  it('a delete answered with success but held by a finalizer takes no later write of the key with it', async () => {
+    const lease = await backend.grantLease(60_000);
+    const name = objectNameForKey('kube_servers/g/a');
+    await backend.put('kube_servers/g/a', 'x', {lease});
+    const other = await env.client();
+    const finalizers = (list: string[]): Promise<unknown> => other.request({method: 'PATCH', path: `/apis/${GROUP}/v1/namespaces/kd/kubeservers/${name}`, contentType: 'application/merge-patch+json', body: {metadata: {finalizers: list}}});
+    await finalizers(['example.com/hold']);
+    expect(await backend.delete('kube_servers/g/a')).toBe(true);
+    expect(env.server.getObject(GROUP, 'kubeservers', 'kd', name)?.metadata.deletionTimestamp).toBeDefined();
+    await backend.put('kube_servers/g/a', 'y', {lease});
+    await finalizers([]);
+    expect((await backend.list('kube_servers/g/')).map((i) => [i.key, i.value])).toEqual([['kube_servers/g/a', 'y']]);
+    expect((await backend.get('kube_servers/g/a'))?.value).toBe('y');
+  });
+
+  it('a write waiting in the rate-limit queue when its writer is deposed is refused unsent', async () => {
+    // One request a second: the second write waits its turn in the client's queue.
+    const slow = new KubernetesBackend({client: await env.client({qps: 1, burst: 1}), namespace: 'kd', clock});
+    try {
+      let leading = true;
+      const view = fencedView(slow, () => leading, 'the test lease');
+      const writes = [view.put('kube_servers/g/a', 'x'), view.put('kube_servers/g/b', 'x')];
+      leading = false;
+      const results = await Promise.allSettled(writes);
+      expect(results.map((r) => (r.status === 'rejected' ? (r.reason as Error).name : r.status))).toEqual(['fulfilled', 'FencedError']);
+      expect((await backend.list('kube_servers/g/')).map((i) => i.key)).toEqual(['kube_servers/g/a']);
+    } finally {
+      await slow.close();
+    }
   });
 });
 
