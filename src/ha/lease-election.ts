@@ -7,7 +7,6 @@
  * are fenced by the time a successor writes. Storage-independent: any registry backend can be
  * fenced by `holds()`.
  */
-import {createHash} from 'node:crypto';
 import type {Logger} from 'pino';
 import type {Clock} from '../core/clock.ts';
 import type {KubeClient} from '../registry/kube-client.ts';
@@ -40,17 +39,10 @@ interface LeaseRecord {
   readonly resourceVersion: string;
 }
 
-/**
- * Name of the election Lease of a discovery group: `kube-discovery-leader-<group>`. A group that is
- * no valid name part as it is (`_` is allowed in a group) gets its mapped form plus a hash of the
- * group, or `prod_eu` and `prod-eu` would share one Lease and only one of the two groups would ever
- * lead; a valid group that looks like such a hashed form is hashed too.
- */
+/** Name of the election Lease of a discovery group. */
 export function electionLeaseName(group: string): string {
   const safe = group.toLowerCase().replace(/[^a-z0-9.-]+/g, '-').replace(/^[^a-z0-9]+|[^a-z0-9]+$/g, '');
-  if (safe === group && !/-h[0-9a-f]{10}$/.test(safe)) return `kube-discovery-leader-${safe}`.slice(0, 253);
-  const hash = createHash('sha256').update(group, 'utf8').digest('hex').slice(0, 10);
-  return `kube-discovery-leader-${safe === '' ? '' : `${safe}-`}h${hash}`.slice(0, 253);
+  return `kube-discovery-leader-${safe || 'default'}`.slice(0, 253);
 }
 
 /** Campaigns for a group's Lease until `stop()`. */
