@@ -349,8 +349,19 @@ export class KubernetesBackend implements RegistryBackend {
 
   async list(prefix: string): Promise<RegistryItem[]> {
     this.#open();
+    // The entries are read before the Leases they name are judged: an entry found on a Lease gone or
+    // lapsed by then may have been moved onto another meanwhile (a new leader's take-over, the old
+    // Lease reaped). It is left out only when a second reading, begun after that judgement, still
+    // finds it on a dead Lease; a moved one shows its new Lease there.
+    const first = await this.#listOnce(prefix);
+    return first.dropped === 0 ? first.items : (await this.#listOnce(prefix)).items;
+  }
+
+  /** One reading of the entries under `prefix` on live Leases (or none), and how many were left out for a dead Lease. */
+  async #listOnce(prefix: string): Promise<{items: RegistryItem[]; dropped: number}> {
     const {entries, leases} = await this.#entriesThenLeases();
     const items: RegistryItem[] = [];
+    let dropped = 0;
     for (const entry of preferLive(entries)) {
       if (!entry.key.startsWith(prefix)) continue;
       if (entry.lease === undefined) {
@@ -359,8 +370,9 @@ export class KubernetesBackend implements RegistryBackend {
       }
       const lease = leases.get(entry.lease);
       if (lease && !this.#expired(lease)) items.push(this.#item(entry, lease));
+      else dropped++;
     }
-    return items.sort((a, b) => compareKeys(a.key, b.key));
+    return {items: items.sort((a, b) => compareKeys(a.key, b.key)), dropped};
   }
 
   async delete(key: string, options?: WriteOptions): Promise<boolean> {
