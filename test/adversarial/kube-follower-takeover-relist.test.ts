@@ -84,3 +84,36 @@ it('keeps every cluster the new leader moved onto its Lease while the follower l
   expect(deleted, 'clusters the follower told its watchers were deleted').toEqual([]);
   expect(inventory.list().map((s) => s.metadata.name)).toEqual(NAMES);
 });
+
+it("tells no watcher a cluster was deleted when the old Lease is gone while the follower's watch is still applying the moves", async () => {
+  await follower.close();
+  // The follower checks its entries' Leases every second, as by default.
+  follower = new KubernetesBackend({namespace: 'kd', clock: systemClock, client: await env.clientAs('follower'), identity: 'follower'});
+  const oldLease = await oldLeader.grantLease(600_000);
+  for (const name of NAMES) await oldLeader.put(`kube_servers/${GROUP}/${name}`, doc(name), {lease: oldLease});
+  inventory = new Inventory({backend: follower, group: GROUP, clock: systemClock, resyncMs: 3_600_000});
+  await inventory.start();
+  const deleted: string[] = [];
+  inventory.subscribe((event) => {
+    if (event.type === 'delete') deleted.push(event.name);
+  });
+
+  // The follower's watch needs the new Lease for the moves; that read is answered late.
+  let answer!: () => void;
+  const late = new Promise<void>((resolve) => {
+    answer = resolve;
+  });
+  env.server.setFault((call) => (call.user === 'follower' && call.method === 'GET' && !call.watch && /\/leases\/[^/]+$/.test(call.path) ? {until: late} : undefined));
+  const lease = await newLeader.grantLease(600_000);
+  for (const name of NAMES) await newLeader.put(`kube_servers/${GROUP}/${name}`, doc(name), {lease});
+  await newLeader.revokeLease(oldLease);
+  // Two of the follower's Lease checks after the old Lease is gone.
+  const mark = env.server.calls.length;
+  const checks = (): number => env.server.calls.slice(mark).filter((c) => c.user === 'follower' && !c.watch && c.path.endsWith('/leases')).length;
+  while (checks() < 2) await new Promise((resolve) => setTimeout(resolve, 50));
+  answer();
+  while (inventory.storedOnLease('alpha', lease.id) !== true) await new Promise((resolve) => setTimeout(resolve, 50));
+
+  expect(deleted, 'clusters the follower told its watchers were deleted').toEqual([]);
+  expect(inventory.list().map((s) => s.metadata.name)).toEqual(NAMES);
+});
