@@ -58,6 +58,8 @@ export interface EtcdBackendStats {
 export const DEFAULT_ETCD_PREFIX = '/kube-discovery/';
 
 const PAGE_SIZE = 500;
+/** Listings read in a row while a lease of their entries lapses during each (see list). */
+const LIST_ATTEMPTS = 3;
 
 /** Builds the etcd backend, reading TLS files first so a bad path fails at start. */
 export async function openEtcdBackend(config: EtcdBackendConfig): Promise<EtcdBackend> {
@@ -245,11 +247,25 @@ export class EtcdBackend implements RegistryBackend {
   }
 
   async list(prefix: string): Promise<RegistryItem[]> {
+    // A listing is read at one revision, but the leases on it are judged afterwards, by etcd's answer
+    // of now: a lease found gone may have lapsed after that revision, its entries moved onto another
+    // lease meanwhile (a new leader's take-over). They are left out only when a listing read after
+    // etcd said so still has them on a lapsed lease (impossible: etcd deletes a lease's keys with it),
+    // so the group is listed again, and a lease lapsing during every listing is given up on at last.
+    for (let attempt = 1; ; attempt++) {
+      const gone = new Set<string>();
+      const items = await this.#items(await this.#range(prefix), gone);
+      if (gone.size === 0 || attempt >= LIST_ATTEMPTS) return items;
+      this.#logger?.debug({where: this.#where, prefix, leases: [...gone]}, 'etcd: a lease lapsed while the registry was listed; listing again');
+    }
+  }
+
+  /** Every key under `prefix`, paged at one revision: a consistent snapshot that never exceeds the gRPC message limit. */
+  async #range(prefix: string): Promise<IKeyValue[]> {
     const range = Range.prefix(this.#abs(prefix));
     const kvs: IKeyValue[] = [];
     let start = range.start;
     let revision: string | undefined;
-    // Paged at one revision: a consistent snapshot that never exceeds the gRPC message limit.
     for (;;) {
       const from = start;
       const res = await this.#call('list', () =>
@@ -261,7 +277,7 @@ export class EtcdBackend implements RegistryBackend {
       if (!res.more || last === undefined) break;
       start = Buffer.concat([last.key, Buffer.from([0])]);
     }
-    return this.#items(kvs);
+    return kvs;
   }
 
   async delete(key: string): Promise<boolean> {
@@ -387,8 +403,11 @@ export class EtcdBackend implements RegistryBackend {
     }
   }
 
-  /** Converts stored key-values into items, dropping entries whose lease is known to have expired. */
-  async #items(kvs: readonly IKeyValue[]): Promise<RegistryItem[]> {
+  /**
+   * Converts stored key-values into items, dropping entries whose lease is known to have expired;
+   * `gone` collects the leases etcd said were gone although entries of `kvs` hang on them.
+   */
+  async #items(kvs: readonly IKeyValue[], gone?: Set<string>): Promise<RegistryItem[]> {
     const now = this.#clock.now();
     const expiry = new Map<string, number | undefined>();
     const unknown = new Set<string>();
@@ -411,6 +430,7 @@ export class EtcdBackend implements RegistryBackend {
           // (0 = under a second left but alive), so `expires` is a lower bound to the second.
           const ttl = Number(res.TTL);
           expiry.set(id, ttl < 0 ? now : now + Math.max(ttl * 1000, 1));
+          if (ttl < 0) gone?.add(id);
           // Ours and alive after all: remember what etcd said, so the next listing need not ask.
           if (ttl > 0 && this.#leaseExpiry.has(id)) this.#leaseExpiry.set(id, {elapsed: sentAt + ttl * 1000, wall: now + ttl * 1000});
         } catch {

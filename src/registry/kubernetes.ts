@@ -349,8 +349,19 @@ export class KubernetesBackend implements RegistryBackend {
 
   async list(prefix: string): Promise<RegistryItem[]> {
     this.#open();
+    // The entries are read before the Leases they name are judged: an entry found on a Lease gone or
+    // lapsed by then may have been moved onto another meanwhile (a new leader's take-over, the old
+    // Lease reaped). It is left out only when a second reading, begun after that judgement, still
+    // finds it on a dead Lease; a moved one shows its new Lease there.
+    const first = await this.#listOnce(prefix);
+    return first.dropped === 0 ? first.items : (await this.#listOnce(prefix)).items;
+  }
+
+  /** One reading of the entries under `prefix` on live Leases (or none), and how many were left out for a dead Lease. */
+  async #listOnce(prefix: string): Promise<{items: RegistryItem[]; dropped: number}> {
     const {entries, leases} = await this.#entriesThenLeases();
     const items: RegistryItem[] = [];
+    let dropped = 0;
     for (const entry of preferLive(entries)) {
       if (!entry.key.startsWith(prefix)) continue;
       if (entry.lease === undefined) {
@@ -359,8 +370,9 @@ export class KubernetesBackend implements RegistryBackend {
       }
       const lease = leases.get(entry.lease);
       if (lease && !this.#expired(lease)) items.push(this.#item(entry, lease));
+      else dropped++;
     }
-    return items.sort((a, b) => compareKeys(a.key, b.key));
+    return {items: items.sort((a, b) => compareKeys(a.key, b.key)), dropped};
   }
 
   async delete(key: string, options?: WriteOptions): Promise<boolean> {
@@ -770,6 +782,8 @@ class KubeWatch {
   #leases = new Map<string, LeaseState>();
   /** Events are applied one after another, in stream order, even when one needs a Lease read. */
   #chain: Promise<void> = Promise.resolve();
+  /** Per object name, events received and not yet applied (waiting in the chain). */
+  readonly #pending = new Map<string, number>();
   #resourceVersion = '';
   #handle: {abort(): void} | undefined;
   #closed = false;
@@ -810,6 +824,9 @@ class KubeWatch {
     const events: WatchEvent[] = [];
     for (const [name, entry] of this.#known) {
       if (entry.lease === undefined || this.#expired.has(name)) continue;
+      // An event of this entry is still being applied (its new Lease being read): it may have moved
+      // onto another Lease already, as a take-over moves every entry. It is judged at the next check.
+      if (this.#pending.has(name)) continue;
       // Bound to a Lease after the list was asked for: the list may predate that Lease.
       if (snapshot.get(name) !== entry.lease) continue;
       if (!this.#backend.isExpired(leases.get(entry.lease))) continue;
@@ -864,11 +881,22 @@ class KubeWatch {
           if (status.code === 410) gone = true;
           return;
         }
-        this.#chain = this.#chain.then(() => this.#apply(event.type, event.object)).catch((err: unknown) => {
-          // An event that cannot be applied is dropped, never read as a deletion; a new listing repairs the view.
-          this.#backend.reportBackground(err);
-          this.#relistSoon();
-        });
+        const name = (event.object as {metadata?: {name?: unknown}} | null)?.metadata?.name;
+        const pending = typeof name === 'string' ? name : undefined;
+        if (pending !== undefined) this.#pending.set(pending, (this.#pending.get(pending) ?? 0) + 1);
+        this.#chain = this.#chain
+          .then(() => this.#apply(event.type, event.object))
+          .catch((err: unknown) => {
+            // An event that cannot be applied is dropped, never read as a deletion; a new listing repairs the view.
+            this.#backend.reportBackground(err);
+            this.#relistSoon();
+          })
+          .finally(() => {
+            if (pending === undefined) return;
+            const left = (this.#pending.get(pending) ?? 1) - 1;
+            if (left > 0) this.#pending.set(pending, left);
+            else this.#pending.delete(pending);
+          });
       },
       (err) => {
         if (this.#closed) return;

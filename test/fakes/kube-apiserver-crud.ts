@@ -53,8 +53,8 @@ export interface FakeKubeUser {
   readonly groups?: readonly string[];
 }
 
-/** What a fault hook returns: answer with this status/body, or never answer. */
-export type InjectedFault = {readonly status: number; readonly body: string} | 'hang';
+/** What a fault hook returns: answer with this status/body, never answer, or answer normally once `until` settles (a slow answer). */
+export type InjectedFault = {readonly status: number; readonly body: string} | 'hang' | {readonly until: Promise<unknown>};
 
 /** Options of {@link startKubeApiServer}. */
 export interface KubeApiServerOptions {
@@ -465,7 +465,8 @@ export async function startKubeApiServer(options: KubeApiServerOptions = {}): Pr
       done();
       return;
     }
-    if (injected !== undefined) {
+    if (injected !== undefined && 'until' in injected) await injected.until.catch(() => undefined);
+    else if (injected !== undefined) {
       res.writeHead(injected.status, {'content-type': 'application/json'});
       res.end(injected.body);
       return;
