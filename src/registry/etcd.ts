@@ -12,6 +12,7 @@ import {
   Range,
   type IKeyValue,
   type IOptions,
+  type IRangeResponse,
   type IRequestOp,
 } from 'etcd3';
 import type {Logger} from 'pino';
@@ -58,6 +59,21 @@ export interface EtcdBackendStats {
 export const DEFAULT_ETCD_PREFIX = '/kube-discovery/';
 
 const PAGE_SIZE = 500;
+
+/** Listings started again after etcd compacted the revision they read at, before one fails. */
+const LIST_ATTEMPTS = 5;
+
+/** A paged listing's revision was compacted before its last page was read. */
+class CompactedDuringListing extends Error {
+  override readonly name = 'CompactedDuringListing';
+  /** The revision the listing read at. */
+  readonly revision: string;
+
+  constructor(revision: string, cause: unknown) {
+    super(`revision ${revision} was compacted during a paged listing`, {cause});
+    this.revision = revision;
+  }
+}
 
 /** Builds the etcd backend, reading TLS files first so a bad path fails at start. */
 export async function openEtcdBackend(config: EtcdBackendConfig): Promise<EtcdBackend> {
@@ -245,23 +261,47 @@ export class EtcdBackend implements RegistryBackend {
   }
 
   async list(prefix: string): Promise<RegistryItem[]> {
+    // etcd may compact the revision a paged listing reads at before its last page (a short
+    // --auto-compaction-retention on a large registry): start again at the newest revision, a few
+    // times, rather than fail every listing while compaction keeps pace with it.
+    for (let attempt = 1; ; attempt++) {
+      let kvs: IKeyValue[];
+      try {
+        kvs = await this.#listPages(prefix);
+      } catch (err) {
+        if (!(err instanceof CompactedDuringListing) || attempt >= LIST_ATTEMPTS) throw this.#error('list', err instanceof CompactedDuringListing ? err.cause : err);
+        this.#logger?.warn(
+          {where: this.#where, prefix, revision: err.revision, attempt},
+          'etcd compacted the revision of a paged listing before its last page; listing again at the newest revision',
+        );
+        continue;
+      }
+      return this.#items(kvs);
+    }
+  }
+
+  /** Every key-value under `prefix`, paged at the first page's revision: a consistent snapshot within the gRPC message limit. */
+  async #listPages(prefix: string): Promise<IKeyValue[]> {
     const range = Range.prefix(this.#abs(prefix));
     const kvs: IKeyValue[] = [];
     let start = range.start;
     let revision: string | undefined;
-    // Paged at one revision: a consistent snapshot that never exceeds the gRPC message limit.
     for (;;) {
       const from = start;
-      const res = await this.#call('list', () =>
-        this.#client.kv.range({key: from, range_end: range.end, limit: PAGE_SIZE, ...(revision !== undefined ? {revision} : {})}, this.#opts()),
-      );
+      let res: IRangeResponse;
+      try {
+        res = await this.#client.kv.range({key: from, range_end: range.end, limit: PAGE_SIZE, ...(revision !== undefined ? {revision} : {})}, this.#opts());
+      } catch (err) {
+        if (revision !== undefined && errorMessage(err).includes('required revision has been compacted')) throw new CompactedDuringListing(revision, err);
+        throw err;
+      }
       revision ??= res.header.revision;
       kvs.push(...res.kvs);
       const last = res.kvs.at(-1);
       if (!res.more || last === undefined) break;
       start = Buffer.concat([last.key, Buffer.from([0])]);
     }
-    return this.#items(kvs);
+    return kvs;
   }
 
   async delete(key: string): Promise<boolean> {
