@@ -367,10 +367,10 @@ export class EtcdBackend implements RegistryBackend {
    * A view whose put, delete and revokeLease succeed only while `fence.key` still has
    * `fence.createRevision`, i.e. while this replica still holds the leadership it won; otherwise
    * they throw FencedError. Reads and lease grants/keepalives go straight through. Closing the
-   * view leaves this backend open.
+   * view leaves this backend open. `onRefused` is told of every write refused that way.
    */
-  withFence(fence: Fence): RegistryBackend {
-    return new FencedEtcdView(this, fence);
+  withFence(fence: Fence, onRefused?: (fence: Fence) => void): RegistryBackend {
+    return new FencedEtcdView(this, fence, onRefused);
   }
 
   /** @internal Fenced write used by the view: `if createRevision(fence) == rev then op`. */
@@ -606,10 +606,12 @@ class FencedEtcdView implements RegistryBackend {
   readonly name = 'etcd';
   readonly #inner: EtcdBackend;
   readonly #fence: Fence;
+  readonly #onRefused: ((fence: Fence) => void) | undefined;
 
-  constructor(inner: EtcdBackend, fence: Fence) {
+  constructor(inner: EtcdBackend, fence: Fence, onRefused?: (fence: Fence) => void) {
     this.#inner = inner;
     this.#fence = fence;
+    this.#onRefused = onRefused;
   }
 
   grantLease(ttlMs: number): Promise<Lease> {
@@ -626,12 +628,12 @@ class FencedEtcdView implements RegistryBackend {
 
   async revokeLease(lease: Lease): Promise<void> {
     // etcd cannot revoke a lease inside a transaction; check first (best effort, a narrow race remains).
-    if (!(await this.#inner.fenceHolds(this.#fence))) throw fencedError(this.#fence, `revoke lease ${lease.id}`);
+    if (!(await this.#inner.fenceHolds(this.#fence))) throw this.#refused(fencedError(this.#fence, `revoke lease ${lease.id}`));
     await this.#inner.revokeLease(lease);
   }
 
   async put(key: string, value: string, options?: PutOptions): Promise<RegistryItem> {
-    const {revision} = await this.#inner.fencedWrite(this.#fence, 'put', key, value, options);
+    const {revision} = await this.#write(() => this.#inner.fencedWrite(this.#fence, 'put', key, value, options));
     return this.#inner.written(key, value, revision, options?.lease);
   }
 
@@ -644,7 +646,7 @@ class FencedEtcdView implements RegistryBackend {
   }
 
   async delete(key: string): Promise<boolean> {
-    return (await this.#inner.fencedWrite(this.#fence, 'delete', key)).deleted;
+    return (await this.#write(() => this.#inner.fencedWrite(this.#fence, 'delete', key))).deleted;
   }
 
   watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: WatchOptions): Promise<Watcher> {
@@ -657,5 +659,23 @@ class FencedEtcdView implements RegistryBackend {
 
   async close(): Promise<void> {
     // The view borrows the backend's connection; the owner closes it.
+  }
+
+  async #write<T>(write: () => Promise<T>): Promise<T> {
+    try {
+      return await write();
+    } catch (err) {
+      throw err instanceof FencedError ? this.#refused(err) : err;
+    }
+  }
+
+  /** Tells the owner (the election) that the fence no longer holds, and returns the error to throw. */
+  #refused(err: FencedError): FencedError {
+    try {
+      this.#onRefused?.(this.#fence);
+    } catch {
+      // The write's own error is what the caller needs; the listener's is not ours to report.
+    }
+    return err;
   }
 }

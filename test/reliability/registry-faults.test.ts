@@ -9,6 +9,7 @@ import {spawnSync} from 'node:child_process';
 import {mkdtemp, rm} from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import {Etcd3} from 'etcd3';
 import {afterAll, beforeAll, describe, expect, it, vi} from 'vitest';
 import {kubeServerKey, kubeServerPrefix} from '../../heartbeats/kube-server.ts';
 import {systemClock} from '../../src/core/clock.ts';
@@ -17,6 +18,7 @@ import type {RegistryItem} from '../../src/registry/backend.ts';
 import {SqliteBackend} from '../../src/registry/sqlite.ts';
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
 import {CLUSTERS, runRegistryFaultScenario, type RegistryFaultDriver, type RegistryFaultObservations} from './registry-fault-scenario.ts';
+import {startTcpProxy} from '../helpers/tcp-proxy.ts';
 import {runInMountNamespace} from '../helpers/tmpfs.ts';
 import {ROUND_TRIP} from '../helpers/wait.ts';
 
@@ -204,5 +206,36 @@ describeWithEtcd('registry faults on etcd', () => {
       },
     });
     expectServedThroughout(seen, {reason: 'unreachable'});
+  });
+
+  it('the leader\'s election entry deleted and put back under it (a restore, a hand edit: another create revision): it steps down and leads again with a fence that holds; no gap, and the cluster found meanwhile is registered', async () => {
+    const prefix = '/fence-recreated/';
+    // The service reaches etcd through a proxy that holds back what etcd tells it while the entry
+    // is replaced, so the leader hears of the delete and the put together (as after a restore).
+    const proxy = await startTcpProxy(etcd.endpoint);
+    const admin = new Etcd3({hosts: [etcd.endpoint]});
+    try {
+      const seen = await runRegistryFaultScenario({
+        storage: `{type: etcd, endpoints: ["${proxy.endpoint}"], prefix: ${prefix}, dial_timeout: 1s}`,
+        async inject() {
+          proxy.hold();
+          try {
+            const [entry] = (await admin.getAll().prefix(`${prefix}election/faults/`).exec()).kvs;
+            if (!entry) throw new Error('no election entry: the service does not lead');
+            await admin.delete().key(entry.key).exec();
+            await admin.put(entry.key).value(entry.value).lease(entry.lease).exec();
+          } finally {
+            proxy.release();
+          }
+        },
+        // Heals itself: the next term writes.
+        clear: async () => undefined,
+      });
+      // The write refused for the replaced entry is counted once (reason other); the next term's writes go through.
+      expectServedThroughout(seen, {selfHealing: true});
+    } finally {
+      admin.close();
+      await proxy.close();
+    }
   });
 });
