@@ -55,6 +55,8 @@ export class LeaderElection {
   /** Leases of ended sessions not yet revoked (etcd renews leases when it restarts). */
   readonly #stale = new Set<Lease>();
   #state: LeaderState = FOLLOWER;
+  /** Ends the running session (the campaign in progress), to step down and campaign again. */
+  #session: AbortController | undefined;
   #running: Promise<void> | undefined;
   #firstRound: (() => void) | undefined;
 
@@ -104,6 +106,22 @@ export class LeaderElection {
     return this.#state.fence;
   }
 
+  /**
+   * The registry refused a write fenced with `fence`: its leader key is gone or was recreated with
+   * another create revision (an etcd restored from a snapshot, a key deleted and put back by hand).
+   * When that is the fence of the current leadership, every further write would be refused too:
+   * this replica steps down and campaigns again, with a new entry whose fence holds. A refusal of
+   * an earlier leadership's fence changes nothing.
+   */
+  fenceRefused(fence: Fence): void {
+    const current = this.#state.fence;
+    if (current?.key !== fence.key || current.createRevision !== fence.createRevision) return;
+    this.#logger?.warn({group: this.#prefix, key: fence.key}, 'leader election: a write was refused because our election entry was replaced; stepping down to campaign again');
+    // At once, as when the session lapses: the term's cycles stop writing what would be refused.
+    this.#publish(FOLLOWER);
+    this.#session?.abort();
+  }
+
   /** Steps down (followers are told first), resigns so another replica takes over at once, and stops. */
   async stop(): Promise<void> {
     this.#stop.abort();
@@ -113,6 +131,7 @@ export class LeaderElection {
   async #run(): Promise<void> {
     while (!this.#stop.signal.aborted) {
       const session = new AbortController();
+      this.#session = session;
       const onStop = (): void => session.abort();
       this.#stop.signal.addEventListener('abort', onStop, {once: true});
       let lease: Lease | undefined;
@@ -161,7 +180,12 @@ export class LeaderElection {
         dirty = false;
         const entries = await this.#backend.list(this.#prefix);
         if (session.signal.aborted) break;
-        if (!entries.some((e) => e.key === key)) throw new Error(`our election entry ${key} is gone: the session lease expired`);
+        const own = entries.find((e) => e.key === key);
+        if (!own) throw new Error(`our election entry ${key} is gone: the session lease expired`);
+        // We never write our entry again: another revision means it was deleted and put back (a
+        // restore from a snapshot, a hand edit), and a fence on the create revision we won with is
+        // refused from now on. Campaign again rather than lead without being able to write.
+        if (own.revision !== mine.revision) throw new Error(`our election entry ${key} was written again (revision ${own.revision}, ours ${mine.revision}): our fence no longer holds`);
         const first = oldest(entries);
         if (first?.key === key) {
           this.#publish({role: 'leader', leader: this.#replicaId, fence: {key, createRevision: mine.revision}});
@@ -227,6 +251,9 @@ export class LeaderElection {
   async #revokeStale(): Promise<void> {
     for (const lease of this.#stale) {
       try {
+        // Revoking deletes our entry with the lease; an entry put back by hand without it would
+        // stay, the oldest, naming this replica as leader though no session of ours holds it.
+        await this.#backend.delete(`${this.#prefix}${lease.id}`);
         await this.#backend.revokeLease(lease);
         this.#stale.delete(lease);
       } catch (err) {

@@ -130,8 +130,9 @@ export interface RegistryBackend {
   /**
    * A view whose put, delete and revokeLease throw FencedError once `fence` (from the leader
    * election) no longer holds; reads pass through. Only backends shared by replicas (etcd) have it.
+   * `onRefused` hears of each write the backend refused because the fence no longer holds.
    */
-  withFence?(fence: Fence): RegistryBackend;
+  withFence?(fence: Fence, onRefused?: (fence: Fence) => void): RegistryBackend;
   /**
    * The replica's host id from a per-replica identity store, created with `create()` only when
    * absent and never overwritten (kubernetes: a Secret per pod). Backends without one store it as an entry.

@@ -12,6 +12,7 @@ import {
   Range,
   type IKeyValue,
   type IOptions,
+  type IRangeResponse,
   type IRequestOp,
 } from 'etcd3';
 import type {Logger} from 'pino';
@@ -59,7 +60,22 @@ export const DEFAULT_ETCD_PREFIX = '/kube-discovery/';
 
 const PAGE_SIZE = 500;
 /** Listings read in a row while a lease of their entries lapses during each (see list). */
-const LIST_ATTEMPTS = 3;
+const LAPSED_LIST_ATTEMPTS = 3;
+
+/** Listings started again after etcd compacted the revision they read at, before one fails. */
+const COMPACTED_LIST_ATTEMPTS = 5;
+
+/** A paged listing's revision was compacted before its last page was read. */
+class CompactedDuringListing extends Error {
+  override readonly name = 'CompactedDuringListing';
+  /** The revision the listing read at. */
+  readonly revision: string;
+
+  constructor(revision: string, cause: unknown) {
+    super(`revision ${revision} was compacted during a paged listing`, {cause});
+    this.revision = revision;
+  }
+}
 
 /** Builds the etcd backend, reading TLS files first so a bad path fails at start. */
 export async function openEtcdBackend(config: EtcdBackendConfig): Promise<EtcdBackend> {
@@ -255,22 +271,44 @@ export class EtcdBackend implements RegistryBackend {
     for (let attempt = 1; ; attempt++) {
       const gone = new Set<string>();
       const items = await this.#items(await this.#range(prefix), gone);
-      if (gone.size === 0 || attempt >= LIST_ATTEMPTS) return items;
+      if (gone.size === 0 || attempt >= LAPSED_LIST_ATTEMPTS) return items;
       this.#logger?.debug({where: this.#where, prefix, leases: [...gone]}, 'etcd: a lease lapsed while the registry was listed; listing again');
     }
   }
 
-  /** Every key under `prefix`, paged at one revision: a consistent snapshot that never exceeds the gRPC message limit. */
+  /** Every key-value under `prefix`, as one snapshot (see #listPages). */
   async #range(prefix: string): Promise<IKeyValue[]> {
+    // etcd may compact the revision a paged listing reads at before its last page (a short
+    // --auto-compaction-retention on a large registry): start again at the newest revision, a few
+    // times, rather than fail every listing while compaction keeps pace with it.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#listPages(prefix);
+      } catch (err) {
+        if (!(err instanceof CompactedDuringListing) || attempt >= COMPACTED_LIST_ATTEMPTS) throw this.#error('list', err instanceof CompactedDuringListing ? err.cause : err);
+        this.#logger?.warn(
+          {where: this.#where, prefix, revision: err.revision, attempt},
+          'etcd compacted the revision of a paged listing before its last page; listing again at the newest revision',
+        );
+      }
+    }
+  }
+
+  /** Every key-value under `prefix`, paged at the first page's revision: a consistent snapshot within the gRPC message limit. */
+  async #listPages(prefix: string): Promise<IKeyValue[]> {
     const range = Range.prefix(this.#abs(prefix));
     const kvs: IKeyValue[] = [];
     let start = range.start;
     let revision: string | undefined;
     for (;;) {
       const from = start;
-      const res = await this.#call('list', () =>
-        this.#client.kv.range({key: from, range_end: range.end, limit: PAGE_SIZE, ...(revision !== undefined ? {revision} : {})}, this.#opts()),
-      );
+      let res: IRangeResponse;
+      try {
+        res = await this.#client.kv.range({key: from, range_end: range.end, limit: PAGE_SIZE, ...(revision !== undefined ? {revision} : {})}, this.#opts());
+      } catch (err) {
+        if (revision !== undefined && errorMessage(err).includes('required revision has been compacted')) throw new CompactedDuringListing(revision, err);
+        throw err;
+      }
       revision ??= res.header.revision;
       kvs.push(...res.kvs);
       const last = res.kvs.at(-1);
@@ -343,10 +381,10 @@ export class EtcdBackend implements RegistryBackend {
    * A view whose put, delete and revokeLease succeed only while `fence.key` still has
    * `fence.createRevision`, i.e. while this replica still holds the leadership it won; otherwise
    * they throw FencedError. Reads and lease grants/keepalives go straight through. Closing the
-   * view leaves this backend open.
+   * view leaves this backend open. `onRefused` is told of every write refused that way.
    */
-  withFence(fence: Fence): RegistryBackend {
-    return new FencedEtcdView(this, fence);
+  withFence(fence: Fence, onRefused?: (fence: Fence) => void): RegistryBackend {
+    return new FencedEtcdView(this, fence, onRefused);
   }
 
   /** @internal Fenced write used by the view: `if createRevision(fence) == rev then op`. */
@@ -586,10 +624,12 @@ class FencedEtcdView implements RegistryBackend {
   readonly name = 'etcd';
   readonly #inner: EtcdBackend;
   readonly #fence: Fence;
+  readonly #onRefused: ((fence: Fence) => void) | undefined;
 
-  constructor(inner: EtcdBackend, fence: Fence) {
+  constructor(inner: EtcdBackend, fence: Fence, onRefused?: (fence: Fence) => void) {
     this.#inner = inner;
     this.#fence = fence;
+    this.#onRefused = onRefused;
   }
 
   grantLease(ttlMs: number): Promise<Lease> {
@@ -606,12 +646,12 @@ class FencedEtcdView implements RegistryBackend {
 
   async revokeLease(lease: Lease): Promise<void> {
     // etcd cannot revoke a lease inside a transaction; check first (best effort, a narrow race remains).
-    if (!(await this.#inner.fenceHolds(this.#fence))) throw fencedError(this.#fence, `revoke lease ${lease.id}`);
+    if (!(await this.#inner.fenceHolds(this.#fence))) throw this.#refused(fencedError(this.#fence, `revoke lease ${lease.id}`));
     await this.#inner.revokeLease(lease);
   }
 
   async put(key: string, value: string, options?: PutOptions): Promise<RegistryItem> {
-    const {revision} = await this.#inner.fencedWrite(this.#fence, 'put', key, value, options);
+    const {revision} = await this.#write(() => this.#inner.fencedWrite(this.#fence, 'put', key, value, options));
     return this.#inner.written(key, value, revision, options?.lease);
   }
 
@@ -624,7 +664,7 @@ class FencedEtcdView implements RegistryBackend {
   }
 
   async delete(key: string): Promise<boolean> {
-    return (await this.#inner.fencedWrite(this.#fence, 'delete', key)).deleted;
+    return (await this.#write(() => this.#inner.fencedWrite(this.#fence, 'delete', key))).deleted;
   }
 
   watch(prefix: string, onEvent: (event: WatchEvent) => void, options?: WatchOptions): Promise<Watcher> {
@@ -637,5 +677,23 @@ class FencedEtcdView implements RegistryBackend {
 
   async close(): Promise<void> {
     // The view borrows the backend's connection; the owner closes it.
+  }
+
+  async #write<T>(write: () => Promise<T>): Promise<T> {
+    try {
+      return await write();
+    } catch (err) {
+      throw err instanceof FencedError ? this.#refused(err) : err;
+    }
+  }
+
+  /** Tells the owner (the election) that the fence no longer holds, and returns the error to throw. */
+  #refused(err: FencedError): FencedError {
+    try {
+      this.#onRefused?.(this.#fence);
+    } catch {
+      // The write's own error is what the caller needs; the listener's is not ours to report.
+    }
+    return err;
   }
 }

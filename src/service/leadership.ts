@@ -59,7 +59,8 @@ export function createLeadership(options: LeadershipOptions): Leadership {
   const toRole = (): Role => {
     const state = election.state();
     if (state.role === 'leader' && state.fence) {
-      return {role: 'leader', backend: options.backend.withFence?.(state.fence) ?? options.backend};
+      // A write refused for the fence means the leader key was replaced under us: step down and campaign again.
+      return {role: 'leader', backend: options.backend.withFence?.(state.fence, (fence) => election.fenceRefused(fence)) ?? options.backend};
     }
     return {role: 'follower', ...(state.leader ? {leader: state.leader} : {})};
   };

@@ -120,6 +120,69 @@ describeWithEtcd('leader election on etcd', () => {
     }
   });
 
+  it('a leader whose election entry was deleted and put back without its lease (by hand) campaigns again, clears that entry and leads with a fence that holds', async () => {
+    const proxy = await startTcpProxy(etcd.endpoint);
+    const admin = await openEtcdBackend({endpoints: [etcd.endpoint], prefix: '/election-test/', requestTimeoutMs: 1_000});
+    try {
+      const group = `g${groups++}`;
+      const a = await replica('replica-a', group, {endpoint: proxy.endpoint, ttlMs: LASTING_TTL_MS});
+      const oldFence = a.election.fence();
+      if (!oldFence) throw new Error('expected the leader to hold a fence');
+      // The leader hears of the delete and the put together (as after a restore, or a watch resumed late).
+      proxy.hold();
+      try {
+        await admin.delete(oldFence.key);
+        await admin.put(oldFence.key, 'replica-a');
+      } finally {
+        proxy.release();
+      }
+      await until(() => a.election.isLeader() && a.election.fence()?.key !== oldFence.key, 10_000);
+      const fence = a.election.fence();
+      if (!fence) throw new Error('expected the leader to hold a fence');
+      await expect(a.backend.withFence(fence).put('kube_servers/g/x', 'written')).resolves.toMatchObject({key: 'kube_servers/g/x'});
+      // Left in place, the entry put back by hand would be the oldest for ever, naming a leader no session holds.
+      expect(await admin.get(oldFence.key)).toBeUndefined();
+    } finally {
+      await admin.close();
+      await proxy.close();
+    }
+  });
+
+  it('a write refused because the leader key was replaced makes the leader step down and campaign again; a refusal of an older fence does not', async () => {
+    const proxy = await startTcpProxy(etcd.endpoint);
+    const admin = await openEtcdBackend({endpoints: [etcd.endpoint], prefix: '/election-test/', requestTimeoutMs: 1_000});
+    try {
+      const group = `g${groups++}`;
+      const a = await replica('replica-a', group, {endpoint: proxy.endpoint, ttlMs: LASTING_TTL_MS});
+      const fence = a.election.fence();
+      if (!fence) throw new Error('expected the leader to hold a fence');
+      const view = (f: typeof fence): ReturnType<EtcdBackend['withFence']> => admin.withFence(f, (refused) => a.election.fenceRefused(refused));
+
+      await expect(view({...fence, createRevision: '1'}).put('kube_servers/g/x', 'old')).rejects.toBeInstanceOf(FencedError);
+      expect(a.election.fence()).toEqual(fence);
+
+      // The election's own connection hears nothing meanwhile: only the refused write can tell it.
+      proxy.hold();
+      try {
+        const entry = await admin.get(fence.key);
+        await admin.delete(fence.key);
+        await admin.put(fence.key, entry?.value ?? '', ...(entry?.lease ? [{lease: {id: entry.lease, ttlMs: LASTING_TTL_MS}}] : []));
+        await expect(view(fence).put('kube_servers/g/x', 'refused')).rejects.toBeInstanceOf(FencedError);
+        expect(a.election.isLeader()).toBe(false);
+      } finally {
+        proxy.release();
+      }
+      await until(() => a.election.isLeader(), 10_000);
+      const next = a.election.fence();
+      if (!next) throw new Error('expected the leader to hold a fence');
+      expect(next.key).not.toBe(fence.key);
+      await expect(view(next).put('kube_servers/g/x', 'written')).resolves.toMatchObject({key: 'kube_servers/g/x'});
+    } finally {
+      await admin.close();
+      await proxy.close();
+    }
+  });
+
   it('etcd down longer than the session TTL: everyone steps down, and one leader is elected when it is back', async () => {
     const group = `g${groups++}`;
     const a = await replica('replica-a', group);

@@ -12,6 +12,13 @@ export interface TcpProxy {
   cut(): void;
   /** Accepts and forwards connections again. */
   restore(): void;
+  /**
+   * Holds back what the server sends (answers, watch events) on every connection, without
+   * dropping any, until `release`: the client hears of the server's changes meanwhile all at once.
+   */
+  hold(): void;
+  /** Delivers what was held back and forwards again. */
+  release(): void;
   close(): Promise<void>;
 }
 
@@ -19,7 +26,10 @@ export interface TcpProxy {
 export async function startTcpProxy(target: string): Promise<TcpProxy> {
   const {hostname, port} = new URL(target);
   const sockets = new Set<net.Socket>();
+  // Each connection's server side and the client it forwards to, for hold() and release().
+  const links = new Map<net.Socket, net.Socket>();
   let open = true;
+  let held = false;
   const server = net.createServer((client) => {
     if (!open) {
       client.destroy();
@@ -33,10 +43,14 @@ export async function startTcpProxy(target: string): Promise<TcpProxy> {
       upstream.destroy();
       sockets.delete(client);
       sockets.delete(upstream);
+      links.delete(upstream);
     };
     client.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
-    client.pipe(upstream).pipe(client);
+    links.set(upstream, client);
+    client.pipe(upstream);
+    if (held) upstream.pause();
+    else upstream.pipe(client);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = server.address();
@@ -50,6 +64,18 @@ export async function startTcpProxy(target: string): Promise<TcpProxy> {
     },
     restore() {
       open = true;
+    },
+    hold() {
+      held = true;
+      for (const [upstream, client] of links) {
+        upstream.unpipe(client);
+        upstream.pause();
+      }
+    },
+    release() {
+      held = false;
+      // pipe() resumes the stream; what it buffered meanwhile goes out first.
+      for (const [upstream, client] of links) upstream.pipe(client);
     },
     async close() {
       open = false;

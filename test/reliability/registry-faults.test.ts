@@ -9,6 +9,7 @@ import {spawnSync} from 'node:child_process';
 import {mkdtemp, rm} from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import {Etcd3} from 'etcd3';
 import {afterAll, beforeAll, describe, expect, it, vi} from 'vitest';
 import {kubeServerKey, kubeServerPrefix} from '../../heartbeats/kube-server.ts';
 import {systemClock} from '../../src/core/clock.ts';
@@ -17,6 +18,7 @@ import type {RegistryItem} from '../../src/registry/backend.ts';
 import {SqliteBackend} from '../../src/registry/sqlite.ts';
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
 import {CLUSTERS, runRegistryFaultScenario, type RegistryFaultDriver, type RegistryFaultObservations} from './registry-fault-scenario.ts';
+import {startTcpProxy} from '../helpers/tcp-proxy.ts';
 import {runInMountNamespace} from '../helpers/tmpfs.ts';
 import {ROUND_TRIP} from '../helpers/wait.ts';
 
@@ -40,7 +42,7 @@ function inMountNamespace(fault: 'disk_full' | 'read_only'): RegistryFaultObserv
 /** Common expectations of a fault row. */
 function expectServedThroughout(
   seen: RegistryFaultObservations,
-  expected: {reason?: string; operation?: string; entriesAfter?: number; selfHealing?: boolean},
+  expected: {reason?: string; operation?: string; entriesAfter?: number; selfHealing?: boolean; refusedWrites?: boolean},
 ): void {
   expect(seen.entriesBefore).toBe(CLUSTERS);
   // Zero gaps, zero false deregistrations.
@@ -59,6 +61,10 @@ function expectServedThroughout(
     expect(seen.errorsMetric).toBeGreaterThan(0);
     expect(seen.degradedLines).toBeGreaterThanOrEqual(1);
     expect(seen.degradedLines).toBeLessThanOrEqual(2);
+    expect(seen.recoveredLines).toBe(seen.degradedLines);
+  } else if (expected.refusedWrites) {
+    // Writes refused for a fence that no longer holds count as write faults (reason other), as many
+    // as the cycle had on their way when it happened (none when the leader noticed first); each heals.
     expect(seen.recoveredLines).toBe(seen.degradedLines);
   } else if (expected.reason) {
     expect(seen.readyDuringFault).toMatchObject({httpStatus: 200, body: {status: 'degraded'}});
@@ -204,5 +210,35 @@ describeWithEtcd('registry faults on etcd', () => {
       },
     });
     expectServedThroughout(seen, {reason: 'unreachable'});
+  });
+
+  it('the leader\'s election entry deleted and put back under it (a restore, a hand edit: another create revision): it steps down and leads again with a fence that holds; no gap, and the cluster found meanwhile is registered', async () => {
+    const prefix = '/fence-recreated/';
+    // The service reaches etcd through a proxy that holds back what etcd tells it while the entry
+    // is replaced, so the leader hears of the delete and the put together (as after a restore).
+    const proxy = await startTcpProxy(etcd.endpoint);
+    const admin = new Etcd3({hosts: [etcd.endpoint]});
+    try {
+      const seen = await runRegistryFaultScenario({
+        storage: `{type: etcd, endpoints: ["${proxy.endpoint}"], prefix: ${prefix}, dial_timeout: 1s}`,
+        async inject() {
+          proxy.hold();
+          try {
+            const [entry] = (await admin.getAll().prefix(`${prefix}election/faults/`).exec()).kvs;
+            if (!entry) throw new Error('no election entry: the service does not lead');
+            await admin.delete().key(entry.key).exec();
+            await admin.put(entry.key).value(entry.value).lease(entry.lease).exec();
+          } finally {
+            proxy.release();
+          }
+        },
+        // Heals itself: the next term writes.
+        clear: async () => undefined,
+      });
+      expectServedThroughout(seen, {refusedWrites: true});
+    } finally {
+      admin.close();
+      await proxy.close();
+    }
   });
 });
