@@ -33,8 +33,11 @@ import type {TokenRate} from './token-rate.ts';
 import {measureWatchers, type WatchersReport} from './watchers.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
-/** Workloads whose target is the first cycle's wall (W0 against the peer): measured `coldRuns` times. */
-const FIRST_CYCLE_JUDGED = new Set(['W0']);
+/**
+ * Workloads judged against the peer's cycle wall (W0): their first cycle is measured `coldRuns`
+ * times, and a further run describes every cluster every cycle, as the peer does.
+ */
+const PEER_JUDGED = new Set(['W0']);
 const HERE = import.meta.dirname;
 
 /** Options of one bench run. */
@@ -87,13 +90,13 @@ async function runWorkload(scenario: Scenario, options: BenchOptions, peers: Pee
   try {
     log(`${scenario.name}: ${sim.description.clusters.total} clusters (${sim.description.clusters.expected} discoverable)`);
     const configFile = path.join(dir, 'config.yaml');
-    const configText = (registry: string): string => serviceConfig(sim.description, {
+    const configText = (registry: string, discovery: Record<string, unknown> = {}): string => serviceConfig(sim.description, {
       group: 'bench',
       pollInterval: '1h',
       storage: {type: 'sqlite', path: path.join(dir, registry)},
       log: {level: 'warn', format: 'json'},
       probe: false,
-      discovery: {...scenario.service?.discovery, ...options.discovery},
+      discovery: {...scenario.service?.discovery, ...options.discovery, ...discovery},
     });
     const text = configText('registry.db');
     await writeFile(configFile, text);
@@ -122,7 +125,7 @@ async function runWorkload(scenario: Scenario, options: BenchOptions, peers: Pee
     // W0 is judged on its first cycle, and one first cycle is one sample on a shared machine: the
     // service starts again in fresh processes, each with a new registry (so each run describes and
     // registers everything), and the report judges the median of all first cycles.
-    const coldRuns = FIRST_CYCLE_JUDGED.has(scenario.name) ? Math.max(1, options.coldRuns ?? 3) : 1;
+    const coldRuns = PEER_JUDGED.has(scenario.name) ? Math.max(1, options.coldRuns ?? 3) : 1;
     const firstCycles: DriverCycle[] = service.result.cycles.slice(0, 1);
     for (let i = 1; i < coldRuns; i++) {
       log(`${scenario.name}: service, first cycle again (${i + 1}/${coldRuns})`);
@@ -132,6 +135,18 @@ async function runWorkload(scenario: Scenario, options: BenchOptions, peers: Pee
       if (!again.ok) throw new Error(`${scenario.name}: the service's first-cycle run ${i + 1} failed: ${again.reason}`);
       firstCycles.push(...again.result.cycles.slice(0, 1));
     }
+    // The same work as the peer's cycle, in a warm process: the service's own warm cycles describe
+    // only what changed, so this run sets `refresh_interval: 0s` and every cycle describes every
+    // cluster (at least 3 cycles, so there are 2 warm ones).
+    let fullDescribe: DriverResult | undefined;
+    if (PEER_JUDGED.has(scenario.name)) {
+      log(`${scenario.name}: service, every cluster described every cycle`);
+      const file = path.join(dir, 'config-full-describe.yaml');
+      await writeFile(file, configText('registry-full-describe.db', {refresh_interval: '0s'}));
+      const full = await runChild<DriverResult>(driver, {...request('service'), config: file, cycles: Math.max(3, options.cycles)}, {env, nodeArgs, onProgress: (l) => log(`  ${l}`)});
+      if (!full.ok) throw new Error(`${scenario.name}: the service's run describing every cluster failed: ${full.reason}`);
+      fullDescribe = full.result;
+    }
     const profile = options.profile ? await profileOf(profileDir, path.join(os.tmpdir(), `kd-bench-${scenario.name}-service.cpuprofile`)) : undefined;
     const report = workloadReport({
       name: scenario.name,
@@ -140,6 +155,7 @@ async function runWorkload(scenario: Scenario, options: BenchOptions, peers: Pee
       bounds: cycleBounds(scenario, {sources: concurrency.sources, perRegion: concurrency.per_region}),
       service: service.result,
       firstCycles,
+      ...(fullDescribe ? {fullDescribe} : {}),
       floor: floor.result,
       ...(peer ? {peer} : {}),
       ...(profile ? {profile} : {}),

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import {describe, expect, it} from 'vitest';
 import {runBench} from '../../bench/bench.ts';
-import {formatMarkdown} from '../../bench/report.ts';
+import {formatMarkdown, judgeTargets} from '../../bench/report.ts';
 import type {KeepaliveResult} from '../../bench/keepalive.ts';
 
 const SMOKE = path.resolve(import.meta.dirname, '../../bench/scenarios/smoke.json');
@@ -72,7 +72,7 @@ describe('npm run bench', () => {
     expect(lines.some((l) => l.startsWith('smoke: 10 clusters'))).toBe(true);
   }, 120_000);
 
-  it('measures the first cycle of a workload judged on it (W0) in fresh starts and judges their median', async () => {
+  it('measures W0 like the peer: the first cycle in fresh starts, and warm cycles describing every cluster', async () => {
     // The smoke world under W0's name: W0's target is its first cycle, so the bench starts the
     // service again, each time with a new registry, and the report keeps every first cycle.
     const dir = await mkdtemp(path.join(os.tmpdir(), 'kd-bench-first-'));
@@ -91,10 +91,24 @@ describe('npm run bench', () => {
       // Each fresh start registered every cluster (a new registry: nothing carried over).
       expect(w.clusters).toMatchObject({expected: 10, found: 10, all_found: true});
       expect(lines.filter((l) => l.includes('first cycle again'))).toHaveLength(2);
-      // Without the peer there is nothing to compare: the target says so instead of a value.
-      const target = report.targets.find((t) => t.name.startsWith('W0 first cycle wall'));
-      expect(target).toMatchObject({name: 'W0 first cycle wall (median of 3 starts) / peer wall', met: null});
+      // The peer's work at the same warmth: a further run in which every cycle describes every cluster.
+      expect(lines.filter((l) => l.includes('every cluster described every cycle'))).toHaveLength(1);
+      expect(w.full_describe_wall_ms?.all).toHaveLength(3);
+      expect(w.full_describe_wall_ms?.describes).toEqual([10, 10, 10]);
+      // Without the peer there is nothing to compare: the targets say so instead of a value.
+      expect(report.targets.filter((t) => t.name.startsWith('W0 ') && t.name.includes('/ peer'))).toEqual([
+        expect.objectContaining({name: 'W0 cycle wall, every cluster described (warm median) / peer warm wall', met: null}),
+        expect.objectContaining({name: 'W0 first cycle wall (median of 3 starts) / peer first cycle wall', met: null}),
+      ]);
       expect(w.vs_peer).toBeUndefined();
+
+      // With a peer, both are judged; a "describe everything" run that did not describe everything is no comparison.
+      const peer = {ran: true, peer: 'backstage', versions: {}, wall_ms_median: 1000, wall_ms_all: [2000, 1000, 1000], api_calls_per_cycle: 12, clusters_found: 10, clusters_expected: 10, found_all: true, failed_locations: 0, cpu_ms_per_cluster: 1, peak_rss_mb: 100, token_mints_per_second: 1, notes: []} as const;
+      const fast = {...w, full_describe_wall_ms: {all: [900, 500, 400], warm_median: 400, describes: [10, 10, 10]}, vs_peer: {full_describe_warm_vs_peer_warm: 0.4, first_vs_peer_first: 0.45, first_vs_peer_warm: 0.9, steady_vs_peer_warm: 0.05}, peer};
+      const judged = (x: typeof fast) => judgeTargets([x], [], {skipped: 'not run'}).filter((t) => t.name.startsWith('W0 ') && t.name.includes('/ peer'));
+      expect(judged(fast).map((t) => [t.value, t.met])).toEqual([[0.4, true], [0.45, true]]);
+      const partial = {...fast, full_describe_wall_ms: {...fast.full_describe_wall_ms, describes: [10, 4, 10]}};
+      expect(judged(partial)[0]).toMatchObject({met: false, missed_by: 'a warm cycle described fewer than 10 clusters (10 / 4 / 10)'});
     } finally {
       await rm(dir, {recursive: true, force: true});
     }
