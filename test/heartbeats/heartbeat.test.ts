@@ -4,6 +4,8 @@ import {join} from 'node:path';
 import {afterEach, beforeEach, describe, expect, it} from 'vitest';
 import {FakeClock} from '../helpers/fake-clock.ts';
 import type {RegistryBackend, WatchEvent} from '../../src/registry/backend.ts';
+import {FencedError} from '../../src/core/errors.ts';
+import {fencedView} from '../../src/registry/fenced-view.ts';
 import {MemoryBackend} from '../../src/registry/memory.ts';
 import {SqliteBackend} from '../../src/registry/sqlite.ts';
 import type {HeartbeatFailureKind, HeartbeatOptions} from '../../heartbeats/heartbeat.ts';
@@ -204,6 +206,27 @@ describe('Heartbeat', () => {
     expect(err.message).toContain('database is locked');
     expect(err.message).not.toContain('do-not-print');
     expect(failures).toEqual(['announce', 'announce', 'announce']);
+  });
+
+  it('does not retry a write the fence refused, nor report it as a registry failure', async () => {
+    // A leader that stepped down (a normal handover) has its writes refused by the fence. The store
+    // is fine: retrying cannot help, and reporting it would log `registry_degraded` and raise
+    // `kube_discovery_registry_degraded` on a replica whose registry works.
+    let leading = true;
+    let puts = 0;
+    const view = fencedView(store, () => leading, 'the test leadership');
+    const backend: RegistryBackend = {...view, put: (...args) => (puts++, view.put(...args))};
+    const hb = heartbeat({backend});
+    await hb.start();
+    await hb.announce(draft());
+    leading = false;
+    puts = 0;
+    const settled = hb.announce(draft({env: 'staging'})).then(() => undefined, (err: unknown) => err);
+    await clock.advance(1_000);
+    expect(await settled).toBeInstanceOf(FencedError);
+    expect(puts).toBe(1);
+    expect(failures).toEqual([]);
+    expect((await store.get(KEY))?.value).toContain('"env":"prod"');
   });
 
   it('grants a new lease and re-announces everything when its lease is lost', async () => {
