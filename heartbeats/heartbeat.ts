@@ -6,7 +6,7 @@
 import type {Clock} from '../src/core/clock.ts';
 import type {Lease, RegistryBackend, RegistryItem} from '../src/registry/backend.ts';
 import {LeaseNotFoundError} from '../src/registry/backend.ts';
-import {errorMessage} from '../src/core/errors.ts';
+import {errorMessage, FencedError} from '../src/core/errors.ts';
 import {intern} from '../src/core/intern.ts';
 import type {KubeServer, KubeServerDraft} from './kube-server.ts';
 import {kubeServerFromItem, sameJson, kubeServerKey, kubeServerPrefix, withoutRegistryFields} from './kube-server.ts';
@@ -502,6 +502,9 @@ export class Heartbeat {
         if (write) this.#onSuccess(kind);
         return result;
       } catch (err) {
+        // Refused by the fence: this replica no longer leads (a handover). The store works and no
+        // retry can help, so the caller learns it at once and no registry failure is reported.
+        if (err instanceof FencedError) throw err;
         this.#onFailure(kind, err);
         if (attempt >= attempts || (abortable && this.#abort.signal.aborted)) {
           throw new Error(`${kind} of ${what} failed after ${attempt} attempt(s): ${errorMessage(err)}`, {cause: err});
