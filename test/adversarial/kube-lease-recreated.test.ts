@@ -1,15 +1,16 @@
 /**
  * Adversarial: the election Lease of `storage: kubernetes` (or `leader_election: kubernetes_lease`)
  * is changed by someone other than the replicas while one leads: `kubectl delete lease`, a restore
- * (Velero, a GitOps tool re-applying it) naming another replica as holder, or a manifest applied
- * without `leaseDurationSeconds`. The leader's writes are fenced only by its own renew deadline
- * (src/registry/fenced-view.ts), which holds only while no successor leads before one lease duration
- * has passed since it last saw the leader's claim. A replica that found the Lease gone (and created
- * it) or naming itself led at once, while the old leader, its requests slow, still wrote for up to
- * its renew deadline: two leaders at once, whose writes move entries back and forth between their
- * registry Leases (see kube-deposed-late-writes.test.ts for how that loses clusters). A Lease without
- * a duration could not be read at all: the leader stepped down and no replica led again, so no new
- * cluster was registered and the entries lapsed with nobody renewing them.
+ * (Velero, a GitOps tool re-applying it) naming another replica as holder, holderIdentity cleared by
+ * hand to force a fail-over, or a manifest applied without `leaseDurationSeconds`. The leader's
+ * writes are fenced only by its own renew deadline (src/registry/fenced-view.ts), which holds only
+ * while no successor leads before one lease duration has passed since it last saw the leader's
+ * claim. A replica that found the Lease gone (and created it), naming itself or released led at
+ * once, while the old leader, its requests slow, still wrote for up to its renew deadline: two
+ * leaders at once, whose writes move entries back and forth between their registry Leases (see
+ * kube-deposed-late-writes.test.ts for how that loses clusters). A Lease without a duration could
+ * not be read at all: the leader stepped down and no replica led again, so no new cluster was
+ * registered and the entries lapsed with nobody renewing them.
  */
 import {afterEach, beforeEach, expect, it} from 'vitest';
 import {LeaseElection, electionLeaseName} from '../../src/ha/lease-election.ts';
@@ -77,6 +78,21 @@ it('a restored Lease naming a follower: it leads only once the leader, slow to r
   // A restore of an older copy, when replica-b held it: same object, holderIdentity replica-b.
   const current = (await admin.request({method: 'GET', path: PATH})) as {metadata: Record<string, unknown>; spec: Record<string, unknown>};
   await admin.request({method: 'PUT', path: PATH, body: {...current, spec: {...current.spec, holderIdentity: 'replica-b'}}});
+
+  expect(await bothHeld(a, b, 10), 'two replicas held the Lease at once').toBe(false);
+  expect(b.state()).toMatchObject({role: 'leader', leader: 'replica-b'});
+  env.server.setFault(undefined);
+});
+
+it('holderIdentity cleared by hand while the leader is slow to renew: the follower takes it only once the old leader stepped down', async () => {
+  const a = await election('replica-a', 3_000);
+  const b = await election('replica-b');
+  await a.start();
+  await b.start();
+  env.server.setFault((call) => (call.user === 'replica-a' ? 'hang' : undefined));
+  // An operator "releasing" it to force a fail-over; the duration stays as the leader wrote it.
+  const current = (await admin.request({method: 'GET', path: PATH})) as {metadata: Record<string, unknown>; spec: Record<string, unknown>};
+  await admin.request({method: 'PUT', path: PATH, body: {...current, spec: {...current.spec, holderIdentity: ''}}});
 
   expect(await bothHeld(a, b, 10), 'two replicas held the Lease at once').toBe(false);
   expect(b.state()).toMatchObject({role: 'leader', leader: 'replica-b'});
