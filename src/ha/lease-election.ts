@@ -4,8 +4,10 @@
  * Lease over (acquireTime, leaseTransitions + 1) once it has seen no renewal for
  * leaseDurationSeconds by its own clock. A leader that cannot renew within the renew deadline
  * (shorter than the lease duration) steps down before anyone else can take over, so its writes
- * are fenced by the time a successor writes. Storage-independent: any registry backend can be
- * fenced by `holds()`.
+ * are fenced by the time a successor writes. A replica that comes to hold the Lease without that
+ * wait (it was deleted and created again, restored or edited to name it) leads only one lease
+ * duration later, for the same reason. Storage-independent: any registry backend can be fenced by
+ * `holds()`.
  */
 import type {Logger} from 'pino';
 import type {Clock} from '../core/clock.ts';
@@ -54,6 +56,14 @@ export class LeaseElection {
   /** Last record seen and when (local clock): expiry is judged by observation, not by the holder's clock. */
   #observed: {record: LeaseRecord; at: number} | undefined;
   #lastRenewAt = 0;
+  /** resourceVersion of the Lease as this replica last wrote it: another one means someone else wrote it since. */
+  #wroteVersion: string | undefined;
+  /**
+   * Not leading before this time (clock): the Lease came to name this replica without it having seen
+   * the previous holder's claim lapse (deleted and recreated, restored naming it), and that holder
+   * may lead until its renew deadline.
+   */
+  #notBefore = Number.NEGATIVE_INFINITY;
   #cancel: (() => void) | undefined;
   #stopped = false;
   #busy = false;
@@ -155,6 +165,12 @@ export class LeaseElection {
   async #attempt(): Promise<void> {
     if (this.#stopped) return;
     const now = this.#o.clock.now();
+    // Renewed by us within a lease duration: no other replica can have waited our claim out and led.
+    const recent = this.#wroteVersion !== undefined && now - this.#lastRenewAt < this.#o.leaseDurationMs;
+    // Else a Lease gone, or naming us in a version we did not write, was not won by waiting: the last
+    // holder we saw (or one we missed) may have renewed it right before, and lead until its renew
+    // deadline. A replica that never saw the Lease (its first start) has nobody to wait for.
+    const rival = recent ? undefined : this.#observed?.record;
     try {
       const current = await this.#read();
       if (current === undefined) {
@@ -163,18 +179,20 @@ export class LeaseElection {
           path: this.#path(),
           body: this.#lease({holder: this.#o.identity, durationMs: this.#o.leaseDurationMs, transitions: 0, acquireTime: microTime(now), resourceVersion: ''}, now),
           priority: 10,
-        }));
-        this.#won(created, now);
+        }), this.#o.leaseDurationMs);
+        this.#won(created, now, rival);
         return;
       }
       if (this.#observed?.record.resourceVersion !== current.resourceVersion) this.#observed = {record: current, at: now};
       if (current.holder === this.#o.identity) {
-        const renewed = parseRecord(await this.#o.client.request({method: 'PUT', path: this.#path(this.#name), body: this.#lease(current, now), priority: 10}));
-        this.#won(renewed, now);
+        const renewed = parseRecord(await this.#o.client.request({method: 'PUT', path: this.#path(this.#name), body: this.#lease(current, now), priority: 10}), this.#o.leaseDurationMs);
+        this.#won(renewed, now, current.resourceVersion === this.#wroteVersion ? undefined : rival);
         return;
       }
       const seenAt = this.#observed?.at ?? now;
-      const free = current.holder === '' || seenAt + current.durationMs <= now;
+      // Released (holderIdentity ''), it is free once its duration passed since we saw it so: our own
+      // release gives it 1 s, a hand edit may have released it under a leader that still writes.
+      const free = seenAt + current.durationMs <= now || (current.holder === '' && recent);
       if (!free) {
         this.#set({role: 'follower', leader: current.holder});
         return;
@@ -184,7 +202,7 @@ export class LeaseElection {
         path: this.#path(this.#name),
         body: this.#lease({...current, holder: this.#o.identity, transitions: current.transitions + 1, acquireTime: microTime(now)}, now),
         priority: 10,
-      }));
+      }), this.#o.leaseDurationMs);
       this.#won(taken, now);
     } catch (err) {
       if (err instanceof KubeApiError && err.status === 409) {
@@ -199,9 +217,21 @@ export class LeaseElection {
     }
   }
 
-  #won(record: LeaseRecord, now: number): void {
+  /** Records a successful write of the Lease; `previous`: the claim seen before it, whose holder may still lead. */
+  #won(record: LeaseRecord, now: number, previous?: LeaseRecord): void {
     this.#observed = {record, at: now};
     this.#lastRenewAt = now;
+    this.#wroteVersion = record.resourceVersion;
+    if (previous !== undefined) {
+      // From the answer on: the previous holder's last renewal was sent before our write landed.
+      const until = this.#o.clock.now() + Math.max(previous.durationMs, this.#o.leaseDurationMs);
+      if (until > this.#notBefore) this.#notBefore = until;
+      this.#o.logger?.warn({lease: this.#name, previous: previous.holder, waitMs: until - now}, 'the leader Lease was recreated or rewritten naming this replica; leading once its previous holder must have stepped down');
+    }
+    if (this.#o.clock.now() < this.#notBefore) {
+      this.#set({role: 'follower'});
+      return;
+    }
     this.#set({role: 'leader', leader: this.#o.identity, fence: {key: this.#name, createRevision: String(record.transitions)}});
   }
 
@@ -215,7 +245,7 @@ export class LeaseElection {
 
   async #read(): Promise<LeaseRecord | undefined> {
     try {
-      return parseRecord(await this.#o.client.request({method: 'GET', path: this.#path(this.#name), priority: 10}));
+      return parseRecord(await this.#o.client.request({method: 'GET', path: this.#path(this.#name), priority: 10}), this.#o.leaseDurationMs);
     } catch (err) {
       if (err instanceof KubeApiError && err.status === 404) return undefined;
       throw err;
@@ -227,12 +257,18 @@ function microTime(ms: number): string {
   return new Date(ms).toISOString().replace(/Z$/, '000Z');
 }
 
-function parseRecord(answer: unknown): LeaseRecord {
+/**
+ * The Lease as the election reads it. Its spec fields are optional to the API server: a Lease applied
+ * without leaseDurationSeconds (a manifest, a hand edit) is judged with ours, `defaultDurationMs`, and
+ * gets it back with the holder's next renewal; failing it would leave the group without a leader.
+ */
+function parseRecord(answer: unknown, defaultDurationMs: number): LeaseRecord {
   const obj = answer as {metadata?: {resourceVersion?: unknown}; spec?: {holderIdentity?: unknown; leaseDurationSeconds?: unknown; leaseTransitions?: unknown; acquireTime?: unknown}} | undefined;
   const rv = obj?.metadata?.resourceVersion;
-  const duration = obj?.spec?.leaseDurationSeconds;
+  const given = obj?.spec?.leaseDurationSeconds;
+  const duration = given === undefined || given === null ? defaultDurationMs / 1000 : given;
   if (typeof rv !== 'string' || typeof duration !== 'number' || !(duration > 0)) {
-    throw new Error('malformed Lease from the API server: expected metadata.resourceVersion and spec.leaseDurationSeconds');
+    throw new Error('malformed Lease from the API server: expected metadata.resourceVersion and a positive spec.leaseDurationSeconds');
   }
   const transitions = obj?.spec?.leaseTransitions;
   const holder = obj?.spec?.holderIdentity;
