@@ -190,9 +190,10 @@ export class LeaseElection {
         return;
       }
       const seenAt = this.#observed?.at ?? now;
-      // Released (holderIdentity ''), it is free once its duration passed since we saw it so: our own
-      // release gives it 1 s, a hand edit may have released it under a leader that still writes.
-      const free = seenAt + current.durationMs <= now || (current.holder === '' && recent);
+      // Released (holderIdentity ''), it is free at once only with no rival to wait for (as above);
+      // else once its duration passed since we saw it so: our own release gives it 1 s, a hand edit
+      // may have released it under a leader that still writes.
+      const free = seenAt + current.durationMs <= now || (current.holder === '' && rival === undefined);
       if (!free) {
         this.#set({role: 'follower', leader: current.holder});
         return;
