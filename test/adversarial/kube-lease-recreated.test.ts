@@ -99,6 +99,23 @@ it('holderIdentity cleared by hand while the leader is slow to renew: the follow
   env.server.setFault(undefined);
 });
 
+it('the Lease deleted and created again naming the leader (a GitOps tool re-applying it): the leader keeps leading without a gap, the follower follows', async () => {
+  const a = await election('replica-a');
+  const b = await election('replica-b');
+  await a.start();
+  await b.start();
+  const current = (await admin.request({method: 'GET', path: PATH})) as {metadata: {name: string; labels?: unknown}; spec: Record<string, unknown>};
+  await admin.request({method: 'DELETE', path: PATH});
+  await admin.request({method: 'POST', path: PATH.slice(0, PATH.lastIndexOf('/')), body: {apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: {name: current.metadata.name}, spec: current.spec}});
+
+  for (let i = 0; i < 10; i++) {
+    await clock.advance(2_000);
+    await quiet(env.server);
+    expect(a.holds(), 'the leader stopped leading').toBe(true);
+    expect(b.state()).toEqual({role: 'follower', leader: 'replica-a'});
+  }
+});
+
 it('a Lease applied without leaseDurationSeconds: a replica leads again and the Lease gets its duration back', async () => {
   const a = await election('replica-a');
   const b = await election('replica-b');
