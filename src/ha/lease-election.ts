@@ -9,6 +9,7 @@
  * duration later, for the same reason. Storage-independent: any registry backend can be fenced by
  * `holds()`.
  */
+import {createHash} from 'node:crypto';
 import type {Logger} from 'pino';
 import type {Clock} from '../core/clock.ts';
 import type {KubeClient} from '../registry/kube-client.ts';
@@ -33,7 +34,12 @@ export interface LeaseElectionOptions {
   readonly logger?: Logger;
 }
 
+/** Label naming the discovery group a Lease elects (KubeServers carry the same one). */
+const GROUP_LABEL = 'kube-discovery.io/group';
+
 interface LeaseRecord {
+  /** The group it elects, when labelled (Leases written before the label have none). */
+  readonly group: string | undefined;
   readonly holder: string;
   readonly durationMs: number;
   readonly transitions: number;
@@ -47,10 +53,22 @@ export function electionLeaseName(group: string): string {
   return `kube-discovery-leader-${safe || 'default'}`.slice(0, 253);
 }
 
+/**
+ * The Lease of a group whose name's Lease is another group's (`prod_eu` and `prod-eu` both map to
+ * `kube-discovery-leader-prod-eu`): the name with a digest of the group, which no other group has.
+ */
+export function electionFallbackLeaseName(group: string): string {
+  return `${electionLeaseName(group).slice(0, 243)}-${createHash('sha256').update(group).digest('hex').slice(0, 8)}`;
+}
+
 /** Campaigns for a group's Lease until `stop()`. */
 export class LeaseElection {
   readonly #o: Required<Omit<LeaseElectionOptions, 'logger'>> & {logger: Logger | undefined};
-  readonly #name: string;
+  readonly #primary: string;
+  /** The Lease campaigned on: the group's name, or its fallback once that name is found another group's. */
+  #name: string;
+  /** Whether the fallback Lease was looked for since this process last used the group's name. */
+  #fallbackChecked = false;
   readonly #listeners = new Set<(state: LeaderState) => void>();
   #state: LeaderState = {role: 'follower'};
   /** Last record seen and when (local clock): expiry is judged by observation, not by the holder's clock. */
@@ -77,7 +95,8 @@ export class LeaseElection {
       throw new RangeError(`Expected leaseDurationMs > renewDeadlineMs > retryPeriodMs > 0, got ${leaseDurationMs}, ${renewDeadlineMs}, ${retryPeriodMs}`);
     }
     this.#o = {...options, leaseDurationMs, renewDeadlineMs, retryPeriodMs, logger: options.logger};
-    this.#name = electionLeaseName(options.group);
+    this.#primary = electionLeaseName(options.group);
+    this.#name = this.#primary;
   }
 
   /** Name of the Lease object. */
@@ -151,7 +170,7 @@ export class LeaseElection {
     return {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
-      metadata: {name: this.#name, resourceVersion: record.resourceVersion, labels: {'app.kubernetes.io/name': 'kube-discovery'}},
+      metadata: {name: this.#name, resourceVersion: record.resourceVersion, labels: {'app.kubernetes.io/name': 'kube-discovery', [GROUP_LABEL]: this.#o.group}},
       spec: {
         holderIdentity: record.holder,
         leaseDurationSeconds: durationSeconds,
@@ -172,12 +191,12 @@ export class LeaseElection {
     // deadline. A replica that never saw the Lease (its first start) has nobody to wait for.
     const rival = recent ? undefined : this.#observed?.record;
     try {
-      const current = await this.#read();
+      const current = await this.#readOwn();
       if (current === undefined) {
         const created = parseRecord(await this.#o.client.request({
           method: 'POST',
           path: this.#path(),
-          body: this.#lease({holder: this.#o.identity, durationMs: this.#o.leaseDurationMs, transitions: 0, acquireTime: microTime(now), resourceVersion: ''}, now),
+          body: this.#lease({group: this.#o.group, holder: this.#o.identity, durationMs: this.#o.leaseDurationMs, transitions: 0, acquireTime: microTime(now), resourceVersion: ''}, now),
           priority: 10,
         }), this.#o.leaseDurationMs);
         this.#won(created, now, rival);
@@ -244,6 +263,34 @@ export class LeaseElection {
     for (const listener of this.#listeners) listener(next);
   }
 
+  /**
+   * This group's Lease. Under the group's name unless that Lease elects another group, or the
+   * fallback exists (another replica of the group moved there): then under the fallback, for good.
+   * The fallback is looked for on the first reading and whenever the group's name has no Lease, so
+   * a replica never creates one while the group campaigns on the other.
+   */
+  async #readOwn(): Promise<LeaseRecord | undefined> {
+    if (this.#name !== this.#primary) return this.#read();
+    const primary = await this.#read();
+    const taken = primary?.group !== undefined && primary.group !== this.#o.group;
+    if (!taken && primary !== undefined && this.#fallbackChecked) return primary;
+    this.#fallbackChecked = true;
+    this.#name = electionFallbackLeaseName(this.#o.group);
+    const fallback = await this.#read().catch((err: unknown) => {
+      this.#name = this.#primary;
+      throw err;
+    });
+    if (!taken && fallback === undefined) {
+      this.#name = this.#primary;
+      return primary;
+    }
+    this.#o.logger?.warn({lease: this.#primary, group: primary?.group, fallback: this.#name}, 'the leader Lease of this discovery group\'s name elects another group; campaigning on a Lease of its own');
+    // What was seen and written concerns the other Lease: this one is judged afresh.
+    this.#observed = undefined;
+    this.#wroteVersion = undefined;
+    return fallback;
+  }
+
   async #read(): Promise<LeaseRecord | undefined> {
     try {
       return parseRecord(await this.#o.client.request({method: 'GET', path: this.#path(this.#name), priority: 10}), this.#o.leaseDurationMs);
@@ -266,6 +313,7 @@ function microTime(ms: number): string {
 function parseRecord(answer: unknown, defaultDurationMs: number): LeaseRecord {
   const obj = answer as {metadata?: {resourceVersion?: unknown}; spec?: {holderIdentity?: unknown; leaseDurationSeconds?: unknown; leaseTransitions?: unknown; acquireTime?: unknown}} | undefined;
   const rv = obj?.metadata?.resourceVersion;
+  const group = (obj?.metadata as {labels?: Record<string, unknown>} | undefined)?.labels?.[GROUP_LABEL];
   const given = obj?.spec?.leaseDurationSeconds;
   const duration = given === undefined || given === null ? defaultDurationMs / 1000 : given;
   if (typeof rv !== 'string' || typeof duration !== 'number' || !(duration > 0)) {
@@ -275,6 +323,7 @@ function parseRecord(answer: unknown, defaultDurationMs: number): LeaseRecord {
   const holder = obj?.spec?.holderIdentity;
   const acquire = obj?.spec?.acquireTime;
   return {
+    group: typeof group === 'string' && group !== '' ? group : undefined,
     holder: typeof holder === 'string' ? holder : '',
     durationMs: duration * 1000,
     transitions: typeof transitions === 'number' ? transitions : 0,
