@@ -184,14 +184,14 @@ export class LeaseElection {
   async #attempt(): Promise<void> {
     if (this.#stopped) return;
     const now = this.#o.clock.now();
-    // Renewed by us within a lease duration: no other replica can have waited our claim out and led.
-    const recent = this.#wroteVersion !== undefined && now - this.#lastRenewAt < this.#o.leaseDurationMs;
-    // Else a Lease gone, or naming us in a version we did not write, was not won by waiting: the last
-    // holder we saw (or one we missed) may have renewed it right before, and lead until its renew
-    // deadline. A replica that never saw the Lease (its first start) has nobody to wait for.
-    const rival = recent ? undefined : this.#observed?.record;
     try {
       const current = await this.#readOwn();
+      // Renewed by us within a lease duration: no other replica can have waited our claim out and led.
+      const recent = this.#wroteVersion !== undefined && now - this.#lastRenewAt < this.#o.leaseDurationMs;
+      // Else a Lease gone, or naming us in a version we did not write, was not won by waiting: the last
+      // holder we saw before this reading (or one we missed) may have renewed it right before, and lead
+      // until its renew deadline. A replica that never saw this Lease (its first start) has nobody to wait for.
+      const rival = recent ? undefined : this.#observed?.record;
       if (current === undefined) {
         const created = parseRecord(await this.#o.client.request({
           method: 'POST',

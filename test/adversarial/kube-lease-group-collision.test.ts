@@ -50,3 +50,24 @@ it('groups prod_eu and prod-eu in one namespace each get a leader, and the exist
   // The first group's Lease is where it always was.
   expect((env.server.getObject('coordination.k8s.io', 'leases', 'kd', electionLeaseName('prod-eu'))?.['spec'] as {holderIdentity?: string} | undefined)?.holderIdentity).toBe('eu-dash-0');
 });
+
+it("a group following the other group's unlabelled Lease (written by an older version) gets a leader of its own once that group labels it", async () => {
+  // The other group's leader, still on the older version: a Lease without the group label.
+  const admin = await env.client();
+  const name = electionLeaseName('prod-eu');
+  const at = new Date(clock.now()).toISOString().replace(/Z$/, '000Z');
+  await admin.request({method: 'POST', path: '/apis/coordination.k8s.io/v1/namespaces/kd/leases', body: {apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: {name}, spec: {holderIdentity: 'eu-dash-0', leaseDurationSeconds: 15, acquireTime: at, renewTime: at, leaseTransitions: 0}}});
+  const underscore = await election('eu-underscore-0', 'prod_eu');
+  await underscore.start();
+  expect(underscore.state(), 'an unlabelled Lease is taken as the group\'s own, as before').toEqual({role: 'follower', leader: 'eu-dash-0'});
+
+  // The other group's pod restarts on this version: it renews its Lease, now with its group's label.
+  const dash = await election('eu-dash-0', 'prod-eu');
+  await dash.start();
+  for (let i = 0; i < 3; i++) {
+    await clock.advance(2_000);
+    await quiet(env.server);
+  }
+  expect(dash.state()).toMatchObject({role: 'leader', leader: 'eu-dash-0'});
+  expect(underscore.state()).toMatchObject({role: 'leader', leader: 'eu-underscore-0'});
+});
