@@ -4,9 +4,12 @@
  * Lease over (acquireTime, leaseTransitions + 1) once it has seen no renewal for
  * leaseDurationSeconds by its own clock. A leader that cannot renew within the renew deadline
  * (shorter than the lease duration) steps down before anyone else can take over, so its writes
- * are fenced by the time a successor writes. Storage-independent: any registry backend can be
- * fenced by `holds()`.
+ * are fenced by the time a successor writes. A replica that comes to hold the Lease without that
+ * wait (it was deleted and created again, restored or edited to name it) leads only one lease
+ * duration later, for the same reason. Storage-independent: any registry backend can be fenced by
+ * `holds()`.
  */
+import {createHash} from 'node:crypto';
 import type {Logger} from 'pino';
 import type {Clock} from '../core/clock.ts';
 import type {KubeClient} from '../registry/kube-client.ts';
@@ -31,7 +34,12 @@ export interface LeaseElectionOptions {
   readonly logger?: Logger;
 }
 
+/** Label naming the discovery group a Lease elects (KubeServers carry the same one). */
+const GROUP_LABEL = 'kube-discovery.io/group';
+
 interface LeaseRecord {
+  /** The group it elects, when labelled (Leases written before the label have none). */
+  readonly group: string | undefined;
   readonly holder: string;
   readonly durationMs: number;
   readonly transitions: number;
@@ -45,15 +53,35 @@ export function electionLeaseName(group: string): string {
   return `kube-discovery-leader-${safe || 'default'}`.slice(0, 253);
 }
 
+/**
+ * The Lease of a group whose name's Lease is another group's (`prod_eu` and `prod-eu` both map to
+ * `kube-discovery-leader-prod-eu`): the name with a digest of the group, which no other group has.
+ */
+export function electionFallbackLeaseName(group: string): string {
+  return `${electionLeaseName(group).slice(0, 243)}-${createHash('sha256').update(group).digest('hex').slice(0, 8)}`;
+}
+
 /** Campaigns for a group's Lease until `stop()`. */
 export class LeaseElection {
   readonly #o: Required<Omit<LeaseElectionOptions, 'logger'>> & {logger: Logger | undefined};
-  readonly #name: string;
+  readonly #primary: string;
+  /** The Lease campaigned on: the group's name, or its fallback once that name is found another group's. */
+  #name: string;
+  /** Whether the fallback Lease was looked for since this process last used the group's name. */
+  #fallbackChecked = false;
   readonly #listeners = new Set<(state: LeaderState) => void>();
   #state: LeaderState = {role: 'follower'};
   /** Last record seen and when (local clock): expiry is judged by observation, not by the holder's clock. */
   #observed: {record: LeaseRecord; at: number} | undefined;
   #lastRenewAt = 0;
+  /** resourceVersion of the Lease as this replica last wrote it: another one means someone else wrote it since. */
+  #wroteVersion: string | undefined;
+  /**
+   * Not leading before this time (clock): the Lease came to name this replica without it having seen
+   * the previous holder's claim lapse (deleted and recreated, restored naming it), and that holder
+   * may lead until its renew deadline.
+   */
+  #notBefore = Number.NEGATIVE_INFINITY;
   #cancel: (() => void) | undefined;
   #stopped = false;
   #busy = false;
@@ -67,7 +95,8 @@ export class LeaseElection {
       throw new RangeError(`Expected leaseDurationMs > renewDeadlineMs > retryPeriodMs > 0, got ${leaseDurationMs}, ${renewDeadlineMs}, ${retryPeriodMs}`);
     }
     this.#o = {...options, leaseDurationMs, renewDeadlineMs, retryPeriodMs, logger: options.logger};
-    this.#name = electionLeaseName(options.group);
+    this.#primary = electionLeaseName(options.group);
+    this.#name = this.#primary;
   }
 
   /** Name of the Lease object. */
@@ -141,7 +170,7 @@ export class LeaseElection {
     return {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
-      metadata: {name: this.#name, resourceVersion: record.resourceVersion, labels: {'app.kubernetes.io/name': 'kube-discovery'}},
+      metadata: {name: this.#name, resourceVersion: record.resourceVersion, labels: {'app.kubernetes.io/name': 'kube-discovery', [GROUP_LABEL]: this.#o.group}},
       spec: {
         holderIdentity: record.holder,
         leaseDurationSeconds: durationSeconds,
@@ -156,25 +185,34 @@ export class LeaseElection {
     if (this.#stopped) return;
     const now = this.#o.clock.now();
     try {
-      const current = await this.#read();
+      const current = await this.#readOwn();
+      // Renewed by us within a lease duration: no other replica can have waited our claim out and led.
+      const recent = this.#wroteVersion !== undefined && now - this.#lastRenewAt < this.#o.leaseDurationMs;
+      // Else a Lease gone, or naming us in a version we did not write, was not won by waiting: the last
+      // holder we saw before this reading (or one we missed) may have renewed it right before, and lead
+      // until its renew deadline. A replica that never saw this Lease (its first start) has nobody to wait for.
+      const rival = recent ? undefined : this.#observed?.record;
       if (current === undefined) {
         const created = parseRecord(await this.#o.client.request({
           method: 'POST',
           path: this.#path(),
-          body: this.#lease({holder: this.#o.identity, durationMs: this.#o.leaseDurationMs, transitions: 0, acquireTime: microTime(now), resourceVersion: ''}, now),
+          body: this.#lease({group: this.#o.group, holder: this.#o.identity, durationMs: this.#o.leaseDurationMs, transitions: 0, acquireTime: microTime(now), resourceVersion: ''}, now),
           priority: 10,
-        }));
-        this.#won(created, now);
+        }), this.#o.leaseDurationMs);
+        this.#won(created, now, rival);
         return;
       }
       if (this.#observed?.record.resourceVersion !== current.resourceVersion) this.#observed = {record: current, at: now};
       if (current.holder === this.#o.identity) {
-        const renewed = parseRecord(await this.#o.client.request({method: 'PUT', path: this.#path(this.#name), body: this.#lease(current, now), priority: 10}));
-        this.#won(renewed, now);
+        const renewed = parseRecord(await this.#o.client.request({method: 'PUT', path: this.#path(this.#name), body: this.#lease(current, now), priority: 10}), this.#o.leaseDurationMs);
+        this.#won(renewed, now, current.resourceVersion === this.#wroteVersion ? undefined : rival);
         return;
       }
       const seenAt = this.#observed?.at ?? now;
-      const free = current.holder === '' || seenAt + current.durationMs <= now;
+      // Released (holderIdentity ''), it is free at once only with no rival to wait for (as above);
+      // else once its duration passed since we saw it so: our own release gives it 1 s, a hand edit
+      // may have released it under a leader that still writes.
+      const free = seenAt + current.durationMs <= now || (current.holder === '' && rival === undefined);
       if (!free) {
         this.#set({role: 'follower', leader: current.holder});
         return;
@@ -184,7 +222,7 @@ export class LeaseElection {
         path: this.#path(this.#name),
         body: this.#lease({...current, holder: this.#o.identity, transitions: current.transitions + 1, acquireTime: microTime(now)}, now),
         priority: 10,
-      }));
+      }), this.#o.leaseDurationMs);
       this.#won(taken, now);
     } catch (err) {
       if (err instanceof KubeApiError && err.status === 409) {
@@ -199,9 +237,21 @@ export class LeaseElection {
     }
   }
 
-  #won(record: LeaseRecord, now: number): void {
+  /** Records a successful write of the Lease; `previous`: the claim seen before it, whose holder may still lead. */
+  #won(record: LeaseRecord, now: number, previous?: LeaseRecord): void {
     this.#observed = {record, at: now};
     this.#lastRenewAt = now;
+    this.#wroteVersion = record.resourceVersion;
+    if (previous !== undefined) {
+      // From the answer on: the previous holder's last renewal was sent before our write landed.
+      const until = this.#o.clock.now() + Math.max(previous.durationMs, this.#o.leaseDurationMs);
+      if (until > this.#notBefore) this.#notBefore = until;
+      this.#o.logger?.warn({lease: this.#name, previous: previous.holder, waitMs: until - now}, 'the leader Lease was recreated or rewritten naming this replica; leading once its previous holder must have stepped down');
+    }
+    if (this.#o.clock.now() < this.#notBefore) {
+      this.#set({role: 'follower'});
+      return;
+    }
     this.#set({role: 'leader', leader: this.#o.identity, fence: {key: this.#name, createRevision: String(record.transitions)}});
   }
 
@@ -213,9 +263,37 @@ export class LeaseElection {
     for (const listener of this.#listeners) listener(next);
   }
 
+  /**
+   * This group's Lease. Under the group's name unless that Lease elects another group, or the
+   * fallback exists (another replica of the group moved there): then under the fallback, for good.
+   * The fallback is looked for on the first reading and whenever the group's name has no Lease, so
+   * a replica never creates one while the group campaigns on the other.
+   */
+  async #readOwn(): Promise<LeaseRecord | undefined> {
+    if (this.#name !== this.#primary) return this.#read();
+    const primary = await this.#read();
+    const taken = primary?.group !== undefined && primary.group !== this.#o.group;
+    if (!taken && primary !== undefined && this.#fallbackChecked) return primary;
+    this.#fallbackChecked = true;
+    this.#name = electionFallbackLeaseName(this.#o.group);
+    const fallback = await this.#read().catch((err: unknown) => {
+      this.#name = this.#primary;
+      throw err;
+    });
+    if (!taken && fallback === undefined) {
+      this.#name = this.#primary;
+      return primary;
+    }
+    this.#o.logger?.warn({lease: this.#primary, group: primary?.group, fallback: this.#name}, 'the leader Lease of this discovery group\'s name elects another group; campaigning on a Lease of its own');
+    // What was seen and written concerns the other Lease: this one is judged afresh.
+    this.#observed = undefined;
+    this.#wroteVersion = undefined;
+    return fallback;
+  }
+
   async #read(): Promise<LeaseRecord | undefined> {
     try {
-      return parseRecord(await this.#o.client.request({method: 'GET', path: this.#path(this.#name), priority: 10}));
+      return parseRecord(await this.#o.client.request({method: 'GET', path: this.#path(this.#name), priority: 10}), this.#o.leaseDurationMs);
     } catch (err) {
       if (err instanceof KubeApiError && err.status === 404) return undefined;
       throw err;
@@ -227,17 +305,25 @@ function microTime(ms: number): string {
   return new Date(ms).toISOString().replace(/Z$/, '000Z');
 }
 
-function parseRecord(answer: unknown): LeaseRecord {
+/**
+ * The Lease as the election reads it. Its spec fields are optional to the API server: a Lease applied
+ * without leaseDurationSeconds (a manifest, a hand edit) is judged with ours, `defaultDurationMs`, and
+ * gets it back with the holder's next renewal; failing it would leave the group without a leader.
+ */
+function parseRecord(answer: unknown, defaultDurationMs: number): LeaseRecord {
   const obj = answer as {metadata?: {resourceVersion?: unknown}; spec?: {holderIdentity?: unknown; leaseDurationSeconds?: unknown; leaseTransitions?: unknown; acquireTime?: unknown}} | undefined;
   const rv = obj?.metadata?.resourceVersion;
-  const duration = obj?.spec?.leaseDurationSeconds;
+  const group = (obj?.metadata as {labels?: Record<string, unknown>} | undefined)?.labels?.[GROUP_LABEL];
+  const given = obj?.spec?.leaseDurationSeconds;
+  const duration = given === undefined || given === null ? defaultDurationMs / 1000 : given;
   if (typeof rv !== 'string' || typeof duration !== 'number' || !(duration > 0)) {
-    throw new Error('malformed Lease from the API server: expected metadata.resourceVersion and spec.leaseDurationSeconds');
+    throw new Error('malformed Lease from the API server: expected metadata.resourceVersion and a positive spec.leaseDurationSeconds');
   }
   const transitions = obj?.spec?.leaseTransitions;
   const holder = obj?.spec?.holderIdentity;
   const acquire = obj?.spec?.acquireTime;
   return {
+    group: typeof group === 'string' && group !== '' ? group : undefined,
     holder: typeof holder === 'string' ? holder : '',
     durationMs: duration * 1000,
     transitions: typeof transitions === 'number' ? transitions : 0,

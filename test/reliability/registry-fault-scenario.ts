@@ -23,6 +23,11 @@ export interface RegistryFaultDriver {
   /** Called once the service served its first inventory. */
   inject(service: RunningService): Promise<void>;
   clear(service: RunningService): Promise<void>;
+  /**
+   * Called after each step of the clock: a backend whose calls take real time (the Kubernetes API,
+   * its Lease renewals among them) lets them finish, or the clock would outrun them.
+   */
+  afterStep?(): Promise<void>;
 }
 
 /** What the scenario saw. */
@@ -83,6 +88,10 @@ export async function runRegistryFaultScenario(driver: RegistryFaultDriver): Pro
   const onWarning = (): void => void processWarnings++;
   process.on('warning', onWarning);
   const clock = new FakeClock(Date.now());
+  const step = async (ms: number): Promise<void> => {
+    await clock.advance(ms);
+    await driver.afterStep?.();
+  };
   const config = parseConfig(
     `version: v1
 discovery_service:
@@ -110,8 +119,8 @@ http: {listen_addr: "127.0.0.1:0"}
   const settle = async (promise: Promise<unknown>): Promise<void> => {
     let done = false;
     void promise.finally(() => (done = true));
-    for (let i = 0; i < 600 && !done; i++) await clock.advance(100);
-    await clock.advance(0);
+    for (let i = 0; i < 600 && !done; i++) await step(100);
+    await step(0);
   };
   // A cycle that fails (registry unreadable) never resolves nextCycle: waiting for the scheduler to go idle covers both.
   const cycle = async (): Promise<void> => {
@@ -129,7 +138,7 @@ http: {listen_addr: "127.0.0.1:0"}
       // it ended (a cold SDK on a loaded machine), leaving nothing registered. Wait until it is ready.
       const giveUp = Date.now() + 60_000;
       while ((await fetch(`${svc.url}/readyz`)).status !== 200 && Date.now() < giveUp) {
-        await clock.advance(100);
+        await step(100);
         await new Promise((r) => setTimeout(r, 10));
       }
     }
@@ -144,7 +153,7 @@ http: {listen_addr: "127.0.0.1:0"}
     let min = Number.POSITIVE_INFINITY;
     const ttlMs = config.heartbeat.ttl;
     for (let t = 0; t < (3 * ttlMs) / 1000; t++) {
-      await clock.advance(1000);
+      await step(1000);
       min = Math.min(min, await count());
     }
     const readyDuringFault = await api<{status: string; reason?: string}>('/readyz');
@@ -155,7 +164,7 @@ http: {listen_addr: "127.0.0.1:0"}
     await driver.clear(svc);
     let minRecovering = Number.POSITIVE_INFINITY;
     for (let t = 0; t < ttlMs / 1000; t++) {
-      await clock.advance(1000);
+      await step(1000);
       minRecovering = Math.min(minRecovering, await count());
     }
     await cycle();
@@ -164,7 +173,7 @@ http: {listen_addr: "127.0.0.1:0"}
     let readyAfter = await api<{status: string}>('/readyz');
     for (let i = 0; i < 150 && readyAfter.body.status !== 'ready'; i++) {
       await new Promise((r) => setTimeout(r, 100));
-      await clock.advance(1000);
+      await step(1000);
       readyAfter = await api<{status: string}>('/readyz');
     }
     // So does its watch: what the last cycle wrote reaches the inventory once it runs again (bounded wait).

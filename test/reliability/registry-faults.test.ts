@@ -10,13 +10,16 @@ import {mkdtemp, rm} from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import {Etcd3} from 'etcd3';
-import {afterAll, beforeAll, describe, expect, it, vi} from 'vitest';
+import {afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi} from 'vitest';
 import {kubeServerKey, kubeServerPrefix} from '../../heartbeats/kube-server.ts';
 import {systemClock} from '../../src/core/clock.ts';
 import {openEtcdBackend} from '../../src/registry/etcd.ts';
 import type {RegistryItem} from '../../src/registry/backend.ts';
 import {SqliteBackend} from '../../src/registry/sqlite.ts';
 import {describeWithEtcd, startEtcd, type TestEtcd} from '../helpers/etcd.ts';
+import {electionLeaseName} from '../../src/ha/lease-election.ts';
+import type {KubeClient} from '../../src/registry/kube-client.ts';
+import {quiet, startKubeEnv, type KubeEnv} from '../kubernetes/kube-env.ts';
 import {CLUSTERS, runRegistryFaultScenario, type RegistryFaultDriver, type RegistryFaultObservations} from './registry-fault-scenario.ts';
 import {startTcpProxy} from '../helpers/tcp-proxy.ts';
 import {runInMountNamespace} from '../helpers/tmpfs.ts';
@@ -240,5 +243,50 @@ describeWithEtcd('registry faults on etcd', () => {
       admin.close();
       await proxy.close();
     }
+  });
+});
+
+describe('registry faults on the Kubernetes API', () => {
+  let kube: KubeEnv;
+  let admin: KubeClient;
+  // A fresh API server a row: what one row registered is not the next row's registry.
+  beforeEach(async () => {
+    kube = await startKubeEnv();
+    admin = await kube.client();
+  });
+  afterEach(async () => {
+    await kube?.close();
+  });
+  // No rate limit to wait out in real time, and each clock step waits for the API calls it caused.
+  const driver = (): Pick<RegistryFaultDriver, 'storage' | 'afterStep'> => ({
+    storage: `{type: kubernetes, namespace: kd, kubeconfig: "${kube.kubeconfigPath}", qps: 1000, burst: 1000}`,
+    afterStep: () => quiet(kube.server),
+  });
+  const leasePath = `/apis/coordination.k8s.io/v1/namespaces/kd/leases/${electionLeaseName('faults')}`;
+
+  it('heartbeat.ttl 30s on kubernetes, one replica leading on its Lease', async () => {
+    expectServedThroughout(await runRegistryFaultScenario({...driver(), ...noFault}), {});
+  });
+
+  it('the election Lease applied again without leaseDurationSeconds (a manifest, a GitOps tool; valid to the API server): the leader keeps leading and writes its duration back; no gap, and the cluster found meanwhile is registered', async () => {
+    const seen = await runRegistryFaultScenario({
+      ...driver(),
+      async inject() {
+        const lease = (await admin.request({method: 'GET', path: leasePath})) as {metadata: Record<string, unknown>; spec: Record<string, unknown>};
+        const {leaseDurationSeconds: _dropped, ...spec} = lease.spec;
+        await admin.request({method: 'PUT', path: leasePath, body: {...lease, spec}});
+      },
+      clear: async () => undefined,
+    });
+    expectServedThroughout(seen, {});
+  });
+
+  it('the election Lease deleted under the leader (kubectl delete lease): it creates it again and keeps leading; no gap, and the cluster found meanwhile is registered', async () => {
+    const seen = await runRegistryFaultScenario({
+      ...driver(),
+      inject: async () => void (await admin.request({method: 'DELETE', path: leasePath})),
+      clear: async () => undefined,
+    });
+    expectServedThroughout(seen, {});
   });
 });
