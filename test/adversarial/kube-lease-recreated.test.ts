@@ -69,30 +69,19 @@ it('kubectl delete lease while the leader is slow to renew: the replica that rec
   env.server.setFault(undefined);
 });
 
-it('a restored Lease naming a follower: it leads only once the leader, slow to renew, stepped down', async () => {
+// A restore of an older copy, from when replica-b held it (same object, holderIdentity replica-b), and an operator
+// "releasing" it by hand to force a fail-over (holderIdentity ''); the duration stays as the leader wrote it.
+it.each([
+  ['a restored Lease naming a follower: it leads', 'replica-b'],
+  ['holderIdentity cleared by hand: the follower takes it and leads', ''],
+])('%s only once the leader, slow to renew, stepped down', async (_, holder) => {
   const a = await election('replica-a', 3_000);
   const b = await election('replica-b');
   await a.start();
   await b.start();
   env.server.setFault((call) => (call.user === 'replica-a' ? 'hang' : undefined));
-  // A restore of an older copy, when replica-b held it: same object, holderIdentity replica-b.
   const current = (await admin.request({method: 'GET', path: PATH})) as {metadata: Record<string, unknown>; spec: Record<string, unknown>};
-  await admin.request({method: 'PUT', path: PATH, body: {...current, spec: {...current.spec, holderIdentity: 'replica-b'}}});
-
-  expect(await bothHeld(a, b, 10), 'two replicas held the Lease at once').toBe(false);
-  expect(b.state()).toMatchObject({role: 'leader', leader: 'replica-b'});
-  env.server.setFault(undefined);
-});
-
-it('holderIdentity cleared by hand while the leader is slow to renew: the follower takes it only once the old leader stepped down', async () => {
-  const a = await election('replica-a', 3_000);
-  const b = await election('replica-b');
-  await a.start();
-  await b.start();
-  env.server.setFault((call) => (call.user === 'replica-a' ? 'hang' : undefined));
-  // An operator "releasing" it to force a fail-over; the duration stays as the leader wrote it.
-  const current = (await admin.request({method: 'GET', path: PATH})) as {metadata: Record<string, unknown>; spec: Record<string, unknown>};
-  await admin.request({method: 'PUT', path: PATH, body: {...current, spec: {...current.spec, holderIdentity: ''}}});
+  await admin.request({method: 'PUT', path: PATH, body: {...current, spec: {...current.spec, holderIdentity: holder}}});
 
   expect(await bothHeld(a, b, 10), 'two replicas held the Lease at once').toBe(false);
   expect(b.state()).toMatchObject({role: 'leader', leader: 'replica-b'});
