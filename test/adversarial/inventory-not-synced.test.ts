@@ -130,6 +130,12 @@ describe('a replica whose first registry listing is refused', () => {
       const fresh = await watchEvents(svc);
       expect(fresh.status, 'a new watcher gets an empty snapshot marked synced').toBe(503);
 
+      // The 503 and `ls` send a reader to /v1/status, whose summary said "follower; 0 clusters".
+      const status = (await (await fetch(`${svc.url}/v1/status`)).json()) as {summary: string; backend: {synced: boolean}};
+      expect(status.backend.synced).toBe(false);
+      expect(status.summary, 'an inventory never read is summarised as an empty one').not.toMatch(/\b0 clusters\b/);
+      expect(status.summary).toContain('registry not read yet');
+
       // A dashboard graphing kube_discovery_clusters_by_health was shown 0 clusters for every cloud and health.
       expect(clusterSamples(await (await fetch(`${svc.url}/metrics`)).text()), 'an inventory never read is counted as an empty one').toEqual([]);
 
@@ -139,6 +145,7 @@ describe('a replica whose first registry listing is refused', () => {
       expect(svc.inventory.synced).toBe(true);
       const after = (await (await fetch(`${svc.url}/v1/kube_servers`)).json()) as {items: KubeServer[]};
       expect(after.items.map((s) => s.metadata.name)).toEqual(NAMES);
+      expect(((await (await fetch(`${svc.url}/v1/status`)).json()) as {summary: string}).summary).toMatch(/^follower\b.*; 2 clusters/);
       await expect.poll(async () => clusterSamples(await (await fetch(`${svc.url}/metrics`)).text()).reduce((sum, [, n]) => sum + n, 0)).toBe(NAMES.length);
       const snapshot = await watchEvents(svc, '0123abcd-42');
       expect(snapshot).toEqual({status: 200, events: ['reset', ...NAMES.map((n) => `put ${n}`), 'synced']});
