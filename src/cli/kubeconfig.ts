@@ -234,9 +234,8 @@ export const runKubeconfig: Command = async (argv, io) => {
 /** Lists the discovery group's kube_servers straight from the registry the config names. */
 function fromRegistry(io: CliIo, path: string, emit: (servers: readonly KubeServer[]) => Promise<number>): Promise<number> {
   return withConfig(io, 'kubeconfig', path, async (config) => {
-    if (config.storage.type === 'memory') {
-      io.stderr('kube-discovery kubeconfig: storage type memory lives inside the running service; use --server URL instead\n');
-    }
+    // A memory registry opened here is a new, empty one: its kubeconfig would have no contexts and replace the good one.
+    if (config.storage.type === 'memory') return usageError(io, 'kubeconfig', 'storage type memory lives inside the running service; use --server URL instead');
     const backend = await createBackend(config.storage, {clock: systemClock});
     let servers: KubeServer[];
     try {

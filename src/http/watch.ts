@@ -351,8 +351,8 @@ class WatchStream {
     this.#res.writeHead(200, {'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive'});
     const resumed = lastEventId === undefined ? undefined : parseEventId(lastEventId, epoch);
     const changes = resumed === undefined ? undefined : log.since(resumed);
-    if (changes !== undefined) {
-      this.#source = this.#replay(changes, epoch, from);
+    if (resumed !== undefined && changes !== undefined) {
+      this.#source = this.#replay(changes, epoch, resumed, from);
     } else {
       const reason = lastEventId === undefined ? undefined : resumed === undefined ? 'unknown_event_id' : 'history_expired';
       this.#inSnapshot = true;
@@ -478,28 +478,47 @@ class WatchStream {
   }
 
   /**
-   * What changed after the client's id, one event per name in the order of its last change,
-   * each from the entry's current state: a client cut off mid-replay resumes correctly from
-   * the last id it saw.
+   * What changed after the client's id `from`, one event per name in the order of its last
+   * change, each from the entry's current state: a put when it matches, else a delete when any
+   * state it had since `from` matched (the client may hold any of them, see below).
+   *
+   * An event's id is where a client cut off right after it can resume: it then holds the names
+   * sent so far in a state they had since, and the others as before their first change, so the
+   * id is just before the earliest first change of a name not sent yet (at most the event's own
+   * change). Where that is no later than the previous id the event has none, and a client cut
+   * off there resumes from the previous one. (The id of the last change alone, and a delete
+   * judged by the state before the first change alone, let a client resume past a change it
+   * never got: an entry deleted or relabelled away again was then never deleted from what it held.)
    */
-  *#replay(changes: readonly LoggedChange[], epoch: string, to: number): Generator<Frame> {
-    const first = new Map<string, LoggedChange>();
+  *#replay(changes: readonly LoggedChange[], epoch: string, from: number, to: number): Generator<Frame> {
+    const {matches, selector, inventory} = this.#p;
+    const first = new Map<string, number>();
     const last = new Map<string, number>();
+    const matchedSince = new Set<string>();
     for (const change of changes) {
       if (change.id > to) break;
-      if (!first.has(change.name)) first.set(change.name, change);
+      if (!first.has(change.name)) first.set(change.name, change.id);
       last.delete(change.name);
       last.set(change.name, change.id);
+      if (change.previous && !matchedSince.has(change.name) && matches(change.previous, selector)) matchedSince.add(change.name);
     }
-    const {matches, selector, inventory} = this.#p;
-    for (const [name, id] of last) {
+    const names = [...last];
+    // firstLater[i]: the earliest first change among the names after position i.
+    const firstLater: number[] = Array.from({length: names.length});
+    let earliest = Infinity;
+    for (let i = names.length - 1; i >= 0; i--) {
+      firstLater[i] = earliest;
+      earliest = Math.min(earliest, first.get((names[i] as [string, number])[0]) ?? Infinity);
+    }
+    let resumable = from;
+    for (const [i, [name, id]] of names.entries()) {
       const current = inventory.get(name);
-      const before = first.get(name)?.previous;
-      if (current && matches(current, selector)) {
-        yield textFrame(`id: ${eventId(epoch, id)}\nevent: put\ndata: ${JSON.stringify(current)}\n\n`);
-      } else if (before && matches(before, selector)) {
-        yield textFrame(`id: ${eventId(epoch, id)}\nevent: delete\ndata: ${JSON.stringify({name})}\n\n`);
-      }
+      const event = current && matches(current, selector) ? `put\ndata: ${JSON.stringify(current)}` : matchedSince.has(name) ? `delete\ndata: ${JSON.stringify({name})}` : undefined;
+      if (event === undefined) continue;
+      const cut = Math.min(id, (firstLater[i] ?? Infinity) - 1);
+      const idLine = cut > resumable ? `id: ${eventId(epoch, cut)}\n` : '';
+      if (cut > resumable) resumable = cut;
+      yield textFrame(`${idLine}event: ${event}\n\n`);
     }
     yield textFrame(`id: ${eventId(epoch, to)}\nevent: synced\ndata: ${JSON.stringify({snapshot: 'none', resumed: true})}\n\n`);
   }

@@ -338,7 +338,7 @@ export class Metrics {
       this.#tokensMinted.inc({cloud}, 0);
       this.#tokenErrors.inc({cloud}, 0);
     }
-    for (const cloud of clouds) for (const health of HEALTHS) this.#byHealth.set({cloud, health}, 0);
+    // kube_discovery_clusters_by_health is not zero-initialised: an inventory not read yet is no empty one (observeInventory).
     this.#leader.set(0);
   }
 

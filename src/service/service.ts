@@ -114,6 +114,21 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   events.cycles = cycles;
   await dynamic.start();
 
+  // A cycle writes thousands of entries; recount the inventory once per burst, not once per event.
+  // An inventory never read is not an empty one: until its first listing it is not counted at all,
+  // or every dashboard would show 0 clusters (as /v1/kube_servers answers 503 not_synced meanwhile).
+  let inventoryRecount: NodeJS.Timeout | undefined;
+  let inventoryCounted = false;
+  const recountInventory = (): void => {
+    inventoryRecount ??= setTimeout(() => {
+      inventoryRecount = undefined;
+      if (!cache.synced) return;
+      // The entries as stored: the count needs no sorted list of copies with their lease's expiry.
+      metrics.observeInventory(Array.from(cache.storedEntries(), ([, server]) => server));
+      inventoryCounted = true;
+    }, 200).unref();
+  };
+
   // Serve what the registry already holds (a restart shows the last inventory at once).
   const cache = new Inventory({
     backend: runtime.backend,
@@ -121,7 +136,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     clock,
     historySize: config.http.watch.history,
     onError: (error) => registryHealth.failed('read', error),
-    onReadOk: () => registryHealth.succeeded('read'),
+    onReadOk: () => {
+      registryHealth.succeeded('read');
+      // The first listing may change nothing (an empty registry) and so emit no event to recount on.
+      if (!inventoryCounted) recountInventory();
+    },
   });
   const inventory = cache;
   // Keepalives reach the inventory: readers follow the lease.
@@ -129,16 +148,11 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
   storedDocument = (name, revision) => cache.stored(name, revision);
   storedOnLease = (name, lease) => cache.storedOnLease(name, lease);
   await cache.start();
-  metrics.observeInventory(inventory.list());
-  // A cycle writes thousands of entries; recount the inventory once per burst, not once per event.
-  let inventoryRecount: NodeJS.Timeout | undefined;
-  inventory.subscribe(() => {
-    inventoryRecount ??= setTimeout(() => {
-      inventoryRecount = undefined;
-      // The entries as stored: the count needs no sorted list of copies with their lease's expiry.
-      metrics.observeInventory(Array.from(inventory.storedEntries(), ([, server]) => server));
-    }, 200).unref();
-  });
+  if (inventory.synced) {
+    metrics.observeInventory(inventory.list());
+    inventoryCounted = true;
+  }
+  inventory.subscribe(recountInventory);
 
   // setup_access_for_arn, then setup_access_for_principal_id: named steps between registration and probes (src/service/access-setup.ts).
   const countAccessSetup = accessSetupCounter(metrics.registry);

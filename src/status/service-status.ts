@@ -66,7 +66,7 @@ export function statusBodyOf(state: ServiceState): unknown {
   const leader = role.role === 'follower' && role.leader ? {leader: role.leader} : {};
   const scheduler = state.scheduler();
   return redact({
-    summary: summaryLine({role: role.role, ...leader, clusters: inventory.list().length, sources: status.sources(), ...(status.lastCycle ? {lastCycle: status.lastCycle} : {})}),
+    summary: summaryLine({role: role.role, ...leader, clusters: inventory.synced ? inventory.list().length : undefined, sources: status.sources(), ...(status.lastCycle ? {lastCycle: status.lastCycle} : {})}),
     discovery_group: state.group,
     version: VERSION,
     replica: state.replica,

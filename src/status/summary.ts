@@ -10,7 +10,8 @@ import {redactedStart} from '../observability/redact.ts';
 export interface SummaryInput {
   readonly role: 'leader' | 'follower';
   readonly leader?: string;
-  readonly clusters: number;
+  /** Entries in the inventory; undefined until the registry has been read (not 0: an inventory never read is not an empty one). */
+  readonly clusters: number | undefined;
   readonly sources: readonly SourceStatus[];
   readonly lastCycle?: CycleStatus;
 }
@@ -25,7 +26,7 @@ export function noSourceSucceeded(sources: readonly SourceStatus[]): string | un
 
 /** E.g. `leader; 48 clusters; 2 of 11 sources failing (eks:ap-southeast-2:…: ServiceUnavailableException); last cycle partial at …`. */
 export function summaryLine(input: SummaryInput): string {
-  const parts: string[] = [input.role === 'leader' ? 'leader' : `follower${input.leader ? ` of ${input.leader}` : ''}`, `${input.clusters} cluster${input.clusters === 1 ? '' : 's'}`];
+  const parts: string[] = [input.role === 'leader' ? 'leader' : `follower${input.leader ? ` of ${input.leader}` : ''}`, input.clusters === undefined ? 'registry not read yet' : `${input.clusters} cluster${input.clusters === 1 ? '' : 's'}`];
   if (input.role === 'leader') {
     const failing = input.sources.filter((s) => !s.ok);
     if (input.sources.length === 0) parts.push('no sources yet');

@@ -5,7 +5,8 @@
  * been read, yet /v1/kube_servers answered 200 with no items, /v1/kube_servers/{name} 404, and
  * /v1/watch a snapshot of nothing, `synced`; a client resuming with the Last-Event-ID of the
  * previous process was even told `reset`: "replace what you hold". Every reader dropped every
- * cluster, though no listing lacked one. Until its first listing an inventory says nothing.
+ * cluster, though no listing lacked one. /metrics counted 0 clusters for every cloud and health.
+ * Until its first listing an inventory says nothing.
  */
 import {afterAll, beforeAll, describe, expect, it} from 'vitest';
 import type {KubeServer} from '../../heartbeats/kube-server.ts';
@@ -102,6 +103,11 @@ async function watchEvents(svc: RunningService, lastEventId?: string): Promise<{
   return {status: 200, events};
 }
 
+/** The samples of kube_discovery_clusters_by_health in a /metrics body. */
+function clusterSamples(body: string): [string, number][] {
+  return [...body.matchAll(/^kube_discovery_clusters_by_health(\{[^}]*\}) (\S+)$/gm)].map((m) => [m[1] ?? '', Number(m[2])]);
+}
+
 describe('a replica whose first registry listing is refused', () => {
   it('tells no reader that the clusters are gone, and serves them once it could list', async () => {
     throttleKubeServerLists();
@@ -124,12 +130,23 @@ describe('a replica whose first registry listing is refused', () => {
       const fresh = await watchEvents(svc);
       expect(fresh.status, 'a new watcher gets an empty snapshot marked synced').toBe(503);
 
+      // The 503 and `ls` send a reader to /v1/status, whose summary said "follower; 0 clusters".
+      const status = (await (await fetch(`${svc.url}/v1/status`)).json()) as {summary: string; backend: {synced: boolean}};
+      expect(status.backend.synced).toBe(false);
+      expect(status.summary, 'an inventory never read is summarised as an empty one').not.toMatch(/\b0 clusters\b/);
+      expect(status.summary).toContain('registry not read yet');
+
+      // A dashboard graphing kube_discovery_clusters_by_health was shown 0 clusters for every cloud and health.
+      expect(clusterSamples(await (await fetch(`${svc.url}/metrics`)).text()), 'an inventory never read is counted as an empty one').toEqual([]);
+
       // The API server answers again: the next listing (here the one /readyz starts) serves everything.
       kube.server.setFault(undefined);
       await (await fetch(`${svc.url}/readyz`)).body?.cancel();
       expect(svc.inventory.synced).toBe(true);
       const after = (await (await fetch(`${svc.url}/v1/kube_servers`)).json()) as {items: KubeServer[]};
       expect(after.items.map((s) => s.metadata.name)).toEqual(NAMES);
+      expect(((await (await fetch(`${svc.url}/v1/status`)).json()) as {summary: string}).summary).toMatch(/^follower\b.*; 2 clusters/);
+      await expect.poll(async () => clusterSamples(await (await fetch(`${svc.url}/metrics`)).text()).reduce((sum, [, n]) => sum + n, 0)).toBe(NAMES.length);
       const snapshot = await watchEvents(svc, '0123abcd-42');
       expect(snapshot).toEqual({status: 200, events: ['reset', ...NAMES.map((n) => `put ${n}`), 'synced']});
     } finally {

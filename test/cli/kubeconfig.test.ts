@@ -168,6 +168,22 @@ describe('kubeconfig', () => {
     expect((parse(out.stdout) as Kubeconfig).contexts.map((c) => c.name).sort()).toEqual(['dev-eks-eu-west-1-111111111111', 'prod-eks-us-east-1-111111111111']);
   });
 
+  it('refuses -c on a memory registry (which lives inside the service) instead of writing a kubeconfig without contexts over the good one', async () => {
+    const file = path.join(dir, 'memory-kubeconfig.yaml');
+    const good = await runKubeconfig(['--server', api.url, '--token-file', path.join(dir, 'api-token'), '-o', file], capture().io);
+    expect(good).toBe(0);
+    const before = await readFile(file, 'utf8');
+    const configFile = path.join(dir, 'memory.yaml');
+    await writeFile(configFile, 'version: v1\ndiscovery_service: {discovery_group: g1}\nstorage: {type: memory}\n');
+    const {io, out} = capture();
+
+    const code = await runKubeconfig(['-c', configFile, '-o', file], io);
+
+    expect(code).toBe(2);
+    expect(out.stderr).toContain('use --server URL instead');
+    expect(await readFile(file, 'utf8')).toBe(before);
+  });
+
   it('refuses --server together with -c', async () => {
     const {io, out} = capture();
     expect(await runKubeconfig(['--server', api.url, '-c', 'x.yaml'], io)).toBe(2);

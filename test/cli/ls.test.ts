@@ -93,6 +93,18 @@ describe('ls', () => {
     expect(api.requests.at(-1)?.url).toContain('labels=env%3Dprod');
   });
 
+  it('reads -l env==prod as kubectl does, and refuses -l env!=prod (exit 2) instead of saying no cluster is found', async () => {
+    const equal = await run(['--server', api.url, '-l', 'env==prod', '-o', 'name']);
+    expect(equal.code).toBe(0);
+    expect(equal.stdout.split('\n').filter(Boolean)).toHaveLength(2);
+
+    const requests = api.requests.length;
+    const notEqual = await run(['--server', api.url, '-l', 'env!=prod']);
+    expect(notEqual.code).toBe(2);
+    expect(notEqual.stderr).toContain('only equality');
+    expect(api.requests).toHaveLength(requests);
+  });
+
   it('prints json and yaml with cloud, region, health, stale and labels', async () => {
     const json = JSON.parse((await run(['--server', api.url, '-o', 'json'])).stdout) as unknown[];
     const yaml = parse((await run(['--server', api.url, '-o', 'yaml'])).stdout) as unknown[];

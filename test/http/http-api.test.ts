@@ -138,6 +138,26 @@ describe('HTTP API', () => {
     expect((await fetch(`${server.url}/v1/kube_servers/%E0%A4%A`)).status).toBe(400);
   });
 
+  it('a Kubernetes-style selector is never taken as "no cluster matches": == selects like =, != and other operators answer 400', async () => {
+    await start();
+    const names = async (query: string): Promise<string[]> => {
+      const res = await fetch(`${server.url}/v1/kube_servers?labels=${encodeURIComponent(query)}`);
+      expect(res.status).toBe(200);
+      return ((await res.json()) as {items: {metadata: {name: string}}[]}).items.map((s) => s.metadata.name.slice(0, 2));
+    };
+    // `kubectl get -l env==prod` means env=prod; before, this listed nothing (the value "=prod").
+    expect(await names('env==prod')).toEqual(['c0', 'c2', 'c4', 'c6']);
+    expect(await names('env==prod,team=a')).toEqual(['c0', 'c2']);
+    // `env!=dev` read as the key "env!", which no label can have: a 200 with no items, as if every cluster were gone.
+    for (const query of ['env!=dev', 'team=a,env!=dev', '!env=x', 'env in (prod)=x']) {
+      for (const path of ['/v1/kube_servers', '/v1/watch']) {
+        const res = await fetch(`${server.url}${path}?labels=${encodeURIComponent(query)}`);
+        expect(res.status, `${path} ${query}`).toBe(400);
+        expect(((await res.json()) as {message: string}).message).toContain('only equality');
+      }
+    }
+  });
+
   it('streams a snapshot and then put/delete events over SSE', async () => {
     await start();
     const res = await fetch(`${server.url}/v1/watch?labels=team=a`);

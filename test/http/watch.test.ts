@@ -232,6 +232,50 @@ describe('/v1/watch', () => {
     expect(changes(await second.readUntil((e) => e.event === 'put' && name(e) === 'later'))).toEqual(['put later']);
   });
 
+  it.each([
+    ['unfiltered, deleted, re-added and deleted again', '', async (hb: Heartbeat) => {
+      await hb.remove(`n${suffix}`);
+      await announce(hb, {m: {team: 'a', v: '2'}});
+      await announce(hb, {n: {team: 'a'}});
+      await hb.remove(`n${suffix}`);
+    }],
+    ['filtered, relabelled out of the filter twice', '?labels=team=a', async (hb: Heartbeat) => {
+      await announce(hb, {n: {team: 'b'}});
+      await announce(hb, {m: {team: 'a', v: '2'}});
+      await announce(hb, {n: {team: 'b', v: '2'}});
+    }],
+  ])('a watcher cut off mid-replay resumes from the last id it got and holds no entry the inventory lacks (%s)', async (_, query, change) => {
+    const w = await world();
+    await announce(w.heartbeat, {n: {team: 'a'}, m: {team: 'a'}});
+    const held = new Map<string, string>();
+    const apply = (events: SseEvent[]): string | undefined => {
+      let id: string | undefined;
+      for (const e of events) {
+        if (e.event === 'put') held.set(name(e), e.data);
+        if (e.event === 'delete') held.delete(name(e));
+        if (e.id !== undefined) id = e.id;
+      }
+      return id;
+    };
+    const first = await Watch.open(`${w.server.url}/v1/watch${query}`);
+    const synced = apply(await first.readUntil((e) => e.event === 'synced'));
+    first.res.destroy();
+    expect([...held.keys()].sort()).toEqual(['m', 'n']);
+
+    await change(w.heartbeat);
+
+    // The connection drops after the replay's first event: the client resumes from the last id it got.
+    const second = await Watch.open(`${w.server.url}/v1/watch${query}`, {'last-event-id': synced!});
+    const replay = await second.readUntil((e) => e.event === 'synced');
+    second.res.destroy();
+    const cut = apply(replay.slice(0, 1)) ?? synced!;
+
+    const third = await Watch.open(`${w.server.url}/v1/watch${query}`, {'last-event-id': cut});
+    apply(await third.readUntil((e) => e.event === 'synced'));
+    const want = w.inventory.list().filter((s) => query === '' || s.spec.cluster.metadata.labels['team'] === 'a').map((s) => s.metadata.name.replace(suffix, ''));
+    expect([...held.keys()].sort(), 'entries the client holds after resuming').toEqual(want.sort());
+  });
+
   it('an id the history no longer holds (or from another process) gets a reset and a fresh snapshot', async () => {
     const w = await world({historySize: 3});
     await announce(w.heartbeat, {a: {}, b: {}});
