@@ -317,7 +317,7 @@ function peerComparison(w: WorkloadReport): string {
     `the peer's cycles ${w.peer.wall_ms_all.join(' / ')} ms`,
     ...(full ? [`ours describing every cluster ${full.all.join(' / ')} ms (${full.describes.join(' / ')} DescribeCluster calls)`] : []),
     `our first cycles ${w.cycle_wall_ms.first_runs.join(' / ')} ms (median ${w.cycle_wall_ms.first_median})`,
-    `our cycles describing what changed ${w.cycle_wall_ms.all.slice(1).join(' / ')} ms`,
+    `our later cycles ${w.cycle_wall_ms.all.slice(1).join(' / ')} ms`,
   ];
   const ratios = [
     ...(v.full_describe_warm_vs_peer_warm === undefined ? [] : [`every cluster described, warm / peer warm ${v.full_describe_warm_vs_peer_warm}x`]),
