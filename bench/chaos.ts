@@ -153,8 +153,8 @@ class Replica {
     if (sig === 'SIGCONT') this.stopped = false;
   }
 
-  async exited(): Promise<void> {
-    const child = this.child;
+  /** Resolves when `child` (default: the current process) has exited. */
+  async exited(child = this.child): Promise<void> {
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     await new Promise((r) => child.once('exit', r));
   }
@@ -365,9 +365,11 @@ async function runRound(sim: Simulator, backend: Backend, seconds: number): Prom
         note(kind, {target: r.name, ms: downMs});
         if (r.stopped) r.signal('SIGCONT');
         r.signal(kind === 'kill9' ? 'SIGKILL' : 'SIGTERM');
+        // Waits for this process, not whichever runs by then (another fault may have restarted it).
+        const child = r.child;
         later(downMs, async () => {
-          await r.exited();
-          if (active) r.start();
+          await r.exited(child);
+          if (active && !r.running) r.start();
         });
         break;
       }
@@ -377,7 +379,9 @@ async function runRound(sim: Simulator, backend: Backend, seconds: number): Prom
         note(kind, {target: r.name, ms: after});
         await r.kill();
         r.start();
+        const child = r.child;
         later(after, async () => {
+          if (r.child !== child) return;
           await r.kill();
           if (active) r.start();
         });
@@ -385,11 +389,14 @@ async function runRound(sim: Simulator, backend: Backend, seconds: number): Prom
       }
       case 'sigstop': {
         if (!r.running || r.stopped) break;
+        const child = r.child;
         // Longer than the etcd session (5 s) at times, so the other replica takes over while this one is frozen.
         const ms = otherUp ? between(1000, 25_000) : between(500, 4000);
         note(kind, {target: r.name, ms});
         r.signal('SIGSTOP');
-        later(ms, () => r.signal('SIGCONT'));
+        later(ms, () => {
+          if (r.child === child) r.signal('SIGCONT');
+        });
         break;
       }
       case 'sighup':
@@ -455,7 +462,8 @@ async function runRound(sim: Simulator, backend: Backend, seconds: number): Prom
   }
 
   // Heal: let the pending faults finish, make sure both replicas run, then check the inventory.
-  await Promise.all(pending);
+  // A fault's undo may wait for a process that another fault already replaced; a minute bounds it.
+  await Promise.race([Promise.all(pending), sleep(60_000)]);
   cloudFault = undefined;
   for (const p of [...cloudProxies, ...etcdProxies]) {
     p.restore();
