@@ -8,8 +8,8 @@
  * is a loss. Each round starts a fresh backend (one SQLite file both processes open, or a real
  * etcd reached through a cuttable TCP proxy per replica) and two `kube-discovery start` replicas
  * with a short heartbeat TTL, then injects faults at random until the round ends: SIGKILL (also
- * during the first cycle), SIGTERM, SIGSTOP for a while then SIGCONT, SIGHUP (a cycle now), etcd
- * SIGKILL and restart, the replica's etcd connection cut or held, the cloud answering errors,
+ * during the first cycle, and for longer than the TTL while the other runs on), SIGTERM, SIGSTOP
+ * for a while then SIGCONT, SIGHUP (a cycle now), etcd SIGKILL and restart, the replica's etcd connection cut or held, the cloud answering errors,
  * malformed pages or hanging, and the cloud's connections cut or held. An observer watches
  * `/v1/watch` and polls `/v1/kube_servers` on each replica. At a round's end every fault is
  * healed and both replicas must serve every cluster again.
@@ -300,6 +300,11 @@ async function runRound(sim: Simulator, backend: Backend, seconds: number): Prom
   const [r1, r2] = replicas as [Replica, Replica];
   const liveness = new Liveness();
   let baseline: Set<string> | undefined;
+  // A replica is held to the baseline once it served it: until then it serves what the registry held
+  // when it opened (a SQLite file opened empty next to the other process's first cycle), no loss.
+  const served = new Set<string>();
+  // The replica kept down for longer than the TTL, if any: the other one is then spared kills and stops.
+  let longDown: Replica | undefined;
   let active = true;
   const reported = new Set<string>();
   const loss = (replica: string, how: Loss['how'], names: readonly string[]): void => {
@@ -322,7 +327,10 @@ async function runRound(sim: Simulator, backend: Backend, seconds: number): Prom
         if (!names) continue;
         if (!baseline && names.size >= d.clusters.expected) {
           baseline = names;
+          served.add(r.name);
           note('baseline', {target: r.name, ms: names.size});
+        } else if (baseline && !served.has(r.name)) {
+          if ([...baseline].every((n) => names.has(n))) served.add(r.name);
         } else if (baseline) {
           const missing = [...baseline].filter((n) => !names.has(n));
           if (missing.length > 0) loss(r.name, 'missing-from-listing', missing);
@@ -347,9 +355,12 @@ async function runRound(sim: Simulator, backend: Backend, seconds: number): Prom
     await sleep(between(1500, 7000));
     liveness.sample(replicas);
     const r = pick(replicas);
-    const kinds = ['kill9', 'kill9', 'sigterm', 'sigstop', 'sighup', 'kill-first-cycle', 'cloud-errors', 'cloud-malformed', 'cloud-hang', 'cloud-cut', 'cloud-hold'];
+    const kinds = ['kill9', 'kill9', 'kill9-past-ttl', 'sigterm', 'sigstop', 'sighup', 'kill-first-cycle', 'cloud-errors', 'cloud-malformed', 'cloud-hang', 'cloud-cut', 'cloud-hold'];
     if (backend === 'etcd') kinds.push('etcd-kill', 'etcd-cut', 'etcd-hold', 'etcd-cut');
-    const kind = pick(kinds);
+    let kind = pick(kinds);
+    // While one replica is down past the TTL, the other must live: its faults are the harmless kinds.
+    if (longDown && (r === other(longDown) || r === longDown) && ['kill9', 'kill9-past-ttl', 'sigterm', 'sigstop', 'kill-first-cycle'].includes(kind)) kind = 'sighup';
+    if (kind === 'kill9-past-ttl' && (longDown || !(other(r).running && !other(r).stopped))) kind = 'sighup';
     // Keep a replica alive: the loss the run hunts is not "every replica down for longer than the TTL".
     const otherUp = other(r).running && !other(r).stopped;
     count++;
@@ -369,6 +380,18 @@ async function runRound(sim: Simulator, backend: Backend, seconds: number): Prom
         const child = r.child;
         later(downMs, async () => {
           await r.exited(child);
+          if (active && !r.running) r.start();
+        });
+        break;
+      }
+      case 'kill9-past-ttl': {
+        // A process gone for longer than the TTL (a rollout rolled back, a node lost) while the other runs on.
+        const downMs = TTL_MS + between(5000, 20_000);
+        note(kind, {target: r.name, ms: downMs});
+        longDown = r;
+        await r.kill();
+        later(downMs, () => {
+          longDown = undefined;
           if (active && !r.running) r.start();
         });
         break;
