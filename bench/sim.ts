@@ -98,6 +98,8 @@ export interface SimulatorOptions {
   readonly controlPort?: number;
   /** Where the CA file goes (default: a new temp dir). */
   readonly dir?: string;
+  /** Faults decided per request before the scenario's own (bench/chaos.ts switches them on and off). */
+  readonly faults?: {readonly aws?: FaultHook; readonly arm?: ArmFaultHook};
 }
 
 /** Builds the worlds of `scenario` and starts every fake it needs on loopback. */
@@ -132,7 +134,7 @@ export async function startSimulator(scenario: Scenario, options: SimulatorOptio
     if (scenario.aws) {
       awsLimiter = scenario.aws.rate_limits ? awsRateLimiter({clock, limits: rateLimits(scenario.aws.rate_limits)}) : undefined;
       const failures: FaultHook[] = scenario.aws.fail_regions.map((r) => failRegion(r, scenario.aws?.fail_code));
-      aws = await startFakeAws({world: awsWorld, latencyMs: scenario.aws.latency_ms, pageSize: scenario.aws.page_size, fault: combineFaults(...failures, awsLimiter?.hook)});
+      aws = await startFakeAws({world: awsWorld, latencyMs: scenario.aws.latency_ms, pageSize: scenario.aws.page_size, fault: combineFaults(options.faults?.aws, ...failures, awsLimiter?.hook)});
       closers.push(() => aws?.close() ?? Promise.resolve());
     }
 
@@ -142,7 +144,7 @@ export async function startSimulator(scenario: Scenario, options: SimulatorOptio
       armLimiter = scenario.azure.rate_limits ? armRateLimiter({clock, limits: rateLimits(scenario.azure.rate_limits)}) : undefined;
       const failing = new Set(world.failingSubscriptions());
       const fault: ArmFaultHook = (ctx) =>
-        ctx.subscription !== undefined && failing.has(ctx.subscription.toLowerCase()) ? {status: 403} : armLimiter?.hook(ctx);
+        options.faults?.arm?.(ctx) ?? (ctx.subscription !== undefined && failing.has(ctx.subscription.toLowerCase()) ? {status: 403} : armLimiter?.hook(ctx));
       arm = await startFakeArm({
         world: armWorld,
         latencyMs: scenario.azure.latency_ms,

@@ -412,6 +412,7 @@ export class Heartbeat {
       this.#leaseExpires = at + this.#ttlMs;
       this.#onSuccess('keepalive');
       this.#onKeepAlive(lease, this.#leaseExpires);
+      this.#reclaimMoved(lease);
       if (this.#unannounced.size > 0) await this.#reputUnannounced(lease);
     } catch (err) {
       this.#onFailure('keepalive', err);
@@ -461,6 +462,18 @@ export class Heartbeat {
       this.#replacing = undefined;
     });
     return this.#replacing;
+  }
+
+  /**
+   * Queues for a re-put the entries this heartbeat wrote on its lease that the registry now shows on
+   * another: a second process on the same file (an overlapping restart) moved them, and they would
+   * lapse with its lease if it died, although every listing still has them. Not left to the next
+   * announce: with a poll interval near the TTL, that cycle comes after the other lease lapsed.
+   */
+  #reclaimMoved(lease: Lease): void {
+    for (const [name, e] of this.#entries) {
+      if (e.mine && e.lease === lease.id && !this.#unannounced.has(name) && this.#storedOnLease(name, lease.id) === false) this.#unannounced.set(name, e.doc);
+    }
   }
 
   /** Writes again the entries whose re-put onto `lease` failed, unless a newer announce or a removal came since. */

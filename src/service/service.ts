@@ -135,6 +135,10 @@ export async function startService(options: ServiceOptions): Promise<RunningServ
     group,
     clock,
     historySize: config.http.watch.history,
+    // Another process's writes to the same SQLite file are seen only by re-listing: at least twice per
+    // keepalive interval, so the heartbeat takes back what it moved (a keepalive later) well before
+    // that process's lease, kept alive until it died, can lapse.
+    ...(runtime.backend.name === 'sqlite' ? {resyncMs: Math.min(30_000, Math.max(1000, Math.floor(config.heartbeat.keepalive_interval / 2)))} : {}),
     onError: (error) => registryHealth.failed('read', error),
     onReadOk: () => {
       registryHealth.succeeded('read');
